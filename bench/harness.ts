@@ -1,0 +1,122 @@
+/**
+ * The bench harness: measure tokenpace and its peers side by side, in one
+ * process, in interleaved rounds, and report medians and ratios.
+ *
+ * Interleaving (A B C, A B C, ...) rather than A A A, B B B spreads slow
+ * phases of the machine (JIT tiers, GC, the other core's load) over every
+ * contender instead of punishing whichever ran during them. Each sample runs
+ * a contender for about `sampleMs`, so a timer read costs nothing next to it.
+ */
+
+/** One contender: `run(n)` performs n operations and returns something (kept, so nothing is optimised away). */
+export interface Contender {
+  name: string;
+  /** Performs `n` operations. May be async (awaited). */
+  run(n: number): unknown;
+  /** Called once before the first round. */
+  setup?(): void | Promise<void>;
+}
+
+export interface Measured {
+  name: string;
+  /** Median operations per second over the rounds. */
+  opsPerSecond: number;
+  /** Every round's operations per second. */
+  samples: number[];
+}
+
+export interface CompareOptions {
+  /** Rounds per contender. @default 7 */
+  rounds?: number;
+  /** Target wall time of one sample, ms. @default 200 */
+  sampleMs?: number;
+}
+
+let sink: unknown;
+/** Keeps a value alive so the JIT cannot drop the work that made it. */
+export function keep(value: unknown): void {
+  sink = value;
+}
+export function sunk(): unknown {
+  return sink;
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+async function timeRun(contender: Contender, n: number): Promise<number> {
+  const start = performance.now();
+  const result = contender.run(n);
+  if (result instanceof Promise) keep(await result);
+  else keep(result);
+  return performance.now() - start;
+}
+
+/** Finds n such that run(n) takes about `sampleMs` (also warms the code up). */
+async function calibrate(contender: Contender, sampleMs: number): Promise<number> {
+  let n = 1;
+  for (;;) {
+    const ms = await timeRun(contender, n);
+    if (ms >= sampleMs / 4 || n >= 2 ** 40) return Math.max(1, Math.round((n * sampleMs) / Math.max(ms, 1e-3)));
+    n *= ms < sampleMs / 64 ? 8 : 2;
+  }
+}
+
+/** Measures every contender in interleaved rounds; returns medians in the given order. */
+export async function compare(contenders: readonly Contender[], options: CompareOptions = {}): Promise<Measured[]> {
+  const rounds = options.rounds ?? 7;
+  const sampleMs = options.sampleMs ?? 200;
+  for (const c of contenders) await c.setup?.();
+  const sizes = [];
+  for (const c of contenders) sizes.push(await calibrate(c, sampleMs));
+  const samples: number[][] = contenders.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < contenders.length; i++) {
+      const n = sizes[i] as number;
+      const ms = await timeRun(contenders[i] as Contender, n);
+      samples[i]?.push((n * 1000) / ms);
+    }
+  }
+  return contenders.map((c, i) => ({
+    name: c.name,
+    opsPerSecond: median(samples[i] as number[]),
+    samples: samples[i] as number[],
+  }));
+}
+
+/** Formats a number of operations per second: 12.3M/s, 456k/s. */
+export function formatOps(opsPerSecond: number): string {
+  if (opsPerSecond >= 1e6) return `${(opsPerSecond / 1e6).toFixed(1)}M/s`;
+  if (opsPerSecond >= 1e3) return `${(opsPerSecond / 1e3).toFixed(0)}k/s`;
+  return `${opsPerSecond.toFixed(0)}/s`;
+}
+
+/** A markdown table. */
+export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const all = [headers, ...rows];
+  const widths = headers.map((_, col) => Math.max(...all.map((row) => (row[col] ?? '').length)));
+  const line = (row: readonly string[]) =>
+    `| ${row.map((cell, col) => cell.padEnd(widths[col] as number)).join(' | ')} |`;
+  return [line(headers), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
+}
+
+/** A table of measured throughputs with each one's ratio to `baseline` (by name). */
+export function ratioTable(measured: readonly Measured[], baseline: string, unit = 'decisions'): string {
+  const base = measured.find((m) => m.name === baseline)?.opsPerSecond ?? Number.NaN;
+  return table(
+    ['contender', unit, `vs ${baseline}`],
+    measured.map((m) => [m.name, formatOps(m.opsPerSecond), `${(m.opsPerSecond / base).toFixed(2)}x`]),
+  );
+}
+
+/** A bench section: a title and a function that prints its findings as markdown. */
+export interface Section {
+  /** Short id used to select sections: `npm run bench -- bucket stream`. */
+  id: string;
+  title: string;
+  /** Returns the section's markdown (tables and a line or two of notes). */
+  run(): Promise<string>;
+}

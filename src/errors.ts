@@ -1,0 +1,234 @@
+/**
+ * One error hierarchy for all of tokenpace.
+ *
+ * Every error is a {@link TokenpaceError} with a stable `code` (the contract to
+ * branch on; messages may be reworded) and the numbers that explain it as
+ * fields (`cost`, `capacity`, `retryAfterMs`, ...). Messages say what was given
+ * and what is expected, so the fix is in the message:
+ *
+ *   cost 300 exceeds the bucket's capacity (burst) of 200: a request that large
+ *   can never conform; raise `burst` to at least 300 or split the request
+ *
+ * `instanceof` works within one copy of the package; {@link isTokenpaceError}
+ * also recognises errors from another copy (two versions in one dependency
+ * tree, another realm) through a `Symbol.for` brand, as undici does.
+ */
+
+const brand = Symbol.for('tokenpace.error');
+
+/** Every stable error code tokenpace uses. */
+export type ErrorCode =
+  | 'ERR_INVALID_RATE'
+  | 'ERR_INVALID_SIZE'
+  | 'ERR_INVALID_DURATION'
+  | 'ERR_INVALID_OPTION'
+  | 'ERR_COST_EXCEEDS_CAPACITY'
+  | 'ERR_BURST_TOO_SMALL'
+  | 'ERR_QUEUE_FULL'
+  | 'ERR_WAIT_TOO_LONG'
+  | 'ERR_JOB_TIMEOUT'
+  | 'ERR_STORE_UNAVAILABLE'
+  | 'ABORT_ERR';
+
+/** The base class: anything tokenpace throws or rejects with on purpose. */
+export class TokenpaceError extends Error {
+  override name = 'TokenpaceError';
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    Object.defineProperty(this, brand, { value: true });
+  }
+}
+
+/** A rate that is not a positive finite number or a string {@link parseRate} understands. */
+export class InvalidRateError extends TokenpaceError {
+  override name = 'InvalidRateError';
+  override readonly code = 'ERR_INVALID_RATE' as const;
+  /** What was given. */
+  readonly value: unknown;
+  constructor(value: unknown, message: string) {
+    super('ERR_INVALID_RATE', message);
+    this.value = value;
+  }
+}
+
+/** A size (burst, capacity, cost) that is not valid where it was given. */
+export class InvalidSizeError extends TokenpaceError {
+  override name = 'InvalidSizeError';
+  override readonly code = 'ERR_INVALID_SIZE' as const;
+  readonly value: unknown;
+  constructor(value: unknown, message: string) {
+    super('ERR_INVALID_SIZE', message);
+    this.value = value;
+  }
+}
+
+/** A duration that is not a finite number of milliseconds >= 0 or a string {@link parseDuration} understands. */
+export class InvalidDurationError extends TokenpaceError {
+  override name = 'InvalidDurationError';
+  override readonly code = 'ERR_INVALID_DURATION' as const;
+  readonly value: unknown;
+  constructor(value: unknown, message: string) {
+    super('ERR_INVALID_DURATION', message);
+    this.value = value;
+  }
+}
+
+/** Any other option that is out of range or of the wrong type. */
+export class InvalidOptionError extends TokenpaceError {
+  override name = 'InvalidOptionError';
+  override readonly code = 'ERR_INVALID_OPTION' as const;
+  /** The option's name, e.g. `'maxQueue'`. */
+  readonly option: string;
+  readonly value: unknown;
+  constructor(option: string, value: unknown, message: string) {
+    super('ERR_INVALID_OPTION', message);
+    this.option = option;
+    this.value = value;
+  }
+}
+
+/**
+ * A single request costs more than the bucket can ever hold, so it can never
+ * conform. Thrown at once instead of waiting forever.
+ */
+export class CostExceedsCapacityError extends TokenpaceError {
+  override name = 'CostExceedsCapacityError';
+  override readonly code = 'ERR_COST_EXCEEDS_CAPACITY' as const;
+  readonly cost: number;
+  /** The bucket's capacity (its burst), or the scheduler's concurrency. */
+  readonly capacity: number;
+  constructor(cost: number, capacity: number, what = "the bucket's capacity (burst)") {
+    super(
+      'ERR_COST_EXCEEDS_CAPACITY',
+      `cost ${cost} exceeds ${what} of ${capacity}: a request that large can never conform; ` +
+        `raise the limit to at least ${cost} or split the request`,
+    );
+    this.cost = cost;
+    this.capacity = capacity;
+  }
+}
+
+/**
+ * A burst too small for the timer resolution to sustain the rate: between two
+ * timer wake-ups the bucket overflows and the tokens are lost (TBF's rule,
+ * burst >= rate / HZ).
+ */
+export class BurstTooSmallError extends TokenpaceError {
+  override name = 'BurstTooSmallError';
+  override readonly code = 'ERR_BURST_TOO_SMALL' as const;
+  readonly burst: number;
+  /** The smallest burst that sustains the rate. */
+  readonly minBurst: number;
+  constructor(burst: number, minBurst: number, message: string) {
+    super('ERR_BURST_TOO_SMALL', message);
+    this.burst = burst;
+    this.minBurst = minBurst;
+  }
+}
+
+/** The bounded wait queue is full; the new job was rejected at once. */
+export class QueueFullError extends TokenpaceError {
+  override name = 'QueueFullError';
+  override readonly code = 'ERR_QUEUE_FULL' as const;
+  readonly maxQueue: number;
+  /** An estimate of when a slot frees up, in milliseconds. */
+  readonly retryAfterMs: number;
+  constructor(maxQueue: number, retryAfterMs: number) {
+    super(
+      'ERR_QUEUE_FULL',
+      `queue full: ${maxQueue} jobs are already waiting (maxQueue ${maxQueue}); ` +
+        `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxQueue if the backlog is expected`,
+    );
+    this.maxQueue = maxQueue;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** A job would start (or has waited) later than its `maxWait`. */
+export class WaitTooLongError extends TokenpaceError {
+  override name = 'WaitTooLongError';
+  override readonly code = 'ERR_WAIT_TOO_LONG' as const;
+  readonly maxWaitMs: number;
+  /** The predicted (or actual) wait, in milliseconds. */
+  readonly waitMs: number;
+  readonly retryAfterMs: number;
+  constructor(waitMs: number, maxWaitMs: number, retryAfterMs: number, message?: string) {
+    super(
+      'ERR_WAIT_TOO_LONG',
+      message ??
+        `predicted wait of ${Math.ceil(waitMs)} ms exceeds maxWait of ${maxWaitMs} ms; ` +
+          `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxWait`,
+    );
+    this.waitMs = waitMs;
+    this.maxWaitMs = maxWaitMs;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/** A running job overran its `timeout`. */
+export class JobTimeoutError extends TokenpaceError {
+  override name = 'JobTimeoutError';
+  override readonly code = 'ERR_JOB_TIMEOUT' as const;
+  readonly timeoutMs: number;
+  constructor(timeoutMs: number) {
+    super(
+      'ERR_JOB_TIMEOUT',
+      `job ran longer than its timeout of ${timeoutMs} ms; raise \`timeout\` or make the job abort on its signal`,
+    );
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** The store behind a keyed limit did not answer (and the policy is to say so). */
+export class StoreUnavailableError extends TokenpaceError {
+  override name = 'StoreUnavailableError';
+  override readonly code = 'ERR_STORE_UNAVAILABLE' as const;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_STORE_UNAVAILABLE', message, options);
+  }
+}
+
+/**
+ * A wait that was cancelled by `clear()` or similar. Aborts through an
+ * `AbortSignal` reject with the signal's own `reason` instead.
+ */
+export class AbortError extends TokenpaceError {
+  override name = 'AbortError';
+  override readonly code = 'ABORT_ERR' as const;
+  constructor(message = 'the operation was aborted', options?: { cause?: unknown }) {
+    super('ABORT_ERR', message, options);
+  }
+}
+
+/** Maps each code to its class, for {@link isTokenpaceError}'s narrowing. */
+export interface ErrorByCode {
+  ERR_INVALID_RATE: InvalidRateError;
+  ERR_INVALID_SIZE: InvalidSizeError;
+  ERR_INVALID_DURATION: InvalidDurationError;
+  ERR_INVALID_OPTION: InvalidOptionError;
+  ERR_COST_EXCEEDS_CAPACITY: CostExceedsCapacityError;
+  ERR_BURST_TOO_SMALL: BurstTooSmallError;
+  ERR_QUEUE_FULL: QueueFullError;
+  ERR_WAIT_TOO_LONG: WaitTooLongError;
+  ERR_JOB_TIMEOUT: JobTimeoutError;
+  ERR_STORE_UNAVAILABLE: StoreUnavailableError;
+  ABORT_ERR: AbortError;
+}
+
+/**
+ * True if `value` is a tokenpace error (from any copy of the package), and,
+ * when `code` is given, one with that code.
+ *
+ * @example
+ * if (isTokenpaceError(err, 'ERR_QUEUE_FULL')) setTimeout(retry, err.retryAfterMs);
+ */
+export function isTokenpaceError(value: unknown): value is TokenpaceError;
+export function isTokenpaceError<C extends ErrorCode>(value: unknown, code: C): value is ErrorByCode[C];
+export function isTokenpaceError(value: unknown, code?: ErrorCode): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (!(value instanceof TokenpaceError) && (value as Record<symbol, unknown>)[brand] !== true) return false;
+  return code === undefined || (value as TokenpaceError).code === code;
+}

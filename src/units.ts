@@ -1,0 +1,309 @@
+/**
+ * Units: rates, sizes and durations as people write them, and back.
+ *
+ * Every option that is a rate, a size or a duration accepts a number (tokens
+ * per second, tokens, milliseconds) or a string:
+ *
+ *   parseRate('100/s')        -> 100          parseSize('64KiB')   -> 65536
+ *   parseRate('6000/min')     -> 100          parseSize('1.5 MB')  -> 1500000
+ *   parseRate('20 per second')-> 20           parseSize('1mbit')   -> 125000
+ *   parseRate('10MiB/s')      -> 10485760     parseDuration('250ms') -> 250
+ *   parseRate('8mbit')        -> 1000000      parseDuration('2 min') -> 120000
+ *   parseRate('100Mbps')      -> 12500000
+ *
+ * Bytes: `B`; decimal `kB/KB, MB, GB, TB` (powers of 1000); binary `KiB, MiB,
+ * GiB, TiB` (powers of 1024). Bits are written the way `tc` writes them
+ * (`bit, kbit, mbit, gbit, tbit`, binary `kibit, mibit, gibit`) or as `Mbit/s`
+ * and `Mbps`, and are converted to bytes (8 bits each). Note that `tc` itself
+ * reads `mbps` as megaBYTES per second; here `bps` always means bits, as it
+ * does everywhere outside `tc`. Ambiguous spellings (`kb`, `Mb`, `k`) are
+ * refused with a hint rather than guessed.
+ *
+ * Periods: `ms`, `s/sec/second`, `min/minute`, `h/hr/hour`, `d/day`, each
+ * optionally with a count (`'100/10s'`). A rate without a period is per second,
+ * as in `tc`. Zero, negative, NaN and infinite values are refused wherever they
+ * make no sense.
+ */
+
+import { InvalidDurationError, InvalidRateError, InvalidSizeError } from './errors.js';
+
+/** A rate: tokens (or bytes) per second as a number, or a string such as `'10MiB/s'` or `'100/min'`. */
+export type RateInput = number | string;
+/** A size: tokens (or bytes) as a number, or a string such as `'64KiB'`. */
+export type SizeInput = number | string;
+/** A duration: milliseconds as a number, or a string such as `'250ms'` or `'2s'`. */
+export type DurationInput = number | string;
+
+const NUMBER = '([0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[eE]([+-]?[0-9]+))?';
+const QUANTITY = new RegExp(`^${NUMBER}\\s*([A-Za-z]*)$`);
+const PERIOD = /^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)?\s*([A-Za-zµ]+)$/;
+
+const PREFIX: Record<string, [decimal: number, binary: number]> = {
+  '': [1, 1],
+  k: [1e3, 1024],
+  m: [1e6, 1024 ** 2],
+  g: [1e9, 1024 ** 3],
+  t: [1e12, 1024 ** 4],
+};
+
+const COUNT_WORDS = new Set([
+  '',
+  'token',
+  'tokens',
+  'req',
+  'reqs',
+  'request',
+  'requests',
+  'call',
+  'calls',
+  'job',
+  'jobs',
+  'op',
+  'ops',
+]);
+
+const SECONDS_PER: Record<string, number> = {
+  ms: 1e-3,
+  msec: 1e-3,
+  millisecond: 1e-3,
+  milliseconds: 1e-3,
+  s: 1,
+  sec: 1,
+  secs: 1,
+  second: 1,
+  seconds: 1,
+  m: 60,
+  min: 60,
+  mins: 60,
+  minute: 60,
+  minutes: 60,
+  h: 3600,
+  hr: 3600,
+  hrs: 3600,
+  hour: 3600,
+  hours: 3600,
+  d: 86400,
+  day: 86400,
+  days: 86400,
+};
+
+const MS_PER: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  ...Object.fromEntries(Object.entries(SECONDS_PER).map(([unit, seconds]) => [unit, seconds * 1000])),
+};
+
+/**
+ * The number of tokens one `unit` stands for: 1 for counts and bytes, 1/8 for
+ * a bit, 1000 for kB, 1024 for KiB, ... Returns undefined for unknown units and
+ * a hint string for ambiguous ones.
+ */
+function unitFactor(unit: string): number | string | undefined {
+  if (COUNT_WORDS.has(unit.toLowerCase()) || /^bytes?$/i.test(unit)) return 1;
+  // Bytes: the unit ends in a capital B (`KB`, `MiB`, `kB`, `B`).
+  let match = /^([kKmMgGtT]?)(i?)B$/.exec(unit);
+  if (match) return scaled(match[1] ?? '', match[2] === 'i', 1);
+  // Bits, tc style: `bit`, `kbit`, `Mbit`, `kibit`, `Gbits`.
+  match = /^([kmgt]?)(i?)bits?$/i.exec(unit);
+  if (match) return scaled(match[1] ?? '', match[2]?.toLowerCase() === 'i', 1 / 8);
+  if (/^[kmgt]i?b?$/i.test(unit)) {
+    const prefix = unit[0]?.toLowerCase() ?? '';
+    const upper = prefix.toUpperCase();
+    return `"${unit}" is ambiguous: write ${prefix === 'k' ? 'kB' : `${upper}B`} or ${upper}iB for bytes, or ${prefix}bit for bits`;
+  }
+  return undefined;
+}
+
+function scaled(prefix: string, binary: boolean, base: number): number | undefined {
+  const factors = PREFIX[prefix.toLowerCase()];
+  if (!factors) return undefined;
+  return factors[binary ? 1 : 0] * base;
+}
+
+function parseNumber(mantissa: string, exponent: string | undefined): number {
+  return Number(exponent === undefined ? mantissa : `${mantissa}e${exponent}`);
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number') return String(value);
+  return `a value of type ${value === null ? 'null' : typeof value}`;
+}
+
+/**
+ * Parses a rate into tokens (or bytes) per second.
+ *
+ * @example parseRate('10MiB/s') === 10485760; parseRate('100/min') === 100 / 60
+ * @throws InvalidRateError (`ERR_INVALID_RATE`) for anything that is not a positive finite rate.
+ */
+export function parseRate(input: RateInput): number {
+  const expected =
+    'expected a positive number of tokens per second or a string like "100/s", "6000/min", "10MiB/s" or "8mbit"';
+  if (typeof input === 'number') {
+    if (Number.isFinite(input) && input > 0) return input;
+    throw new InvalidRateError(input, `invalid rate ${describe(input)}: ${expected}`);
+  }
+  if (typeof input !== 'string') throw new InvalidRateError(input, `invalid rate ${describe(input)}: ${expected}`);
+
+  let text = input.trim();
+  let periodText = 's';
+  // `Mbps`, `kbps`, `MBps`: a unit with the period glued on.
+  const glued = /^(.*[0-9.\s])([kKmMgGtT]?)(b|B)ps$/.exec(text);
+  if (glued) {
+    text = `${glued[1]}${glued[2]}${glued[3] === 'b' ? 'bit' : 'B'}`;
+  } else {
+    const split = /^(.*?)\s*(?:\/|\bper\b)\s*(.*)$/i.exec(text);
+    if (split) {
+      text = split[1] ?? '';
+      periodText = split[2] ?? '';
+    }
+  }
+
+  const quantity = QUANTITY.exec(text.trim());
+  const period = PERIOD.exec(periodText.trim());
+  if (!quantity || !period) throw new InvalidRateError(input, `invalid rate ${describe(input)}: ${expected}`);
+
+  const amount = parseNumber(quantity[1] ?? '', quantity[2]);
+  const factor = unitFactor(quantity[3] ?? '');
+  if (typeof factor === 'string') throw new InvalidRateError(input, `invalid rate ${describe(input)}: ${factor}`);
+  if (factor === undefined) {
+    throw new InvalidRateError(
+      input,
+      `invalid rate ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit/gbit`,
+    );
+  }
+  const periodCount = period[1] === undefined ? 1 : Number(period[1]);
+  const periodSeconds = SECONDS_PER[(period[2] ?? '').toLowerCase()];
+  if (periodSeconds === undefined) {
+    throw new InvalidRateError(
+      input,
+      `invalid rate ${describe(input)}: unknown period "${period[2]}"; use ms, s, min, h or d`,
+    );
+  }
+  const perSecond = (amount * factor) / (periodCount * periodSeconds);
+  if (!(Number.isFinite(perSecond) && perSecond > 0)) {
+    throw new InvalidRateError(input, `invalid rate ${describe(input)}: the rate must be positive and finite`);
+  }
+  return perSecond;
+}
+
+/**
+ * Parses a size into tokens (or bytes). Plain numbers are token counts.
+ *
+ * @example parseSize('64KiB') === 65536; parseSize(200) === 200
+ * @throws InvalidSizeError (`ERR_INVALID_SIZE`) for anything that is not a positive finite size.
+ */
+export function parseSize(input: SizeInput): number {
+  const expected = 'expected a positive number or a string like "200", "64KiB", "1.5MB" or "512kbit"';
+  if (typeof input === 'number') {
+    if (Number.isFinite(input) && input > 0) return input;
+    throw new InvalidSizeError(input, `invalid size ${describe(input)}: ${expected}`);
+  }
+  if (typeof input !== 'string') throw new InvalidSizeError(input, `invalid size ${describe(input)}: ${expected}`);
+  const quantity = QUANTITY.exec(input.trim());
+  if (!quantity) throw new InvalidSizeError(input, `invalid size ${describe(input)}: ${expected}`);
+  const factor = unitFactor(quantity[3] ?? '');
+  if (typeof factor === 'string') throw new InvalidSizeError(input, `invalid size ${describe(input)}: ${factor}`);
+  if (factor === undefined) {
+    throw new InvalidSizeError(
+      input,
+      `invalid size ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit`,
+    );
+  }
+  const size = parseNumber(quantity[1] ?? '', quantity[2]) * factor;
+  if (!(Number.isFinite(size) && size > 0)) {
+    throw new InvalidSizeError(input, `invalid size ${describe(input)}: the size must be positive and finite`);
+  }
+  return size;
+}
+
+/**
+ * Parses a duration into milliseconds. Plain numbers are milliseconds; zero is
+ * allowed, and so is `Infinity` ("no limit") as a number.
+ *
+ * @example parseDuration('250ms') === 250; parseDuration('1.5s') === 1500
+ * @throws InvalidDurationError (`ERR_INVALID_DURATION`) for negative, NaN or unparsable values.
+ */
+export function parseDuration(input: DurationInput): number {
+  const expected = 'expected milliseconds >= 0 or a string like "250ms", "2s", "1.5min" or "1h"';
+  if (typeof input === 'number') {
+    if (input >= 0) return input; // NaN fails this comparison too
+    throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+  }
+  if (typeof input !== 'string') {
+    throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+  }
+  const match = new RegExp(`^${NUMBER}\\s*([A-Za-zµ]*)$`).exec(input.trim());
+  if (!match) throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+  const unit = match[3] ?? '';
+  const factor = unit === '' ? 1 : MS_PER[unit.toLowerCase()];
+  if (factor === undefined) {
+    throw new InvalidDurationError(
+      input,
+      `invalid duration ${describe(input)}: unknown unit "${unit}"; use ns, us, ms, s, min, h or d`,
+    );
+  }
+  const ms = parseNumber(match[1] ?? '', match[2]) * factor;
+  if (!Number.isFinite(ms)) throw new InvalidDurationError(input, `invalid duration ${describe(input)}: too large`);
+  return ms;
+}
+
+/** `value` with at most `digits` significant digits and no trailing zeros, unless that loses exactness. */
+function compact(value: number, scale: number, exact: number, digits = 4): string {
+  const short = Number(value.toPrecision(digits));
+  return short * scale === exact ? String(short) : String(value);
+}
+
+const BINARY_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
+const DECIMAL_UNITS = ['B', 'kB', 'MB', 'GB', 'TB'] as const;
+
+function inUnits(bytes: number, base: number, units: readonly string[]): { text: string; exact: boolean } {
+  let index = 0;
+  while (index < units.length - 1 && Math.abs(bytes) >= base ** (index + 1)) index++;
+  const scale = base ** index;
+  const short = Number((bytes / scale).toPrecision(4));
+  return short * scale === bytes
+    ? { text: `${short} ${units[index]}`, exact: true }
+    : { text: `${bytes / scale} ${units[index]}`, exact: false };
+}
+
+/**
+ * Formats bytes: `65536 -> '64 KiB'`, `1500000 -> '1.5 MB'`. A binary unit
+ * unless a decimal one is shorter and exact; parseSize of the result gives the
+ * same number back.
+ */
+export function formatSize(bytes: number): string {
+  const binary = inUnits(bytes, 1024, BINARY_UNITS);
+  if (binary.exact) return binary.text;
+  const decimal = inUnits(bytes, 1000, DECIMAL_UNITS);
+  return decimal.exact ? decimal.text : binary.text;
+}
+
+/**
+ * Formats a rate. Bytes get a binary unit per second (`'1 MiB/s'`); counts
+ * get the period in which they are whole (`100 / 60 -> '100/min'`).
+ */
+export function formatRate(perSecond: number, kind: 'count' | 'bytes' = 'count'): string {
+  if (kind === 'bytes') return `${formatSize(perSecond)}/s`;
+  for (const [period, seconds] of [
+    ['s', 1],
+    ['min', 60],
+    ['h', 3600],
+  ] as const) {
+    const amount = perSecond * seconds;
+    const whole = Math.round(amount);
+    if (whole >= 1 && Math.abs(amount - whole) <= 1e-9 * whole) return `${whole}/${period}`;
+  }
+  return `${compact(perSecond, 1, perSecond, 6)}/s`;
+}
+
+/** Formats milliseconds: `250 -> '250 ms'`, `2000 -> '2 s'`, `90000 -> '1.5 min'`. */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms)) return ms > 0 ? 'forever' : String(ms);
+  const abs = Math.abs(ms);
+  if (abs < 1000) return `${compact(ms, 1, ms)} ms`;
+  if (abs < 60_000) return `${compact(ms / 1000, 1000, ms)} s`;
+  if (abs < 3_600_000) return `${compact(ms / 60_000, 60_000, ms)} min`;
+  return `${compact(ms / 3_600_000, 3_600_000, ms)} h`;
+}
