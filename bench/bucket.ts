@@ -6,7 +6,7 @@
 
 import { TokenBucket as LimiterBucket } from 'limiter';
 import { TokenBucket } from '../src/index.js';
-import { compare, type Section, ratioTable } from './harness.js';
+import { compare, ratioTable, type Section } from './harness.js';
 
 export const bucketSection: Section = {
   id: 'bucket',
