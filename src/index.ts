@@ -33,6 +33,21 @@ export {
   type TokenBucketOptions,
 } from './meters/token-bucket.js';
 export {
+  type ActiveJob,
+  type EventName,
+  type JobContext,
+  type JobFunction,
+  type RejectedJob,
+  type RejectReason,
+  type ScheduleOptions,
+  Scheduler,
+  type SchedulerCounters,
+  type SchedulerEvents,
+  type SchedulerListener,
+  type SchedulerOptions,
+  type WrapOptions,
+} from './scheduler/scheduler.js';
+export {
   type DurationInput,
   formatDuration,
   formatRate,
