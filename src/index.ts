@@ -47,6 +47,9 @@ export {
   type SchedulerOptions,
   type WrapOptions,
 } from './scheduler/scheduler.js';
+export type { ThrottleCounters } from './stream/counters.js';
+export { ThrottleGroup, type ThrottleGroupOptions, type ThrottleMemberOptions } from './stream/group.js';
+export { Throttle, type ThrottleOptions, type ThrottleStreamOptions } from './stream/throttle.js';
 export {
   type DurationInput,
   formatDuration,

@@ -1,0 +1,46 @@
+/**
+ * The private protocol between a `ThrottleGroup` and its member `Throttle`s.
+ *
+ * A member hands the group a {@link MemberPort}: closures over its own state,
+ * so neither class reaches into the other's private fields. The group hands
+ * back a {@link GroupLink}. The DRR fields (`deficit`, `inRing`, `dry`) live
+ * on the port but belong to the group; the member only reads `inRing`.
+ * Nothing here is exported from the package root.
+ */
+
+import type { Clock } from '../clock.js';
+
+/** The symbol under which a group accepts a new member (keeps the method off the public surface). */
+export const kJoin: unique symbol = Symbol('tokenpace.ThrottleGroup.join');
+
+/** What the group sees of one member. */
+export interface MemberPort {
+  /** Bytes the member holds ready to send: the rest of its current chunk plus the writes queued behind it. */
+  pendingBytes(): number;
+  /**
+   * Bytes the member could send now within its own cap (and its reader's
+   * backpressure). 0 when its own cap is short: it then arms its own timer and
+   * asks the group again when the tokens are there.
+   */
+  want(nowMs: number): number;
+  /** Sends up to `bytes` now (the group has the tokens); returns the bytes sent. */
+  send(nowMs: number, bytes: number): number;
+  /** Bytes left in the member's current DRR turn (0: no turn open). Owned by the group. */
+  deficit: number;
+  /** True while the member is in the group's round-robin ring. Owned by the group. */
+  inRing: boolean;
+  /** It ran out of data in the middle of its turn; the group gives it one wake-up to refill. Owned by the group. */
+  dry: boolean;
+}
+
+/** What a member sees of its group. */
+export interface GroupLink {
+  /** The group's clock; members use it too. */
+  readonly clock: Clock;
+  /** Takes `bytes` at once if no member is waiting and the group has the tokens; false (taking nothing) otherwise. */
+  tryTake(nowMs: number, bytes: number): boolean;
+  /** The member has data it could not send: join the ring (if not in it) and be served in turn. */
+  request(port: MemberPort): void;
+  /** The member ended or was destroyed: forget it at once. */
+  leave(port: MemberPort): void;
+}

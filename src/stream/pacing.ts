@@ -1,0 +1,225 @@
+/**
+ * Pacing rules shared by `Throttle` and `ThrottleGroup`: how big a burst must
+ * be for Node's timers to sustain a rate, the default burst, the piece a
+ * waiting stream wakes up for, and the byte meter (TBF's two buckets).
+ *
+ * Why a burst can be too small. Refill is lazy (see meters/token-bucket.ts),
+ * so a timer that fires late costs nothing: the tokens earned in the extra
+ * time are still in the bucket when the stream wakes up, and the next piece is
+ * that much larger. The one way to lose rate is for the bucket to fill up
+ * while the stream sleeps: tokens above the capacity are dropped. A stream
+ * that waits for a piece of P bytes and wakes L ms late finds P + rate * L
+ * tokens, so nothing is lost as long as
+ *
+ *   P + rate * L <= burst.
+ *
+ * Node's timers have a resolution of 1 ms and fire about 1-2 ms late, more
+ * under load; we allow L = {@link TIMER_SLACK_MS} (5 ms). A waiting stream
+ * wakes for half the burst (P = burst / 2), so the rule becomes
+ *
+ *   burst >= 2 * rate * 5 ms = rate * 10 ms        ({@link minBurstBytes})
+ *
+ * the same rule as TBF's `burst >= rate / HZ`, with our timers' lateness as
+ * the tick. An explicit burst below it is refused with `BurstTooSmallError`.
+ *
+ * The default burst is 50 ms of the rate, and at least 1 KiB
+ * ({@link defaultBurstBytes}): 1 MiB/s gets 51.2 KiB, 1 GiB/s 51.2 MiB, 1 KiB/s
+ * 1 KiB. A waiting stream then wakes every ~25 ms, so it tolerates timers up to
+ * 25 ms late (a GC pause, a busy event loop) without losing rate, and no window
+ * of 100 ms carries more than 1.5x the rate's share. With a larger explicit
+ * burst the stream still wakes for pieces of at most 25 ms of the rate
+ * ({@link wakePieceBytes}), so the burst stays a reserve and the output stays
+ * smooth.
+ */
+
+import { BurstTooSmallError } from '../errors.js';
+import { advance, type BucketParams, type BucketState, msUntil, slackFor, tokensAt } from '../meters/token-bucket.js';
+import { formatSize } from '../units.js';
+
+/** How late we assume a timer may fire, ms: the 1 ms resolution plus Node's usual lateness, with margin. */
+export const TIMER_SLACK_MS = 5;
+/** The default burst, in ms of the rate. */
+export const DEFAULT_BURST_MS = 50;
+/** The smallest default burst, bytes: below it pieces are too small to be worth a wake-up. */
+export const DEFAULT_BURST_FLOOR_BYTES = 1024;
+/** The group's default round-robin quantum, in ms of the group's rate (and at least 1 KiB). */
+export const DEFAULT_QUANTUM_MS = 5;
+
+/** The smallest burst that sustains `ratePerSecond` (bytes/s): twice the bytes earned in {@link TIMER_SLACK_MS}. */
+export function minBurstBytes(ratePerSecond: number): number {
+  return Math.max(1, Math.ceil((ratePerSecond * 2 * TIMER_SLACK_MS) / 1000));
+}
+
+/** The default burst for `ratePerSecond`: 50 ms of the rate, at least 1 KiB. */
+export function defaultBurstBytes(ratePerSecond: number): number {
+  return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_BURST_MS) / 1000));
+}
+
+/**
+ * The piece a waiting stream wakes up for: half the burst, and no more than
+ * half the default burst (25 ms of the rate), so a large burst does not make
+ * the output lumpy.
+ */
+export function wakePieceBytes(ratePerSecond: number, burstBytes: number): number {
+  return Math.max(1, Math.min(burstBytes, defaultBurstBytes(ratePerSecond)) / 2);
+}
+
+/** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most its wake piece. */
+export function defaultQuantumBytes(ratePerSecond: number, burstBytes: number): number {
+  const quantum = Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_QUANTUM_MS) / 1000));
+  return Math.max(1, Math.min(quantum, Math.floor(wakePieceBytes(ratePerSecond, burstBytes))));
+}
+
+/** Bytes for a message: `'65536 bytes (64 KiB)'`, `'10737419 bytes (~10.24 MiB)'`, `'512 bytes'`. */
+export function describeBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} bytes`;
+  const exact = formatSize(bytes);
+  if (/^[0-9.]+ \w+$/.test(exact) && exact.length <= 10) return `${bytes} bytes (${exact})`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let index = 0;
+  let scaled = bytes / 1024;
+  while (scaled >= 1024 && index < units.length - 1) {
+    scaled /= 1024;
+    index++;
+  }
+  return `${bytes} bytes (~${Number(scaled.toPrecision(4))} ${units[index]})`;
+}
+
+/** A rate for a message: `'1 GiB/s'`, `'~3.333 MiB/s'`. */
+export function describeRate(ratePerSecond: number): string {
+  const text = describeBytes(ratePerSecond);
+  const paren = /\((.*)\)$/.exec(text);
+  return `${paren ? paren[1] : `${ratePerSecond} B`}/s`;
+}
+
+/**
+ * Refuses a burst the timers cannot sustain `ratePerSecond` with.
+ * @param what names the option in the message: `'burst'`, `'peakBurst'`
+ */
+export function checkBurst(ratePerSecond: number, burstBytes: number, what = 'burst'): void {
+  const minBurst = minBurstBytes(ratePerSecond);
+  if (burstBytes >= minBurst) return;
+  throw new BurstTooSmallError(
+    burstBytes,
+    minBurst,
+    `${what} ${describeBytes(burstBytes)} is too small to sustain ${describeRate(ratePerSecond)}: ` +
+      `timers fire up to ~${TIMER_SLACK_MS} ms late, and tokens that arrive while a full bucket waits are lost; ` +
+      `use a ${what} of at least ${describeBytes(minBurst)} (rate x ${2 * TIMER_SLACK_MS} ms), ` +
+      `or leave it unset for the default of ${describeBytes(defaultBurstBytes(ratePerSecond))} (rate x ${DEFAULT_BURST_MS} ms)`,
+  );
+}
+
+/** One bucket's parameters and variables. */
+interface Bucket {
+  params: BucketParams;
+  state: BucketState;
+  slack: number;
+}
+
+function bucket(ratePerSecond: number, capacity: number, nowMs: number): Bucket {
+  return {
+    params: { ratePerSecond, capacity },
+    state: { tokens: capacity, updatedAtMs: nowMs },
+    slack: slackFor(capacity),
+  };
+}
+
+/**
+ * TBF's two buckets over bytes: the main bucket (rate, burst) and, when a
+ * peak rate is set, the peak bucket (peakRate, peakBurst), which caps how
+ * fast a burst itself drains. A piece of n bytes conforms when both buckets
+ * hold n tokens; it then takes n from each. Both start full.
+ *
+ * Pure arithmetic over the meters/token-bucket.ts functions: no timers, the
+ * caller passes the time.
+ */
+export class ByteMeter {
+  #main: Bucket;
+  #peak: Bucket | undefined;
+
+  constructor(
+    ratePerSecond: number,
+    burstBytes: number,
+    nowMs: number,
+    peak?: { ratePerSecond: number; burstBytes: number },
+  ) {
+    this.#main = bucket(ratePerSecond, burstBytes, nowMs);
+    this.#peak = peak && bucket(peak.ratePerSecond, peak.burstBytes, nowMs);
+  }
+
+  get ratePerSecond(): number {
+    return this.#main.params.ratePerSecond;
+  }
+  get burstBytes(): number {
+    return this.#main.params.capacity;
+  }
+  get peakRatePerSecond(): number | undefined {
+    return this.#peak?.params.ratePerSecond;
+  }
+  get peakBurstBytes(): number | undefined {
+    return this.#peak?.params.capacity;
+  }
+
+  /** The largest piece that conforms now (fractional; compare, then floor). */
+  available(nowMs: number): number {
+    const main = this.#main;
+    const tokens = tokensAt(main.state, main.params, nowMs) + main.slack;
+    const peak = this.#peak;
+    if (peak === undefined) return tokens;
+    return Math.min(tokens, tokensAt(peak.state, peak.params, nowMs) + peak.slack);
+  }
+
+  /** Takes `bytes` from both buckets (the caller has checked {@link available}). */
+  take(nowMs: number, bytes: number): void {
+    const main = this.#main;
+    advance(main.state, main.params, nowMs);
+    main.state.tokens -= bytes;
+    const peak = this.#peak;
+    if (peak !== undefined) {
+      advance(peak.state, peak.params, nowMs);
+      peak.state.tokens -= bytes;
+    }
+  }
+
+  /** Milliseconds until `bytes` conform in both buckets (0 = now): TBF's max(-toks, -ptoks). */
+  msUntil(nowMs: number, bytes: number): number {
+    const main = this.#main;
+    const ms = msUntil(tokensAt(main.state, main.params, nowMs), bytes, main.params);
+    const peak = this.#peak;
+    if (peak === undefined) return ms;
+    return Math.max(ms, msUntil(tokensAt(peak.state, peak.params, nowMs), bytes, peak.params));
+  }
+
+  /** Changes the main rate from `nowMs` on; tokens earned so far are kept. */
+  setRate(nowMs: number, ratePerSecond: number): void {
+    advance(this.#main.state, this.#main.params, nowMs);
+    this.#main.params = { ...this.#main.params, ratePerSecond };
+  }
+
+  /** Changes the main capacity from `nowMs` on; tokens above it are dropped. */
+  setBurst(nowMs: number, burstBytes: number): void {
+    resize(this.#main, nowMs, burstBytes);
+  }
+
+  /** Sets, changes or (with undefined) removes the peak bucket from `nowMs` on. */
+  setPeak(nowMs: number, peak: { ratePerSecond: number; burstBytes: number } | undefined): void {
+    if (peak === undefined) {
+      this.#peak = undefined;
+      return;
+    }
+    if (this.#peak === undefined) {
+      this.#peak = bucket(peak.ratePerSecond, peak.burstBytes, nowMs);
+      return;
+    }
+    advance(this.#peak.state, this.#peak.params, nowMs);
+    this.#peak.params = { ...this.#peak.params, ratePerSecond: peak.ratePerSecond };
+    resize(this.#peak, nowMs, peak.burstBytes);
+  }
+}
+
+function resize(b: Bucket, nowMs: number, capacity: number): void {
+  advance(b.state, b.params, nowMs);
+  b.params = { ...b.params, capacity };
+  b.slack = slackFor(capacity);
+  if (b.state.tokens > capacity) b.state.tokens = capacity;
+}

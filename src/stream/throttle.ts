@@ -1,0 +1,575 @@
+/**
+ * Throttle: a `Transform` that paces bytes like Linux's Token Bucket Filter.
+ *
+ * The specification, as sch_tbf.c states it: a flow obeys TBF with rate R and
+ * depth B if, for any interval of length T, the bytes passed do not exceed
+ * B + R * T. One byte costs one token; the bucket starts full, so the first
+ * `burst` bytes go at once and then the rate holds.
+ *
+ * Algorithm. `_transform` receives a chunk and holds on to its callback until
+ * every byte of the chunk has been pushed: the writable side stays "busy", so
+ * the source is paused by ordinary backpressure and nothing is buffered here
+ * beyond the one chunk Node already gave us. If the bucket holds the whole
+ * chunk, it passes at once (the fast path: one clock read, a comparison, a
+ * subtraction). If not, the conforming prefix passes now and the rest waits:
+ * the stream sleeps on one timer, armed for the exact time until a piece of
+ * P bytes conforms (P = half the burst, at most 25 ms of the rate; see
+ * pacing.ts), and then passes every byte the bucket holds. So no piece is
+ * larger than the burst, nothing is dropped, reordered or duplicated, and a
+ * chunk larger than the burst is simply passed in several pieces, as TBF
+ * segments oversized packets.
+ *
+ * Refill is lazy, so a timer that fires late loses nothing: the stream finds
+ * more tokens and passes a larger piece. The bucket must only not overflow
+ * while the stream sleeps, which is what the burst rules in pacing.ts ensure.
+ * When a piece ends a chunk and the next chunk is already queued behind it,
+ * Node hands it over synchronously and the same wake-up goes on with it, so
+ * small chunks do not cost a timer each.
+ *
+ * peakRate is TBF's second bucket: capacity `peakBurst` (by default 10 ms of
+ * the peak rate, at most the burst), refilled at `peakRate`. A piece must
+ * conform to both buckets, so a burst drains at no more than the peak rate:
+ * no window of T carries more than peakBurst + peakRate * T, nor more than
+ * burst + rate * T.
+ *
+ * In a `ThrottleGroup` the member first satisfies its own cap (if it has a
+ * `rate` of its own), then takes its bytes from the group's bucket, at once if
+ * no member is waiting, otherwise in its turn of the group's deficit round
+ * robin (see group.ts).
+ *
+ * The reader's backpressure is kept too: if `push()` reports a full readable
+ * buffer in the middle of a chunk, the rest waits for `_read()`.
+ * `destroy()` (or an aborted `signal`, or a failed `pipeline`) clears the
+ * timer and leaves the group: nothing fires afterwards and nothing more is
+ * pushed.
+ */
+
+import { Transform, type TransformCallback, type TransformOptions } from 'node:stream';
+import { type Clock, systemClock } from '../clock.js';
+import { InvalidOptionError, InvalidRateError, InvalidSizeError } from '../errors.js';
+import { parseRate, parseSize, type RateInput, type SizeInput } from '../units.js';
+import { Progress, type ThrottleCounters } from './counters.js';
+import type { ThrottleGroup } from './group.js';
+import { type GroupLink, kJoin, type MemberPort } from './link.js';
+import { ByteMeter, checkBurst, defaultBurstBytes, describeBytes, describeRate, wakePieceBytes } from './pacing.js';
+
+/** The stream options a Throttle passes on to `Transform` (object mode and the simplified-constructor hooks are not among them). */
+export type ThrottleStreamOptions = Pick<
+  TransformOptions,
+  | 'highWaterMark'
+  | 'readableHighWaterMark'
+  | 'writableHighWaterMark'
+  | 'allowHalfOpen'
+  | 'emitClose'
+  | 'autoDestroy'
+  | 'signal'
+  | 'decodeStrings'
+  | 'defaultEncoding'
+  | 'encoding'
+>;
+
+const STREAM_KEYS = [
+  'highWaterMark',
+  'readableHighWaterMark',
+  'writableHighWaterMark',
+  'allowHalfOpen',
+  'emitClose',
+  'autoDestroy',
+  'signal',
+  'decodeStrings',
+  'defaultEncoding',
+  'encoding',
+] as const;
+
+/** Options for {@link Throttle}. */
+export interface ThrottleOptions extends ThrottleStreamOptions {
+  /**
+   * The sustained rate, bytes per second: a number or a string such as
+   * `'1MiB/s'`, `'8mbit'`, `'100Mbps'`. Required, except for a member of a
+   * `group`, where it is the member's own cap under the group's (omit it to
+   * take whatever the group gives).
+   */
+  rate?: RateInput;
+  /**
+   * The bucket's capacity: the most bytes that pass at once after an idle
+   * spell, and the largest piece. A number of bytes or a size such as `'64KiB'`.
+   * Must be at least rate x 10 ms (`BurstTooSmallError` says the smallest that works).
+   * @default rate x 50 ms, at least 1 KiB
+   */
+  burst?: SizeInput;
+  /**
+   * TBF's peak rate: how fast a burst itself may drain, bytes per second.
+   * Must be above `rate`.
+   * @default none (a burst drains as fast as the reader takes it)
+   */
+  peakRate?: RateInput;
+  /**
+   * The peak bucket's capacity (TBF's `mtu`): the most bytes that pass back to
+   * back at the peak rate. At most `burst`, at least rate x 10 ms.
+   * @default peakRate x 10 ms, at least 1 KiB, at most `burst`
+   */
+  peakBurst?: SizeInput;
+  /** Share a cap with other streams: the group's rate bounds all its members together. */
+  group?: ThrottleGroup;
+  /** The time source. A member of a group uses the group's clock. @default systemClock */
+  clock?: Clock;
+  /** Not supported: a Throttle paces bytes, and objects have no size. */
+  objectMode?: false;
+  /** Not supported, as `objectMode`. */
+  readableObjectMode?: false;
+  /** Not supported, as `objectMode`. */
+  writableObjectMode?: false;
+}
+
+/** A cap's parsed parameters. */
+interface Cap {
+  ratePerSecond: number;
+  burstBytes: number;
+  burstExplicit: boolean;
+  peak: { ratePerSecond: number; burstBytes: number; burstExplicit: boolean } | undefined;
+}
+
+function parseNamedRate(value: RateInput, option: string): number {
+  try {
+    return parseRate(value);
+  } catch (error) {
+    if (error instanceof InvalidRateError && option !== 'rate') {
+      throw new InvalidRateError(value, error.message.replace('invalid rate', `invalid ${option}`));
+    }
+    throw error;
+  }
+}
+
+function parseNamedSize(value: SizeInput, option: string): number {
+  try {
+    return parseSize(value);
+  } catch (error) {
+    if (error instanceof InvalidSizeError) {
+      throw new InvalidSizeError(value, error.message.replace('invalid size', `invalid ${option}`));
+    }
+    throw error;
+  }
+}
+
+/** Parses and checks rate, burst, peakRate and peakBurst together. */
+function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, peakBurst?: SizeInput): Cap {
+  const ratePerSecond = parseNamedRate(rate, 'rate');
+  const burstBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseNamedSize(burst, 'burst');
+  checkBurst(ratePerSecond, burstBytes);
+  let peak: Cap['peak'];
+  if (peakRate !== undefined) {
+    const peakPerSecond = parseNamedRate(peakRate, 'peakRate');
+    if (!(peakPerSecond > ratePerSecond)) {
+      throw new InvalidOptionError(
+        'peakRate',
+        peakRate,
+        `peakRate ${describeRate(peakPerSecond)} must be above rate ${describeRate(ratePerSecond)}: ` +
+          'the peak bucket caps how fast a burst drains; to cap the rate itself, lower `rate`',
+      );
+    }
+    let peakBurstBytes: number;
+    if (peakBurst === undefined) {
+      peakBurstBytes = Math.min(burstBytes, defaultPeakBurstBytes(peakPerSecond));
+    } else {
+      peakBurstBytes = parseNamedSize(peakBurst, 'peakBurst');
+      if (peakBurstBytes > burstBytes) {
+        throw new InvalidOptionError(
+          'peakBurst',
+          peakBurst,
+          `peakBurst ${describeBytes(peakBurstBytes)} must not exceed burst ${describeBytes(burstBytes)}: ` +
+            'a piece must fit both buckets; lower peakBurst or raise burst',
+        );
+      }
+      checkBurst(ratePerSecond, peakBurstBytes, 'peakBurst');
+    }
+    peak = { ratePerSecond: peakPerSecond, burstBytes: peakBurstBytes, burstExplicit: peakBurst !== undefined };
+  } else if (peakBurst !== undefined) {
+    throw new InvalidOptionError(
+      'peakBurst',
+      peakBurst,
+      'peakBurst is the peak bucket of `peakRate`: set peakRate too',
+    );
+  }
+  return { ratePerSecond, burstBytes, burstExplicit: burst !== undefined, peak };
+}
+
+/** The peak bucket's default: 10 ms of the peak rate, at least 1 KiB. */
+function defaultPeakBurstBytes(peakPerSecond: number): number {
+  return Math.max(1024, Math.ceil(peakPerSecond / 100));
+}
+
+function wakePieceFor(cap: Cap): number {
+  const piece = wakePieceBytes(cap.ratePerSecond, cap.burstBytes);
+  return cap.peak === undefined ? piece : Math.max(1, Math.min(piece, cap.peak.burstBytes / 2));
+}
+
+/**
+ * A bandwidth cap for a byte stream: a `Transform` that passes bytes through
+ * unchanged at no more than `rate` bytes per second, with bursts of up to
+ * `burst` bytes.
+ *
+ * @example
+ * await pipeline(response.body, new Throttle({ rate: '1MiB/s' }), createWriteStream(file));
+ */
+export class Throttle extends Transform {
+  readonly #clock: Clock;
+  readonly #progress = new Progress();
+  #cap: Cap | undefined;
+  #meter: ByteMeter | undefined;
+  #wakePieceBytes = 1;
+  readonly #group: ThrottleGroup | undefined;
+  #link: GroupLink | undefined;
+  readonly #port: MemberPort | undefined;
+  /** The chunk being passed, the bytes of it already pushed, and its held-back callback. */
+  #chunk: Buffer | undefined;
+  #offset = 0;
+  #callback: TransformCallback | undefined;
+  /** Our one timer, armed while the own cap is short. */
+  #timer: unknown;
+  #timerArmed = false;
+  /** True while a loop is pushing: a chunk handed over synchronously is picked up by that loop. */
+  #pumping = false;
+  /** push() reported a full readable buffer in the middle of a chunk; the rest waits for _read(). */
+  #awaitingRead = false;
+
+  constructor(options: ThrottleOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "1MiB/s" }');
+    }
+    for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
+      if (options[key]) {
+        throw new InvalidOptionError(
+          key,
+          options[key],
+          `${key} is not supported: a Throttle paces bytes (one byte, one token), and objects have no size; ` +
+            'pipe Buffers or strings, or pace objects with a Scheduler and a cost per object',
+        );
+      }
+    }
+    const group = options.group;
+    let link: GroupLink | undefined;
+    if (group !== undefined && typeof (group as Partial<ThrottleGroup>)[kJoin] !== 'function') {
+      throw new InvalidOptionError('group', group, 'expected `group` to be a ThrottleGroup');
+    }
+    const cap =
+      options.rate === undefined
+        ? undefined
+        : resolveCap(options.rate, options.burst, options.peakRate, options.peakBurst);
+    if (cap === undefined) {
+      if (group === undefined) {
+        throw new InvalidRateError(
+          undefined,
+          'a Throttle needs a `rate` (bytes per second, e.g. "1MiB/s"), or a `group` whose cap it shares',
+        );
+      }
+      for (const key of ['burst', 'peakRate', 'peakBurst'] as const) {
+        if (options[key] !== undefined) {
+          throw new InvalidOptionError(
+            key,
+            options[key],
+            `${key} applies to the member's own cap: set \`rate\` too, or set the group's ${key === 'burst' ? 'burst' : 'rate'}`,
+          );
+        }
+      }
+    }
+    const streamOptions: TransformOptions = {};
+    for (const key of STREAM_KEYS) {
+      if (options[key] !== undefined) (streamOptions as Record<string, unknown>)[key] = options[key];
+    }
+    super(streamOptions);
+
+    this.#group = group;
+    if (group !== undefined) {
+      const port: MemberPort = {
+        deficit: 0,
+        inRing: false,
+        dry: false,
+        pendingBytes: () => this.#pendingBytes(),
+        want: (nowMs) => this.#want(nowMs),
+        send: (nowMs, bytes) => this.#send(nowMs, bytes),
+      };
+      this.#port = port;
+      link = group[kJoin](port);
+      this.#link = link;
+      if (options.clock !== undefined && options.clock !== link.clock) {
+        link.leave(port);
+        throw new InvalidOptionError(
+          'clock',
+          options.clock,
+          "a member of a ThrottleGroup uses the group's clock: pass `clock` to the group",
+        );
+      }
+    }
+    this.#clock = link?.clock ?? options.clock ?? systemClock;
+    if (cap !== undefined) this.#applyCap(cap, undefined);
+  }
+
+  /** The own sustained rate, bytes per second (undefined for a group member without a cap of its own). */
+  get rate(): number | undefined {
+    return this.#cap?.ratePerSecond;
+  }
+
+  /** The own burst, bytes (undefined for a group member without a cap of its own). */
+  get burst(): number | undefined {
+    return this.#cap?.burstBytes;
+  }
+
+  /** The peak rate, bytes per second, if one is set. */
+  get peakRate(): number | undefined {
+    return this.#cap?.peak?.ratePerSecond;
+  }
+
+  /** The peak bucket's capacity, bytes, if a peak rate is set. */
+  get peakBurst(): number | undefined {
+    return this.#cap?.peak?.burstBytes;
+  }
+
+  /** The group this stream shares a cap with, if any. */
+  get group(): ThrottleGroup | undefined {
+    return this.#group;
+  }
+
+  /** Progress: bytes passed, time spent waiting, current and average rate. A fresh snapshot on each read. */
+  get counters(): ThrottleCounters {
+    return this.#progress.snapshot(this.#clock.now());
+  }
+
+  /**
+   * Changes the rate from the next piece on (like `tc change`); no data is
+   * lost and tokens earned so far are kept. A default burst follows the new
+   * rate; an explicit burst too small for it throws `BurstTooSmallError` and
+   * changes nothing. On a group member this sets (or changes) its own cap.
+   */
+  setRate(rate: RateInput): void {
+    const cap = this.#cap;
+    const peak = cap?.peak;
+    const next = resolveCap(
+      rate,
+      cap?.burstExplicit ? cap.burstBytes : undefined,
+      peak?.ratePerSecond,
+      peak?.burstExplicit ? peak.burstBytes : undefined,
+    );
+    this.#applyCap(next, cap);
+  }
+
+  /**
+   * Changes the burst from the next piece on; tokens above a smaller burst
+   * are dropped. Throws `BurstTooSmallError` (and changes nothing) if the new
+   * burst cannot sustain the rate.
+   */
+  setBurst(burst: SizeInput): void {
+    const cap = this.#cap;
+    if (cap === undefined) {
+      throw new InvalidOptionError(
+        'burst',
+        burst,
+        "this group member has no cap of its own: call setRate() first, or change the group's burst",
+      );
+    }
+    const peak = cap.peak;
+    const next = resolveCap(
+      cap.ratePerSecond,
+      burst,
+      peak?.ratePerSecond,
+      peak?.burstExplicit ? peak.burstBytes : undefined,
+    );
+    this.#applyCap(next, cap);
+  }
+
+  #applyCap(next: Cap, previous: Cap | undefined): void {
+    const nowMs = this.#clock.now();
+    const peak = next.peak && { ratePerSecond: next.peak.ratePerSecond, burstBytes: next.peak.burstBytes };
+    if (this.#meter === undefined || previous === undefined) {
+      this.#meter = new ByteMeter(next.ratePerSecond, next.burstBytes, nowMs, peak);
+    } else {
+      this.#meter.setRate(nowMs, next.ratePerSecond);
+      this.#meter.setBurst(nowMs, next.burstBytes);
+      this.#meter.setPeak(nowMs, peak);
+    }
+    this.#cap = next;
+    this.#wakePieceBytes = wakePieceFor(next);
+    // A stream asleep on its own timer re-plans with the new numbers at once.
+    if (this.#timerArmed) {
+      this.#disarm();
+      if (!this.#pumping) this.#pump();
+    }
+  }
+
+  override _transform(chunk: Buffer | string, encoding: BufferEncoding, callback: TransformCallback): void {
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk, encoding) : chunk;
+    const length = bytes.length;
+    if (length === 0) {
+      callback();
+      return;
+    }
+    const meter = this.#meter;
+    if (!this.#pumping && meter !== undefined && this.#link === undefined) {
+      // The fast path: the whole chunk conforms now.
+      const nowMs = this.#clock.now();
+      if (meter.available(nowMs) >= length) {
+        const progress = this.#progress;
+        progress.start(nowMs);
+        meter.take(nowMs, length);
+        progress.record(nowMs, length);
+        this.push(bytes);
+        callback();
+        return;
+      }
+    }
+    this.#chunk = bytes;
+    this.#offset = 0;
+    this.#callback = callback;
+    if (!this.#pumping) this.#pump();
+  }
+
+  override _read(size: number): void {
+    if (this.#awaitingRead) {
+      this.#awaitingRead = false;
+      if (!this.#pumping) this.#pump();
+    }
+    super._read(size);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    this.#progress.endedAtMs = this.#clock.now();
+    this.#leaveGroup();
+    callback();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#progress.stopWaiting(this.#clock.now());
+    this.#disarm();
+    this.#leaveGroup();
+    this.#chunk = undefined;
+    this.#callback = undefined;
+    callback(error);
+  }
+
+  /** Passes what conforms of the held chunk (and of chunks handed over behind it); sleeps for the rest. */
+  #pump(): void {
+    this.#pumping = true;
+    try {
+      const nowMs = this.#clock.now();
+      this.#progress.start(nowMs);
+      for (;;) {
+        const chunk = this.#chunk;
+        if (chunk === undefined || this.destroyed || this.#awaitingRead) return;
+        const port = this.#port;
+        if (port?.inRing) return; // the group serves it in turn
+        const remaining = chunk.length - this.#offset;
+        let allowed = remaining;
+        const meter = this.#meter;
+        if (meter !== undefined) {
+          const available = meter.available(nowMs);
+          if (available < remaining) {
+            const target = Math.min(this.#pendingBytes(), this.#wakePieceBytes);
+            if (available < target) {
+              this.#sleep(nowMs, meter.msUntil(nowMs, target));
+              return;
+            }
+            allowed = Math.floor(available);
+          }
+        }
+        const link = this.#link;
+        if (link !== undefined && port !== undefined && !link.tryTake(nowMs, allowed)) {
+          this.#progress.waiting(nowMs);
+          link.request(port);
+          return;
+        }
+        this.#emit(nowMs, allowed);
+      }
+    } finally {
+      this.#pumping = false;
+    }
+  }
+
+  /** Pushes the next `bytes` of the held chunk; finishing the chunk releases its callback. */
+  #emit(nowMs: number, bytes: number): void {
+    const chunk = this.#chunk as Buffer;
+    const offset = this.#offset;
+    this.#meter?.take(nowMs, bytes);
+    this.#progress.record(nowMs, bytes);
+    const end = offset + bytes;
+    if (end >= chunk.length) {
+      const callback = this.#callback as TransformCallback;
+      this.#chunk = undefined;
+      this.#callback = undefined;
+      this.#offset = 0;
+      this.push(offset === 0 ? chunk : chunk.subarray(offset));
+      callback(); // Node may hand over the next queued chunk right here
+    } else {
+      this.#offset = end;
+      if (!this.push(chunk.subarray(offset, end))) this.#awaitingRead = true;
+    }
+  }
+
+  #pendingBytes(): number {
+    const chunk = this.#chunk;
+    if (chunk === undefined || this.destroyed) return 0;
+    // writableLength counts the held chunk whole, and every write queued behind it.
+    return Math.max(this.writableLength, chunk.length) - this.#offset;
+  }
+
+  /** For the group: the bytes this member could send now within its own cap (0: it waits on its own). */
+  #want(nowMs: number): number {
+    if (this.#awaitingRead) return 0;
+    const pending = this.#pendingBytes();
+    const meter = this.#meter;
+    if (pending === 0 || meter === undefined) return pending;
+    const available = meter.available(nowMs);
+    if (available >= pending) return pending;
+    const target = Math.min(pending, this.#wakePieceBytes);
+    if (available >= target) return Math.floor(available);
+    this.#sleep(nowMs, meter.msUntil(nowMs, target));
+    return 0;
+  }
+
+  /** For the group: sends up to `limit` bytes now; returns the bytes sent. */
+  #send(nowMs: number, limit: number): number {
+    const wasPumping = this.#pumping;
+    this.#pumping = true;
+    let sent = 0;
+    try {
+      while (sent < limit) {
+        const chunk = this.#chunk;
+        if (chunk === undefined || this.destroyed || this.#awaitingRead) break;
+        const bytes = Math.min(chunk.length - this.#offset, limit - sent);
+        this.#emit(nowMs, bytes);
+        sent += bytes;
+      }
+    } finally {
+      this.#pumping = wasPumping;
+    }
+    if (this.#chunk !== undefined && !this.destroyed) this.#progress.waiting(nowMs);
+    return sent;
+  }
+
+  /** Arms the one timer for `delayMs` (whole milliseconds, rounded up; at least 1). */
+  #sleep(nowMs: number, delayMs: number): void {
+    this.#progress.waiting(nowMs);
+    this.#disarm();
+    this.#timerArmed = true;
+    this.#timer = this.#clock.setTimeout(
+      () => {
+        this.#timerArmed = false;
+        this.#timer = undefined;
+        if (!this.#pumping) this.#pump();
+      },
+      Math.max(1, Math.ceil(delayMs)),
+    );
+  }
+
+  #disarm(): void {
+    if (!this.#timerArmed) return;
+    this.#clock.clearTimeout(this.#timer);
+    this.#timerArmed = false;
+    this.#timer = undefined;
+  }
+
+  #leaveGroup(): void {
+    const link = this.#link;
+    if (link === undefined || this.#port === undefined) return;
+    this.#link = undefined;
+    link.leave(this.#port);
+  }
+}

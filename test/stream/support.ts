@@ -1,0 +1,107 @@
+/**
+ * Helpers for the stream tests: byte sources and recording sinks, and a way
+ * to move a fake clock while the (real) microtask and nextTick queues let
+ * the streams flow between timer firings.
+ */
+
+import { Readable, Writable } from 'node:stream';
+import type { FakeClock } from '../helpers/fake-clock.js';
+
+/** Lets nextTick, microtasks and setImmediate callbacks run until the streams are quiet. */
+export async function settle(rounds = 4): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
+/** Advances the fake clock by `ms`, one millisecond at a time, letting the streams flow after each step. */
+export async function advance(fake: FakeClock, ms: number): Promise<void> {
+  await settle();
+  for (let i = 0; i < ms; i++) {
+    fake.timers.tick(1);
+    await settle();
+  }
+}
+
+/** Byte i of the pattern sources produce: a recognisable, non-repeating-per-chunk sequence. */
+export function patternByte(i: number): number {
+  return (i * 31 + (i >> 8)) & 0xff;
+}
+
+/**
+ * A source of `totalBytes` bytes in chunks of the given sizes (cycled), each
+ * chunk a fresh Buffer with the pattern bytes. Counts what it has produced.
+ */
+export function byteSource(
+  totalBytes: number,
+  chunkSizes: number | readonly number[],
+  options: { highWaterMark?: number } = {},
+): Readable & { produced: number } {
+  const sizes = typeof chunkSizes === 'number' ? [chunkSizes] : chunkSizes;
+  let position = 0;
+  let index = 0;
+  const source = new Readable({
+    highWaterMark: options.highWaterMark,
+    read() {
+      if (position >= totalBytes) {
+        this.push(null);
+        return;
+      }
+      const size = Math.min(sizes[index++ % sizes.length] as number, totalBytes - position);
+      const chunk = Buffer.allocUnsafe(size);
+      for (let i = 0; i < size; i++) chunk[i] = patternByte(position + i);
+      position += size;
+      source.produced = position;
+      this.push(chunk);
+    },
+  }) as Readable & { produced: number };
+  source.produced = 0;
+  return source;
+}
+
+export interface Piece {
+  atMs: number;
+  bytes: number;
+}
+
+/** A sink that records every piece with the clock's time, and keeps the bytes. */
+export function recordingSink(now: () => number): Writable & { pieces: Piece[]; received: number; data(): Buffer } {
+  const chunks: Buffer[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      sink.pieces.push({ atMs: now(), bytes: chunk.length });
+      sink.received += chunk.length;
+      chunks.push(chunk);
+      callback();
+    },
+  }) as Writable & { pieces: Piece[]; received: number; data(): Buffer };
+  sink.pieces = [];
+  sink.received = 0;
+  sink.data = () => Buffer.concat(chunks);
+  return sink;
+}
+
+/** The most bytes in any window of `windowMs` (closed at both ends, as the conformance bound is). */
+export function maxInWindow(pieces: readonly Piece[], windowMs: number): number {
+  let best = 0;
+  let sum = 0;
+  let start = 0;
+  for (let end = 0; end < pieces.length; end++) {
+    sum += (pieces[end] as Piece).bytes;
+    while ((pieces[end] as Piece).atMs - (pieces[start] as Piece).atMs > windowMs) {
+      sum -= (pieces[start] as Piece).bytes;
+      start++;
+    }
+    if (sum > best) best = sum;
+  }
+  return best;
+}
+
+/** Sum of piece bytes grouped by time: `[[0, 100], [50, 50], ...]`. */
+export function byTime(pieces: readonly Piece[]): [number, number][] {
+  const out: [number, number][] = [];
+  for (const piece of pieces) {
+    const last = out[out.length - 1];
+    if (last && last[0] === piece.atMs) last[1] += piece.bytes;
+    else out.push([piece.atMs, piece.bytes]);
+  }
+  return out;
+}

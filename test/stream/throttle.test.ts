@@ -1,0 +1,444 @@
+/**
+ * Throttle on a fake clock: exact piece sizes and times, splitting, the
+ * burst rules, live changes, counters and the lifecycle.
+ */
+
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { describe, expect, it } from 'vitest';
+import {
+  BurstTooSmallError,
+  InvalidOptionError,
+  InvalidRateError,
+  InvalidSizeError,
+  isTokenpaceError,
+  Throttle,
+  type ThrottleOptions,
+} from '../../src/index.js';
+import { defaultBurstBytes, describeBytes, minBurstBytes, wakePieceBytes } from '../../src/stream/pacing.js';
+import { fakeClock } from '../helpers/fake-clock.js';
+import { advance, byTime, byteSource, maxInWindow, patternByte, recordingSink, settle } from './support.js';
+
+function setup(options: Omit<ThrottleOptions, 'clock'>) {
+  const fake = fakeClock();
+  const throttle = new Throttle({ ...options, clock: fake.clock });
+  const sink = recordingSink(() => fake.timers.now);
+  throttle.pipe(sink);
+  return { fake, throttle, sink };
+}
+
+describe('Throttle: options', () => {
+  it('refuses object mode with InvalidOptionError naming the option', () => {
+    for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
+      const make = () => new Throttle({ rate: 1000, [key]: true as unknown as false });
+      expect(make).toThrow(InvalidOptionError);
+      expect(make).toThrow(new RegExp(`${key} is not supported: a Throttle paces bytes`));
+      try {
+        make();
+      } catch (error) {
+        expect(isTokenpaceError(error, 'ERR_INVALID_OPTION') && error.option).toBe(key);
+      }
+    }
+  });
+
+  it('needs a rate unless it is a group member', () => {
+    expect(() => new Throttle({})).toThrow(InvalidRateError);
+    expect(() => new Throttle({})).toThrow(/needs a `rate`/);
+    expect(() => new Throttle(null as unknown as ThrottleOptions)).toThrow(InvalidOptionError);
+  });
+
+  it('parses rates and sizes as strings and names the bad option', () => {
+    const throttle = new Throttle({ rate: '8mbit', burst: '64KiB' });
+    expect(throttle.rate).toBe(1_000_000);
+    expect(throttle.burst).toBe(65536);
+    expect(() => new Throttle({ rate: '10 furlongs' })).toThrow(InvalidRateError);
+    expect(() => new Throttle({ rate: 1000, burst: 'lots' })).toThrow(/invalid burst "lots"/);
+    expect(() => new Throttle({ rate: 1000, burst: -1 })).toThrow(InvalidSizeError);
+    expect(() => new Throttle({ rate: 1000, peakRate: 'x' })).toThrow(/invalid peakRate "x"/);
+    expect(() => new Throttle({ rate: 1000, peakRate: 5000, peakBurst: 'x' })).toThrow(/invalid peakBurst "x"/);
+  });
+
+  it('derives the default burst from the rate: 50 ms of it, at least 1 KiB', () => {
+    expect(new Throttle({ rate: '1KiB/s' }).burst).toBe(1024);
+    expect(new Throttle({ rate: '1MiB/s' }).burst).toBe(52429);
+    expect(new Throttle({ rate: '1GiB/s' }).burst).toBe(53687092);
+    expect(defaultBurstBytes(100)).toBe(1024);
+  });
+
+  it('refuses a burst too small for the timers, naming the smallest that works', () => {
+    const make = () => new Throttle({ rate: '1GiB/s', burst: '1MiB' });
+    expect(make).toThrow(BurstTooSmallError);
+    try {
+      make();
+      expect.unreachable();
+    } catch (error) {
+      if (!isTokenpaceError(error, 'ERR_BURST_TOO_SMALL')) throw error;
+      expect(error.burst).toBe(1048576);
+      expect(error.minBurst).toBe(minBurstBytes(1024 ** 3));
+      expect(error.minBurst).toBe(10737419);
+      expect(error.message).toBe(
+        'burst 1048576 bytes (1 MiB) is too small to sustain 1 GiB/s: timers fire up to ~5 ms late, ' +
+          'and tokens that arrive while a full bucket waits are lost; use a burst of at least ' +
+          '10737419 bytes (~10.24 MiB) (rate x 10 ms), or leave it unset for the default of ' +
+          '53687092 bytes (~51.2 MiB) (rate x 50 ms)',
+      );
+    }
+    // Exactly the minimum is accepted.
+    expect(new Throttle({ rate: '1GiB/s', burst: 10737419 }).burst).toBe(10737419);
+    expect(() => new Throttle({ rate: 1000, burst: 9 })).toThrow(/at least 10 bytes/);
+  });
+
+  it('checks peakRate and peakBurst against rate and burst', () => {
+    expect(() => new Throttle({ rate: 1000, peakRate: 1000 })).toThrow(
+      /peakRate 1000 B\/s must be above rate 1000 B\/s/,
+    );
+    expect(() => new Throttle({ rate: 1000, burst: 100, peakRate: 5000, peakBurst: 200 })).toThrow(
+      /peakBurst 200 bytes must not exceed burst 100 bytes/,
+    );
+    expect(() => new Throttle({ rate: 1000, peakBurst: 200 })).toThrow(/set peakRate too/);
+    expect(() => new Throttle({ rate: 100_000, peakRate: 1e6, peakBurst: 100 })).toThrow(BurstTooSmallError);
+    const throttle = new Throttle({ rate: 1000, burst: 5000, peakRate: 1e6 });
+    expect(throttle.peakRate).toBe(1e6);
+    expect(throttle.peakBurst).toBe(5000); // 10 ms of 1 MB/s is 10 kB, capped at the burst
+    expect(new Throttle({ rate: 1000, peakRate: 2000 }).peakBurst).toBe(1024);
+  });
+
+  it('passes stream options through but never a transform hook', () => {
+    const throttle = new Throttle({
+      rate: 1000,
+      highWaterMark: 7,
+      transform: () => {
+        throw new Error('must not be used');
+      },
+    } as ThrottleOptions);
+    expect(throttle.writableHighWaterMark).toBe(7);
+    expect(throttle.readableHighWaterMark).toBe(7);
+  });
+
+  it('describes sizes for messages', () => {
+    expect(describeBytes(512)).toBe('512 bytes');
+    expect(describeBytes(65536)).toBe('65536 bytes (64 KiB)');
+    expect(describeBytes(1500000)).toBe('1500000 bytes (1.5 MB)');
+    expect(describeBytes(10737419)).toBe('10737419 bytes (~10.24 MiB)');
+    expect(wakePieceBytes(1000, 100)).toBe(50);
+    expect(wakePieceBytes(1000, 1e6)).toBe(512);
+  });
+});
+
+describe('Throttle: pacing on a fake clock', () => {
+  it('passes the burst at once, then pieces of half the burst at the exact times', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 100 });
+    throttle.end(Buffer.alloc(1000, 7));
+    await advance(fake, 1000);
+    const expected: [number, number][] = [[0, 100]];
+    for (let t = 50; t <= 900; t += 50) expected.push([t, 50]);
+    expect(byTime(sink.pieces)).toEqual(expected);
+    expect(sink.received).toBe(1000);
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('arms one timer at a time, for the exact shortfall', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 100 });
+    throttle.write(Buffer.alloc(130));
+    await settle();
+    expect(sink.received).toBe(100); // the conforming prefix
+    expect(fake.pending()).toBe(1);
+    fake.timers.tick(29);
+    await settle();
+    expect(sink.received).toBe(100);
+    fake.timers.tick(1); // 30 bytes short at 1000 B/s: exactly 30 ms
+    await settle();
+    expect(sink.received).toBe(130);
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('never passes a piece above the burst, nor more than burst + rate * T in any window', async () => {
+    const { fake, throttle, sink } = setup({ rate: 2000, burst: 300 });
+    const source = byteSource(5000, [1, 700, 33, 4096, 250]);
+    const done = pipeline(source, throttle);
+    await advance(fake, 2500);
+    await done;
+    expect(sink.received).toBe(5000);
+    expect(Math.max(...sink.pieces.map((p) => p.bytes))).toBeLessThanOrEqual(300);
+    for (const windowMs of [0, 1, 10, 50, 100, 333, 1000]) {
+      expect(maxInWindow(sink.pieces, windowMs)).toBeLessThanOrEqual(300 + 2 * windowMs);
+    }
+    // Nothing dropped, duplicated or reordered.
+    const data = sink.data();
+    for (let i = 0; i < data.length; i++) if (data[i] !== patternByte(i)) expect.fail(`byte ${i} differs`);
+  });
+
+  it('sustains the rate exactly over time (lazy refill: no loss while waiting)', async () => {
+    const { fake, sink } = (() => {
+      const s = setup({ rate: 10_000, burst: 1000 });
+      pipeline(byteSource(1e9, 4096), s.throttle).catch(() => {});
+      return s;
+    })();
+    await advance(fake, 2000);
+    // burst + rate * 2 s, less at most one wake piece not yet earned.
+    expect(sink.received).toBeLessThanOrEqual(1000 + 20_000);
+    expect(sink.received).toBeGreaterThanOrEqual(1000 + 20_000 - 500);
+  });
+
+  it('passes many small queued chunks in one wake-up instead of a timer each', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 100, highWaterMark: 1000 });
+    throttle.cork(); // queue all 50 before the first is transformed
+    for (let i = 0; i < 50; i++) throttle.write(Buffer.alloc(10));
+    throttle.uncork();
+    throttle.end();
+    await settle();
+    expect(sink.received).toBe(100);
+    let wakeUps = 0;
+    for (let t = 0; t < 500; t++) {
+      const before = sink.received;
+      fake.timers.tick(1);
+      await settle();
+      if (sink.received !== before) wakeUps++;
+    }
+    expect(sink.received).toBe(500);
+    expect(wakeUps).toBe(8); // 400 bytes in pieces of 50
+  });
+
+  it('passes a conforming chunk at once (the fast path) and counts it', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1e6, burst: 1e5 });
+    throttle.write(Buffer.alloc(1000));
+    throttle.write('hello');
+    throttle.write(Buffer.alloc(0));
+    await settle();
+    expect(sink.received).toBe(1005);
+    expect(fake.pending()).toBe(0);
+    expect(throttle.counters.bytes).toBe(1005);
+  });
+
+  it('takes strings in their encoding when decodeStrings is off', async () => {
+    const { throttle, sink } = setup({ rate: 1e6, decodeStrings: false });
+    throttle.end('héllo', 'utf8');
+    await settle();
+    expect(sink.data().toString('utf8')).toBe('héllo');
+    expect(sink.received).toBe(6);
+  });
+
+  it('keeps the reader backpressure: a full readable buffer stops a chunk mid-way', async () => {
+    const fake = fakeClock();
+    const throttle = new Throttle({ rate: 1000, burst: 100, readableHighWaterMark: 10, clock: fake.clock });
+    throttle.write(Buffer.alloc(1000));
+    await advance(fake, 500);
+    // Without a reader, one piece sits in the readable buffer and the rest waits.
+    expect(throttle.readableLength).toBe(100);
+    expect(fake.pending()).toBe(0);
+    const received: number[] = [];
+    throttle.on('data', (chunk: Buffer) => received.push(chunk.length));
+    await advance(fake, 1);
+    // The bucket filled up meanwhile (it is capped at the burst): 100 more now, then the rate.
+    expect(received.reduce((a, b) => a + b, 0)).toBe(200);
+    await advance(fake, 900);
+    expect(received.reduce((a, b) => a + b, 0)).toBe(1000);
+  });
+});
+
+describe('Throttle: peakRate (the second bucket)', () => {
+  it('drains a burst at the peak rate, in pieces no larger than peakBurst', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 1000, peakRate: 10_000, peakBurst: 100 });
+    throttle.end(Buffer.alloc(1000));
+    await advance(fake, 200);
+    expect(sink.received).toBe(1000);
+    expect(Math.max(...sink.pieces.map((p) => p.bytes))).toBeLessThanOrEqual(100);
+    // 100 at once, then 50 every 5 ms: the peak rate, 10 kB/s.
+    expect(byTime(sink.pieces).slice(0, 4)).toEqual([
+      [0, 100],
+      [5, 50],
+      [10, 50],
+      [15, 50],
+    ]);
+    expect(sink.pieces.at(-1)?.atMs).toBe(90);
+    for (const windowMs of [0, 5, 20, 50]) {
+      expect(maxInWindow(sink.pieces, windowMs)).toBeLessThanOrEqual(100 + 10 * windowMs);
+    }
+  });
+});
+
+describe('Throttle: live changes', () => {
+  it('setRate applies to the next piece, re-plans the sleeping timer, and loses nothing', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 100 });
+    throttle.end(Buffer.alloc(1000));
+    await advance(fake, 200); // 100 + 4 * 50 = 300
+    expect(sink.received).toBe(300);
+    throttle.setRate(2000); // the default burst would follow, but this burst is explicit
+    expect(throttle.rate).toBe(2000);
+    expect(throttle.burst).toBe(100);
+    await advance(fake, 25);
+    expect(sink.received).toBe(350); // 50 bytes at 2000 B/s: 25 ms
+    await advance(fake, 400);
+    expect(sink.received).toBe(1000);
+    expect(sink.pieces.at(-1)?.atMs).toBe(200 + 350); // 700 bytes at 2000 B/s
+  });
+
+  it('a default burst follows the rate; an explicit burst that cannot sustain it is refused', () => {
+    const throttle = new Throttle({ rate: '1MiB/s' });
+    throttle.setRate('10MiB/s');
+    expect(throttle.burst).toBe(defaultBurstBytes(10 * 1048576));
+    const fixed = new Throttle({ rate: 1000, burst: 100 });
+    expect(() => fixed.setRate(1e6)).toThrow(BurstTooSmallError);
+    expect(fixed.rate).toBe(1000);
+    expect(() => fixed.setBurst(5)).toThrow(BurstTooSmallError);
+    fixed.setBurst('1KiB');
+    expect(fixed.burst).toBe(1024);
+    const peaked = new Throttle({ rate: 1000, peakRate: 2000 });
+    expect(() => peaked.setRate(3000)).toThrow(/peakRate .* must be above rate/);
+  });
+
+  it('setBurst applies to the next piece', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 100 });
+    throttle.end(Buffer.alloc(600));
+    await settle();
+    expect(sink.received).toBe(100);
+    throttle.setBurst(400);
+    await advance(fake, 200);
+    // Now it waits for pieces of 200 (half the new burst): 200 ms.
+    expect(byTime(sink.pieces)).toEqual([
+      [0, 100],
+      [200, 200],
+    ]);
+  });
+});
+
+describe('Throttle: counters', () => {
+  it('counts bytes, time waited, and the current and average rate', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 100 });
+    expect(throttle.counters).toEqual({
+      bytes: 0,
+      waitedMs: 0,
+      currentBytesPerSecond: 0,
+      averageBytesPerSecond: 0,
+      elapsedMs: 0,
+    });
+    throttle.write(Buffer.alloc(2100));
+    await advance(fake, 1500);
+    let counters = throttle.counters;
+    expect(counters.bytes).toBe(1600); // 100 + 1500 ms at 1000 B/s
+    expect(counters.waitedMs).toBe(1500);
+    expect(counters.elapsedMs).toBe(1500);
+    expect(counters.averageBytesPerSecond).toBeCloseTo(1600 / 1.5, 6);
+    // The last second's window holds 19 pieces of 50 bytes over 900-1000 ms.
+    expect(counters.currentBytesPerSecond).toBeGreaterThan(900);
+    expect(counters.currentBytesPerSecond).toBeLessThan(1100);
+    await advance(fake, 500);
+    throttle.end();
+    await settle();
+    await advance(fake, 1000);
+    counters = throttle.counters;
+    expect(sink.received).toBe(2100);
+    expect(counters.bytes).toBe(2100);
+    expect(counters.waitedMs).toBe(2000);
+    expect(counters.elapsedMs).toBe(2000); // frozen at the end
+    expect(counters.currentBytesPerSecond).toBe(0); // nothing in the last second
+  });
+});
+
+describe('Throttle: lifecycle', () => {
+  it('destroy() while waiting clears the timer, emits close, and pushes nothing more', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 100 });
+    throttle.write(Buffer.alloc(1000));
+    await settle();
+    expect(fake.pending()).toBe(1);
+    let closed = false;
+    throttle.on('close', () => {
+      closed = true;
+    });
+    throttle.destroy();
+    await settle();
+    expect(closed).toBe(true);
+    expect(fake.pending()).toBe(0);
+    await advance(fake, 1000);
+    expect(sink.received).toBe(100);
+    expect(throttle.counters.waitedMs).toBe(0);
+  });
+
+  it('an aborted signal ends a waiting pipeline with no timer left', async () => {
+    const fake = fakeClock();
+    const controller = new AbortController();
+    const throttle = new Throttle({ rate: 1000, burst: 100, clock: fake.clock, signal: controller.signal });
+    const sink = recordingSink(() => fake.timers.now);
+    const done = pipeline(byteSource(1e6, 512), throttle, sink);
+    await advance(fake, 100);
+    expect(fake.pending()).toBe(1);
+    controller.abort();
+    await expect(done).rejects.toMatchObject({ name: 'AbortError' });
+    expect(throttle.destroyed).toBe(true);
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('pipeline(..., { signal }) aborted mid-wait leaves no timer', async () => {
+    const fake = fakeClock();
+    const controller = new AbortController();
+    const throttle = new Throttle({ rate: 1000, burst: 100, clock: fake.clock });
+    const done = pipeline(
+      byteSource(1e6, 512),
+      throttle,
+      recordingSink(() => fake.timers.now),
+      {
+        signal: controller.signal,
+      },
+    );
+    await advance(fake, 60);
+    controller.abort();
+    await expect(done).rejects.toMatchObject({ name: 'AbortError' });
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('an error downstream propagates through the pipeline and clears the timer', async () => {
+    const fake = fakeClock();
+    const throttle = new Throttle({ rate: 1000, burst: 100, clock: fake.clock });
+    let seen = 0;
+    const failing = new Writable({
+      write(chunk: Buffer, _encoding, callback) {
+        seen += chunk.length;
+        callback(seen > 150 ? new Error('disk full') : null);
+      },
+    });
+    const done = pipeline(byteSource(1e6, 1000), throttle, failing).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await advance(fake, 100);
+    expect(await done).toMatchObject({ message: 'disk full' });
+    expect(throttle.destroyed).toBe(true);
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('an error upstream propagates too', async () => {
+    const fake = fakeClock();
+    const throttle = new Throttle({ rate: 1000, burst: 100, clock: fake.clock });
+    let calls = 0;
+    const source = new Readable({
+      read() {
+        if (++calls > 3) this.destroy(new Error('socket reset'));
+        else this.push(Buffer.alloc(100));
+      },
+    });
+    const done = pipeline(
+      source,
+      throttle,
+      recordingSink(() => fake.timers.now),
+    ).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await advance(fake, 200);
+    expect(await done).toMatchObject({ message: 'socket reset' });
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('ends cleanly: finish, end and close, with everything passed', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 100 });
+    const events: string[] = [];
+    throttle.on('finish', () => events.push('finish'));
+    throttle.on('end', () => events.push('end'));
+    throttle.on('close', () => events.push('close'));
+    throttle.end(Buffer.alloc(200));
+    await advance(fake, 200);
+    expect(sink.received).toBe(200);
+    expect(events.sort()).toEqual(['close', 'end', 'finish']);
+    expect(fake.pending()).toBe(0);
+  });
+});
