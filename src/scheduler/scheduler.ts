@@ -813,6 +813,7 @@ export class Scheduler {
     const queue = this.#queue;
     let any = false;
     for (let job = queue.oldest(); job !== undefined && job.deadlineMs <= now; job = queue.oldest()) {
+      const wasHead = job === queue.peek();
       queue.remove(job);
       this.#detach(job);
       const waitedMs = now - job.enqueuedAtMs;
@@ -834,6 +835,8 @@ export class Scheduler {
         ),
       );
       any = true;
+      // A new head may start right now, at exactly its deadline: let #drain try before expiring more.
+      if (wasHead) return true;
     }
     return any;
   }
@@ -1019,7 +1022,8 @@ export class Scheduler {
     }
     const now = this.#clock.now();
     if (!Number.isNaN(this.#lastFinishMs)) {
-      this.#finishGapMs += (now - this.#lastFinishMs - this.#finishGapMs) / 8;
+      const gapMs = now - this.#lastFinishMs;
+      this.#finishGapMs = this.#finishGapMs === 0 ? gapMs : this.#finishGapMs + (gapMs - this.#finishGapMs) / 8;
     }
     this.#lastFinishMs = now;
     this.#pump(now);

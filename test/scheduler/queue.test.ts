@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest';
+import { type Level, type Waiter, WaitQueue } from '../../src/scheduler/queue.js';
+
+class Node implements Waiter<Node> {
+  level: Level<Node> | undefined;
+  prev: Node | undefined;
+  next: Node | undefined;
+  constructor(
+    readonly id: string,
+    readonly priority: number,
+    readonly cost: number,
+    readonly enqueuedAtMs: number,
+  ) {}
+}
+
+function fill(specs: [id: string, priority: number, cost: number][]): { queue: WaitQueue<Node>; nodes: Map<string, Node> } {
+  const queue = new WaitQueue<Node>();
+  const nodes = new Map<string, Node>();
+  specs.forEach(([id, priority, cost], i) => {
+    const node = new Node(id, priority, cost, i);
+    nodes.set(id, node);
+    queue.push(node);
+  });
+  return { queue, nodes };
+}
+
+const ids = (queue: WaitQueue<Node>): string[] => [...queue].map((n) => n.id);
+
+describe('WaitQueue', () => {
+  it('runs higher priorities first and is FIFO within a priority', () => {
+    const { queue } = fill([
+      ['a', 0, 1],
+      ['b', 5, 1],
+      ['c', 0, 1],
+      ['d', -1, 1],
+      ['e', 5, 1],
+      ['f', 2, 1],
+    ]);
+    expect(ids(queue)).toEqual(['b', 'e', 'f', 'a', 'c', 'd']);
+    expect(queue.size).toBe(6);
+    const order: string[] = [];
+    for (let n = queue.shift(); n; n = queue.shift()) order.push(n.id);
+    expect(order).toEqual(['b', 'e', 'f', 'a', 'c', 'd']);
+    expect(queue.size).toBe(0);
+    expect(queue.peek()).toBeUndefined();
+    expect(queue.shift()).toBeUndefined();
+  });
+
+  it('removes any node at once, and a removed node twice is a no-op', () => {
+    const { queue, nodes } = fill([
+      ['a', 0, 1],
+      ['b', 0, 2],
+      ['c', 0, 3],
+      ['d', 1, 4],
+    ]);
+    const b = nodes.get('b') as Node;
+    expect(queue.remove(b)).toBe(true);
+    expect(queue.remove(b)).toBe(false);
+    expect(ids(queue)).toEqual(['d', 'a', 'c']);
+    expect(queue.remove(nodes.get('d') as Node)).toBe(true); // the whole level goes
+    expect(queue.remove(nodes.get('c') as Node)).toBe(true); // a tail
+    expect(ids(queue)).toEqual(['a']);
+    expect(queue.size).toBe(1);
+    expect(queue.costAtOrAbove(0)).toBe(1);
+  });
+
+  it('sums the cost at or above a priority: what a new job waits behind', () => {
+    const { queue } = fill([
+      ['a', 0, 1],
+      ['b', 5, 2],
+      ['c', 0, 3],
+      ['d', -1, 4],
+    ]);
+    expect(queue.costAtOrAbove(10)).toBe(0);
+    expect(queue.costAtOrAbove(5)).toBe(2);
+    expect(queue.costAtOrAbove(1)).toBe(2);
+    expect(queue.costAtOrAbove(0)).toBe(6);
+    expect(queue.costAtOrAbove(-1)).toBe(10);
+    expect(queue.sizeAt(0)).toBe(2);
+    expect(queue.sizeAt(3)).toBe(0);
+  });
+
+  it('finds the oldest waiter across priorities', () => {
+    const { queue, nodes } = fill([
+      ['a', 0, 1],
+      ['b', 5, 1],
+      ['c', 0, 1],
+    ]);
+    expect(queue.oldest()?.id).toBe('a');
+    queue.remove(nodes.get('a') as Node);
+    expect(queue.oldest()?.id).toBe('b');
+    queue.remove(nodes.get('b') as Node);
+    expect(queue.oldest()?.id).toBe('c');
+    queue.remove(nodes.get('c') as Node);
+    expect(queue.oldest()).toBeUndefined();
+  });
+
+  it('can be iterated while nodes are removed', () => {
+    const { queue } = fill([
+      ['a', 0, 1],
+      ['b', 1, 1],
+      ['c', 0, 1],
+    ]);
+    for (const node of queue) queue.remove(node);
+    expect(queue.size).toBe(0);
+  });
+});

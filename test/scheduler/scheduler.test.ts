@@ -1,0 +1,825 @@
+/**
+ * The Scheduler on a fake clock: every start time is exact, and no test sleeps.
+ */
+
+import { describe, expect, it } from 'vitest';
+import type { Clock } from '../../src/clock.js';
+import {
+  AbortError,
+  CostExceedsCapacityError,
+  isTokenpaceError,
+  JobTimeoutError,
+  QueueFullError,
+  Scheduler,
+  type SchedulerOptions,
+  WaitTooLongError,
+} from '../../src/index.js';
+import { fakeClock } from '../helpers/fake-clock.js';
+
+/** Lets promise continuations run (each await is a microtask turn). */
+async function flush(turns = 20): Promise<void> {
+  for (let i = 0; i < turns; i++) await Promise.resolve();
+}
+
+function setup(options: Omit<SchedulerOptions, 'clock'>) {
+  const fake = fakeClock();
+  const scheduler = new Scheduler({ ...options, clock: fake.clock });
+  const sleep = (ms: number) => new Promise<void>((resolve) => fake.clock.setTimeout(resolve, ms));
+  return { ...fake, scheduler, sleep };
+}
+
+/** Settles to 'ok: value' or the error's code/name, so outcomes compare as plain data. */
+function outcome(promise: Promise<unknown>): Promise<string> {
+  return promise.then(
+    (value) => `ok:${String(value)}`,
+    (error: unknown) => (isTokenpaceError(error) ? error.code : error instanceof Error ? error.name : String(error)),
+  );
+}
+
+interface JobSpec {
+  /** When it is submitted, ms. */
+  at: number;
+  cost?: number;
+  priority?: number;
+  /** How long it runs, ms. */
+  runMs?: number;
+}
+
+interface StartCase {
+  name: string;
+  options: Omit<SchedulerOptions, 'clock'>;
+  jobs: JobSpec[];
+  starts: number[];
+}
+
+const startCases: StartCase[] = [
+  {
+    name: 'rate 10/s, burst 1: one job every 100 ms',
+    options: { rate: 10 },
+    jobs: [{ at: 0 }, { at: 0 }, { at: 0 }, { at: 0 }],
+    starts: [0, 100, 200, 300],
+  },
+  {
+    name: 'rate 10/s, burst 5: costs draw tokens',
+    options: { rate: 10, burst: 5 },
+    jobs: [{ at: 0, cost: 5 }, { at: 0, cost: 2 }, { at: 0, cost: 3 }, { at: 0 }],
+    starts: [0, 200, 500, 600],
+  },
+  {
+    name: 'a burst passes at once, then the rate',
+    options: { rate: 100, burst: 3 },
+    jobs: [{ at: 0 }, { at: 0 }, { at: 0 }, { at: 0 }, { at: 0 }],
+    starts: [0, 0, 0, 10, 20],
+  },
+  {
+    name: 'priorities: higher first, FIFO within one',
+    options: { rate: 10 },
+    jobs: [{ at: 0 }, { at: 0 }, { at: 0, priority: 5 }, { at: 50, priority: 5 }, { at: 60, priority: -1 }],
+    starts: [0, 300, 100, 200, 400],
+  },
+  {
+    name: 'a fractional spacing keeps the long-run rate exact (3/s)',
+    options: { rate: 3 },
+    jobs: [{ at: 0 }, { at: 0 }, { at: 0 }, { at: 0 }, { at: 0 }, { at: 0 }, { at: 0 }],
+    starts: [0, 334, 667, 1000, 1334, 1667, 2000],
+  },
+  {
+    name: 'a job that arrives after an idle spell starts at once',
+    options: { rate: 10 },
+    jobs: [{ at: 0 }, { at: 0 }, { at: 450 }, { at: 460 }],
+    starts: [0, 100, 450, 550],
+  },
+  {
+    name: 'concurrency and rate together: a job waits for both',
+    options: { rate: 100, burst: 3, concurrency: 2 },
+    jobs: [
+      { at: 0, cost: 2, runMs: 50 },
+      { at: 0, cost: 1, runMs: 10 },
+      { at: 0, cost: 2, runMs: 10 },
+    ],
+    starts: [0, 50, 60],
+  },
+  {
+    name: 'concurrency only: FIFO, the head is not overtaken by a smaller job',
+    options: { concurrency: 3 },
+    jobs: [
+      { at: 0, cost: 2, runMs: 100 },
+      { at: 0, cost: 2, runMs: 100 },
+      { at: 0, cost: 1, runMs: 100 },
+      { at: 0, cost: 1, runMs: 100 },
+    ],
+    starts: [0, 100, 100, 200],
+  },
+  {
+    name: 'freed concurrency counts from when it frees, not from when the tokens came',
+    options: { rate: 1000, burst: 1, concurrency: 1 },
+    jobs: [
+      { at: 0, runMs: 50 },
+      { at: 0, runMs: 50 },
+      { at: 0, runMs: 0 },
+    ],
+    starts: [0, 50, 100],
+  },
+];
+
+describe('Scheduler start times', () => {
+  it.each(startCases)('$name', async ({ options, jobs, starts }) => {
+    const { scheduler, timers, clock, sleep, pending } = setup(options);
+    const started: number[] = [];
+    const done: Promise<unknown>[] = [];
+    const order = jobs.map((job, id) => ({ ...job, id })).sort((a, b) => a.at - b.at);
+    for (const job of order) {
+      if (job.at > timers.now) await timers.tickAsync(job.at - timers.now);
+      done.push(
+        scheduler.schedule(
+          () => {
+            started[job.id] = clock.now();
+            return job.runMs ? sleep(job.runMs) : undefined;
+          },
+          { cost: job.cost, priority: job.priority },
+        ),
+      );
+    }
+    await timers.tickAsync(5000);
+    await Promise.all(done);
+    expect(started).toEqual(starts);
+    expect(pending()).toBe(0);
+  });
+});
+
+describe('weighted concurrency', () => {
+  it('never runs more cost at once than the concurrency, and runs every job', async () => {
+    const { scheduler, timers, sleep } = setup({ concurrency: 10, maxQueue: 10_000 });
+    let seed = 42;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    let running = 0;
+    let most = 0;
+    const done: Promise<unknown>[] = [];
+    for (let i = 0; i < 500; i++) {
+      const cost = 1 + Math.floor(random() * 10);
+      const runMs = 1 + Math.floor(random() * 50);
+      done.push(
+        scheduler.schedule(
+          async () => {
+            running += cost;
+            most = Math.max(most, running);
+            expect(scheduler.pendingCost).toBe(running);
+            await sleep(runMs);
+            running -= cost;
+          },
+          { cost, priority: Math.floor(random() * 3) },
+        ),
+      );
+      if (i % 50 === 0) await timers.tickAsync(7);
+    }
+    await timers.runAllAsync();
+    await Promise.all(done);
+    expect(most).toBe(10);
+    expect(scheduler.counters.completed).toBe(500);
+    expect(scheduler.pendingCost).toBe(0);
+  });
+
+  it('fractional costs add up without drifting past the limit', async () => {
+    const { scheduler, timers, sleep } = setup({ concurrency: 1 });
+    const done = Array.from({ length: 30 }, () => scheduler.schedule(() => sleep(10), { cost: 0.1 }));
+    expect(scheduler.pending).toBe(10);
+    await timers.tickAsync(10);
+    expect(scheduler.pending).toBe(10);
+    await timers.runAllAsync();
+    await Promise.all(done);
+    expect(scheduler.pendingCost).toBe(0);
+  });
+});
+
+describe('maxWait', () => {
+  it('predicts the start exactly and refuses a job that would wait longer, with retryAfterMs', async () => {
+    const { scheduler, timers, clock } = setup({ rate: 10, maxWait: 250 });
+    const started: number[] = [];
+    const job = () => started.push(clock.now());
+    const first = [scheduler.schedule(job), scheduler.schedule(job), scheduler.schedule(job)];
+    const fourth = scheduler.schedule(job);
+    const error = await fourth.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WaitTooLongError);
+    expect(error).toMatchObject({ code: 'ERR_WAIT_TOO_LONG', waitMs: 300, maxWaitMs: 250, retryAfterMs: 50 });
+    expect((error as Error).message).toContain('predicted wait of 300 ms exceeds maxWait of 250 ms');
+
+    await timers.tickAsync(49);
+    await expect(scheduler.schedule(job)).rejects.toMatchObject({ waitMs: 251 });
+    await timers.tickAsync(1); // now a job waits exactly 250 ms: accepted
+    const last = scheduler.schedule(job);
+    await timers.tickAsync(1000);
+    await Promise.all([...first, last]);
+    expect(started).toEqual([0, 100, 200, 300]);
+    expect(scheduler.counters.rejected.waitTooLong).toBe(2);
+  });
+
+  it('counts only the cost at or above the new job priority', async () => {
+    const { scheduler, timers } = setup({ rate: 10, burst: 1, maxWait: 150 });
+    // The first starts at 0, the second would wait 100 ms, the third 200 ms: refused at once.
+    const jobs = [scheduler.schedule(() => 0), scheduler.schedule(() => 0), scheduler.schedule(() => 0)].map(outcome);
+    // A high-priority job waits only for the tokens, not behind the low one: 100 ms, accepted.
+    const high = scheduler.schedule(() => 'high', { priority: 1 });
+    await timers.tickAsync(100);
+    await expect(high).resolves.toBe('high');
+    // The overtaken low job would now start at 200: it is rejected at its deadline, 150.
+    await timers.tickAsync(50);
+    expect(await Promise.all(jobs)).toEqual(['ok:0', 'ERR_WAIT_TOO_LONG', 'ERR_WAIT_TOO_LONG']);
+    expect(timers.now).toBe(150);
+  });
+
+  it('rejects at its deadline a job that higher priorities overtook', async () => {
+    const { scheduler, timers, pending } = setup({ rate: 10, maxWait: 250 });
+    await scheduler.schedule(() => 0); // empties the bucket at 0
+    const low = outcome(scheduler.schedule(() => 'low')); // due 100
+    const high = [1, 2].map((i) => scheduler.schedule(() => i, { priority: 1 })); // at 100 and 200
+    let settledAt = -1;
+    void low.then(() => {
+      settledAt = timers.now;
+    });
+    await timers.tickAsync(1000);
+    expect(await low).toBe('ERR_WAIT_TOO_LONG');
+    expect(settledAt).toBe(250);
+    expect(await Promise.all(high)).toEqual([1, 2]);
+    expect(pending()).toBe(0);
+  });
+
+  it('rejects at its deadline a job held back by the concurrency, and then starts the next', async () => {
+    const { scheduler, timers, sleep, clock } = setup({ concurrency: 2, maxWait: 100 });
+    void scheduler.schedule(() => sleep(1000), { cost: 1 });
+    const big = outcome(scheduler.schedule(() => 'big', { cost: 2 }));
+    let smallAt = -1;
+    const small = scheduler.schedule(
+      () => {
+        smallAt = clock.now();
+      },
+      { cost: 1 },
+    );
+    await timers.tickAsync(100);
+    expect(await big).toBe('ERR_WAIT_TOO_LONG');
+    await small;
+    expect(smallAt).toBe(100);
+    expect(scheduler.size).toBe(0);
+    await timers.runAllAsync();
+  });
+
+  it('maxWait 0: a job starts now or not at all', async () => {
+    const { scheduler } = setup({ rate: 10, maxWait: 0 });
+    await expect(scheduler.schedule(() => 1)).resolves.toBe(1);
+    await expect(scheduler.schedule(() => 2)).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG', retryAfterMs: 100 });
+  });
+});
+
+describe('abort', () => {
+  it('before start: rejects with the reason and never runs', async () => {
+    const { scheduler } = setup({ concurrency: 1 });
+    const controller = new AbortController();
+    const reason = new Error('no longer needed');
+    controller.abort(reason);
+    let ran = false;
+    await expect(
+      scheduler.schedule(
+        () => {
+          ran = true;
+        },
+        { signal: controller.signal },
+      ),
+    ).rejects.toBe(reason);
+    expect(ran).toBe(false);
+    expect(scheduler.counters.rejected.aborted).toBe(1);
+    expect(scheduler.counters.admitted).toBe(0);
+  });
+
+  it('while waiting: removes the job at once, frees its slot, and the next moves up', async () => {
+    const { scheduler, timers, clock, pending } = setup({ rate: 10, maxQueue: 2 });
+    const started: string[] = [];
+    const job = (name: string) => () => {
+      started.push(`${name}@${clock.now()}`);
+    };
+    await scheduler.schedule(job('a'));
+    const controller = new AbortController();
+    const b = scheduler.schedule(job('b'), { signal: controller.signal });
+    const c = scheduler.schedule(job('c'));
+    expect(scheduler.size).toBe(2);
+    await expect(scheduler.schedule(job('x'))).rejects.toBeInstanceOf(QueueFullError);
+    await timers.tickAsync(50);
+    controller.abort();
+    expect(scheduler.size).toBe(1);
+    await expect(b).rejects.toMatchObject({ name: 'AbortError' }); // the signal's own reason (a DOMException)
+    const d = scheduler.schedule(job('d')); // the freed slot is usable at once
+    await timers.tickAsync(1000);
+    await Promise.all([c, d]);
+    expect(started).toEqual(['a@0', 'c@100', 'd@200']);
+    expect(pending()).toBe(0);
+  });
+
+  it('while waiting as the only job: no timer is left', async () => {
+    const { scheduler, pending } = setup({ rate: 1 });
+    await scheduler.schedule(() => 0);
+    const controller = new AbortController();
+    const waiting = scheduler.schedule(() => 0, { signal: controller.signal });
+    expect(pending()).toBe(1);
+    controller.abort(new Error('stop'));
+    await expect(waiting).rejects.toThrow('stop');
+    expect(pending()).toBe(0);
+    await scheduler.onIdle();
+  });
+
+  it('while running: the promise rejects at once, fn sees the signal, the concurrency is held until fn settles', async () => {
+    const { scheduler, timers, sleep } = setup({ concurrency: 1 });
+    const controller = new AbortController();
+    let seen: AbortSignal | undefined;
+    const running = scheduler.schedule(
+      async ({ signal }) => {
+        seen = signal;
+        await sleep(100);
+        return 'late';
+      },
+      { signal: controller.signal },
+    );
+    const next = scheduler.schedule(() => 'next');
+    await timers.tickAsync(10);
+    controller.abort(new Error('cancelled'));
+    await expect(running).rejects.toThrow('cancelled');
+    expect(seen?.aborted).toBe(true);
+    expect(scheduler.pending).toBe(1);
+    expect(scheduler.size).toBe(1);
+    await timers.tickAsync(90);
+    await expect(next).resolves.toBe('next');
+  });
+});
+
+describe('timeout', () => {
+  it('rejects a running job that overruns with JobTimeoutError and aborts its signal', async () => {
+    const { scheduler, timers, sleep, pending } = setup({ concurrency: 1, timeout: 50 });
+    let seen: AbortSignal | undefined;
+    const job = scheduler.schedule(async ({ signal }) => {
+      seen = signal;
+      await sleep(80);
+      return 'done';
+    });
+    let rejectedAt = -1;
+    job.catch(() => {
+      rejectedAt = timers.now;
+    });
+    await timers.tickAsync(50);
+    const error = await job.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(JobTimeoutError);
+    expect(error).toMatchObject({ code: 'ERR_JOB_TIMEOUT', timeoutMs: 50 });
+    expect(rejectedAt).toBe(50);
+    expect(seen?.reason).toBe(error);
+    expect(scheduler.pending).toBe(1); // fn ignored its signal: still running
+    await timers.tickAsync(30);
+    expect(scheduler.pending).toBe(0);
+    expect(scheduler.counters.timedOut).toBe(1);
+    expect(pending()).toBe(0);
+  });
+
+  it('a job that finishes in time clears its timeout; a per-job timeout overrides', async () => {
+    const { scheduler, timers, sleep, pending } = setup({ concurrency: 2, timeout: 50 });
+    const quick = scheduler.schedule(() => sleep(10).then(() => 'quick'));
+    const long = scheduler.schedule(() => sleep(100).then(() => 'long'), { timeout: '200ms' });
+    await timers.tickAsync(10);
+    await expect(quick).resolves.toBe('quick');
+    await timers.tickAsync(90);
+    await expect(long).resolves.toBe('long');
+    expect(pending()).toBe(0);
+  });
+
+  it('combines the caller signal and the timeout in the signal fn receives', async () => {
+    const { scheduler, timers, sleep } = setup({ concurrency: 1 });
+    const controller = new AbortController();
+    let seen: AbortSignal | undefined;
+    const job = scheduler.schedule(
+      ({ signal }) => {
+        seen = signal;
+        return sleep(100);
+      },
+      { signal: controller.signal, timeout: 1000 },
+    );
+    controller.abort(new Error('user'));
+    await expect(job).rejects.toThrow('user');
+    expect(seen?.aborted).toBe(true);
+    await timers.runAllAsync();
+  });
+
+  it('a queued job with a timeout starts guarded too', async () => {
+    const { scheduler, timers, sleep } = setup({ concurrency: 1 });
+    const first = scheduler.schedule(() => sleep(10));
+    const second = outcome(scheduler.schedule(() => sleep(100), { timeout: 20 }));
+    await timers.tickAsync(30);
+    await first;
+    expect(await second).toBe('ERR_JOB_TIMEOUT');
+    await timers.runAllAsync();
+  });
+});
+
+describe('failures', () => {
+  it('a failing job rejects only its own promise', async () => {
+    const { scheduler, timers } = setup({ concurrency: 1 });
+    const results = [
+      scheduler.schedule(() => 1),
+      scheduler.schedule(() => {
+        throw new Error('sync');
+      }),
+      scheduler.schedule(() => Promise.reject(new Error('async'))),
+      scheduler.schedule(async () => 4),
+    ].map(outcome);
+    await timers.runAllAsync();
+    expect(await Promise.all(results)).toEqual(['ok:1', 'Error', 'Error', 'ok:4']);
+    expect(scheduler.counters).toMatchObject({ started: 4, completed: 2, failed: 2 });
+  });
+
+  it('a job of cost above the burst or the concurrency is refused at once', async () => {
+    const { scheduler } = setup({ rate: 10, burst: 5, concurrency: 3 });
+    const overBurst = await scheduler.schedule(() => 0, { cost: 6 }).catch((e: unknown) => e);
+    expect(overBurst).toBeInstanceOf(CostExceedsCapacityError);
+    expect(overBurst).toMatchObject({ cost: 6, capacity: 5 });
+    const overConcurrency = await scheduler.schedule(() => 0, { cost: 4 }).catch((e: unknown) => e);
+    expect(overConcurrency).toMatchObject({ code: 'ERR_COST_EXCEEDS_CAPACITY', cost: 4, capacity: 3 });
+    expect((overConcurrency as Error).message).toContain("the scheduler's concurrency of 3");
+    await expect(scheduler.schedule(() => 0, { cost: Number.NaN })).rejects.toMatchObject({
+      code: 'ERR_INVALID_SIZE',
+    });
+    await expect(scheduler.schedule(() => 0, { cost: -1 })).rejects.toMatchObject({ code: 'ERR_INVALID_SIZE' });
+    await expect(scheduler.schedule(() => 0, { priority: Number.NaN })).rejects.toMatchObject({
+      code: 'ERR_INVALID_OPTION',
+    });
+    expect(scheduler.counters.rejected.costExceedsCapacity).toBe(2);
+  });
+
+  it('a cost of 0 needs no tokens and holds no concurrency', async () => {
+    const { scheduler, sleep, timers } = setup({ rate: 1, concurrency: 1 });
+    void scheduler.schedule(() => sleep(100));
+    await expect(scheduler.schedule(() => 'free', { cost: 0 })).resolves.toBe('free');
+    await timers.runAllAsync();
+  });
+});
+
+describe('options', () => {
+  it.each([
+    [{}, 'a Scheduler needs a limit'],
+    [{ concurrency: 0 }, 'Expected `concurrency` to be a number > 0'],
+    [{ concurrency: Number.POSITIVE_INFINITY }, 'or give a `rate`'],
+    [{ burst: 5, concurrency: 1 }, '`burst` needs a `rate`'],
+    [{ rate: 10, maxQueue: Number.POSITIVE_INFINITY }, 'the queue is bounded on purpose'],
+    [{ rate: 10, maxQueue: -1 }, 'Expected `maxQueue` to be a finite integer >= 0'],
+    [{ rate: 10, timeout: 0 }, 'Expected `timeout` to be a duration > 0'],
+    [{ rate: 0 }, 'rate'],
+    [{ rate: 10, maxWait: -1 }, 'duration'],
+  ] as [Omit<SchedulerOptions, 'clock'>, string][])('refuses %j', (options, message) => {
+    expect(() => new Scheduler(options)).toThrow(message);
+  });
+
+  it('has a finite default maxQueue and reads its limits back', () => {
+    const scheduler = new Scheduler({ rate: '100/s', burst: 10, concurrency: 4 });
+    expect(scheduler.maxQueue).toBe(1000);
+    expect([scheduler.rate, scheduler.burst, scheduler.concurrency]).toEqual([100, 10, 4]);
+    const concurrencyOnly = new Scheduler({ concurrency: 2 });
+    expect([concurrencyOnly.rate, concurrencyOnly.burst]).toEqual([Infinity, Infinity]);
+  });
+});
+
+describe('bounded queue', () => {
+  it('a flood against a full queue rejects at once, holds nothing, and counts', async () => {
+    const { scheduler, sleep, timers } = setup({ concurrency: 1, maxQueue: 10 });
+    void scheduler.schedule(() => sleep(1000));
+    const queued = Array.from({ length: 10 }, () => scheduler.schedule(() => 0));
+    let rejected = 0;
+    let last: unknown;
+    for (let i = 0; i < 100_000; i++) {
+      scheduler.schedule(() => 0).catch((error: unknown) => {
+        rejected++;
+        last = error;
+      });
+    }
+    expect(scheduler.size).toBe(10);
+    await flush(3);
+    expect(rejected).toBe(100_000);
+    expect(last).toBeInstanceOf(QueueFullError);
+    expect(last).toMatchObject({ code: 'ERR_QUEUE_FULL', maxQueue: 10 });
+    expect((last as Error).stack?.split('\n')).toHaveLength(1); // flow control: no stack captured
+    expect(scheduler.counters.rejected.queueFull).toBe(100_000);
+    expect(scheduler.counters.admitted).toBe(11);
+    await timers.runAllAsync();
+    await Promise.all(queued);
+  });
+
+  it('retryAfterMs is when the head will start under a rate', async () => {
+    const { scheduler, timers } = setup({ rate: 10, maxQueue: 1 });
+    await scheduler.schedule(() => 0);
+    const waiting = scheduler.schedule(() => 0);
+    await timers.tickAsync(30);
+    await expect(scheduler.schedule(() => 0)).rejects.toMatchObject({ retryAfterMs: 70 });
+    await timers.runAllAsync();
+    await waiting;
+  });
+
+  it('retryAfterMs follows the gap between finishes under a concurrency', async () => {
+    const { scheduler, timers, sleep } = setup({ concurrency: 1, maxQueue: 2 });
+    const job = () => sleep(40);
+    const jobs = [scheduler.schedule(job), scheduler.schedule(job), scheduler.schedule(job)];
+    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 0 }); // nothing known yet
+    await timers.tickAsync(40); // the first finishes
+    jobs.push(scheduler.schedule(job));
+    await timers.tickAsync(40); // the second finishes, 40 ms after the first
+    jobs.push(scheduler.schedule(job));
+    await timers.tickAsync(10);
+    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 30 });
+    await timers.runAllAsync();
+    await Promise.all(jobs);
+  });
+
+  it('maxQueue 0 starts a job now or rejects it', async () => {
+    const { scheduler } = setup({ concurrency: 1, maxQueue: 0 });
+    const first = scheduler.schedule(() => new Promise(() => {}));
+    await expect(scheduler.schedule(() => 0)).rejects.toBeInstanceOf(QueueFullError);
+    expect(scheduler.size).toBe(0);
+    void first;
+  });
+});
+
+describe('pause, resume, clear', () => {
+  it('autoStart false queues until resume; resume charges from now', async () => {
+    const { scheduler, timers, clock, pending } = setup({ rate: 10, burst: 2, autoStart: false });
+    const started: number[] = [];
+    const jobs = Array.from({ length: 4 }, () => scheduler.schedule(() => started.push(clock.now())));
+    expect(scheduler.isPaused).toBe(true);
+    expect(pending()).toBe(0); // no timer while paused
+    await timers.tickAsync(1000);
+    expect(started).toEqual([]);
+    scheduler.start();
+    await timers.tickAsync(1000);
+    await Promise.all(jobs);
+    expect(started).toEqual([1000, 1000, 1100, 1200]);
+  });
+
+  it('pause holds new starts and drops the token timer; running jobs go on', async () => {
+    const { scheduler, timers, clock, pending } = setup({ rate: 10 });
+    const started: number[] = [];
+    const job = () => started.push(clock.now());
+    const jobs = [scheduler.schedule(job), scheduler.schedule(job), scheduler.schedule(job)];
+    await timers.tickAsync(150);
+    scheduler.pause();
+    scheduler.pause(); // twice is harmless
+    expect(pending()).toBe(0);
+    await timers.tickAsync(500);
+    scheduler.resume();
+    scheduler.resume();
+    await timers.tickAsync(500);
+    await Promise.all(jobs);
+    expect(started).toEqual([0, 100, 650]);
+  });
+
+  it('clear rejects waiting jobs with AbortError, keeps running ones, and leaves no timer', async () => {
+    const { scheduler, timers, sleep, pending } = setup({ rate: 10, concurrency: 1 });
+    const running = scheduler.schedule(() => sleep(50).then(() => 'ran'));
+    const waiting = [scheduler.schedule(() => 0), scheduler.schedule(() => 0)];
+    scheduler.clear();
+    scheduler.clear(); // empty: nothing happens
+    for (const job of waiting) {
+      const error = await job.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AbortError);
+      expect(isTokenpaceError(error, 'ABORT_ERR')).toBe(true);
+    }
+    expect(scheduler.size).toBe(0);
+    await timers.tickAsync(50);
+    await expect(running).resolves.toBe('ran');
+    expect(pending()).toBe(0);
+    expect(scheduler.counters.rejected.cleared).toBe(2);
+  });
+});
+
+describe('live reconfiguration', () => {
+  it('setRate changes the spacing from now on', async () => {
+    const { scheduler, timers, clock } = setup({ rate: 10 });
+    const started: number[] = [];
+    const jobs = Array.from({ length: 5 }, () => scheduler.schedule(() => started.push(clock.now())));
+    await timers.tickAsync(150);
+    scheduler.setRate('20/s'); // tokens at 150: 0.5; one token more takes 25 ms at 20/s
+    await timers.tickAsync(1000);
+    await Promise.all(jobs);
+    expect(started).toEqual([0, 100, 175, 225, 275]);
+    expect(scheduler.rate).toBe(20);
+  });
+
+  it('setRate adds a bucket to a concurrency-only scheduler', async () => {
+    const { scheduler, timers, clock } = setup({ concurrency: 5 });
+    scheduler.setRate(10);
+    const started: number[] = [];
+    const jobs = Array.from({ length: 3 }, () => scheduler.schedule(() => started.push(clock.now())));
+    await timers.tickAsync(1000);
+    await Promise.all(jobs);
+    expect(started).toEqual([0, 100, 200]);
+  });
+
+  it('setBurst rejects waiting jobs that can never fit, and refuses without a rate', async () => {
+    const { scheduler, timers } = setup({ rate: 10, burst: 4 });
+    await scheduler.schedule(() => 0, { cost: 4 });
+    const big = outcome(scheduler.schedule(() => 'big', { cost: 3 }));
+    const small = outcome(scheduler.schedule(() => 'small', { cost: 1 }));
+    scheduler.setBurst(2);
+    expect(await big).toBe('ERR_COST_EXCEEDS_CAPACITY');
+    await timers.tickAsync(1000);
+    expect(await small).toBe('ok:small');
+    expect(scheduler.burst).toBe(2);
+    expect(() => setup({ concurrency: 1 }).scheduler.setBurst(5)).toThrow('call `setRate` first');
+  });
+
+  it('setConcurrency up starts blocked jobs now; down holds new starts; too-big waiters are rejected', async () => {
+    const { scheduler, timers, clock, sleep } = setup({ concurrency: 2 });
+    const started: string[] = [];
+    const job = (name: string, ms: number) => () => {
+      started.push(`${name}@${clock.now()}`);
+      return sleep(ms);
+    };
+    const jobs = [
+      scheduler.schedule(job('a', 100), { cost: 2 }),
+      scheduler.schedule(job('b', 100), { cost: 2 }),
+      scheduler.schedule(job('c', 100), { cost: 1 }),
+    ];
+    await timers.tickAsync(10);
+    scheduler.setConcurrency(5);
+    expect(started).toEqual(['a@0', 'b@10', 'c@10']);
+    scheduler.setConcurrency(1);
+    const d = scheduler.schedule(job('d', 10), { cost: 1 });
+    const e = outcome(scheduler.schedule(job('e', 10), { cost: 1 }));
+    await timers.tickAsync(90); // a finished at 100: 3 still running > 1
+    expect(started).toHaveLength(3);
+    await timers.tickAsync(10); // b and c finished at 110
+    expect(started).toEqual(['a@0', 'b@10', 'c@10', 'd@110']);
+    scheduler.setConcurrency(0.5);
+    expect(await e).toBe('ERR_COST_EXCEEDS_CAPACITY');
+    await timers.runAllAsync();
+    await Promise.all([...jobs, d]);
+    expect(() => scheduler.setConcurrency(-1)).toThrow('Expected `concurrency`');
+  });
+});
+
+describe('timers', () => {
+  it('one timer for the head, armed for the exact shortfall, none when idle', async () => {
+    const { scheduler, timers, pending } = setup({ rate: 4, burst: 1, maxQueue: 100 });
+    const jobs = Array.from({ length: 20 }, () => scheduler.schedule(() => 0));
+    expect(pending()).toBe(1);
+    await timers.tickAsync(249);
+    expect(scheduler.size).toBe(19);
+    await timers.tickAsync(1);
+    expect(scheduler.size).toBe(18);
+    expect(pending()).toBe(1);
+    await timers.runAllAsync();
+    await Promise.all(jobs);
+    expect(pending()).toBe(0);
+    await scheduler.onIdle();
+  });
+
+  it('late timers start every job that came due and keep the long-run rate exact', async () => {
+    // Every timer fires 1 ms late, as Node's fire about 1.15 ms late.
+    const fake = fakeClock();
+    const lateClock: Clock = {
+      now: fake.clock.now,
+      setTimeout: (fn, ms) => fake.clock.setTimeout(fn, ms + 1),
+      clearTimeout: fake.clock.clearTimeout,
+    };
+    const scheduler = new Scheduler({ rate: 1000, burst: 1, maxQueue: 5000, clock: lateClock });
+    const starts: number[] = [];
+    for (let i = 0; i < 3000; i++) void scheduler.schedule(() => starts.push(fake.clock.now()));
+    await fake.timers.tickAsync(1000);
+    // A scheduler that charged on waking would start one job every 2 ms here: ~500.
+    expect(starts.filter((t) => t <= 1000)).toHaveLength(1001);
+    await fake.timers.tickAsync(2000);
+    expect(starts).toHaveLength(3000);
+    // Any window of T sees at most burst + rate * (T + lateness): 1 + (T + 1) jobs per ms.
+    for (const windowMs of [1, 10, 100]) {
+      let most = 0;
+      for (let i = 0, j = 0; i < starts.length; i++) {
+        while ((starts[i] as number) - (starts[j] as number) >= windowMs) j++;
+        most = Math.max(most, i - j + 1);
+      }
+      expect(most).toBeLessThanOrEqual(1 + windowMs + 1);
+    }
+  });
+
+  it('a clock that jumps (a blocked event loop) starts all due jobs at once, charged at their due times', async () => {
+    const fake = fakeClock();
+    let lagMs = 0;
+    const clock: Clock = { ...fake.clock, now: () => fake.timers.now + lagMs };
+    const scheduler = new Scheduler({ rate: 100, burst: 1, maxQueue: 1000, clock });
+    const starts: number[] = [];
+    for (let i = 0; i < 200; i++) void scheduler.schedule(() => starts.push(clock.now()));
+    expect(starts).toEqual([0]);
+    lagMs = 95; // the loop was blocked: the timer for 10 ms runs when now() is 105
+    await fake.timers.tickAsync(10);
+    expect(starts).toHaveLength(11); // due at 10, 20, ..., 100: all start at 105
+    lagMs = 0; // the jump is over: further starts follow the rate from their due times
+    await fake.timers.tickAsync(990);
+    expect(starts.filter((t) => t <= 1000)).toHaveLength(101);
+  });
+});
+
+describe('promises, events and wrap', () => {
+  it('onEmpty, onIdle and onSizeLessThan resolve at their moments', async () => {
+    const { scheduler, timers, sleep } = setup({ concurrency: 1 });
+    await scheduler.onIdle();
+    await scheduler.onEmpty();
+    await scheduler.onSizeLessThan(1);
+    const log: string[] = [];
+    const jobs = Array.from({ length: 4 }, () => scheduler.schedule(() => sleep(10)));
+    void scheduler.onSizeLessThan(2).then(() => log.push(`size<2@${timers.now}`));
+    void scheduler.onEmpty().then(() => log.push(`empty@${timers.now}`));
+    void scheduler.onIdle().then(() => log.push(`idle@${timers.now}`));
+    await timers.tickAsync(100);
+    await Promise.all(jobs);
+    await flush();
+    expect(log).toEqual(['size<2@20', 'empty@30', 'idle@40']);
+  });
+
+  it('emits add, active, completed, error, empty, idle and rejected', async () => {
+    const { scheduler, timers } = setup({ rate: 10, maxQueue: 1 });
+    const events: string[] = [];
+    const onActive = (job: { cost: number; waitedMs: number }) => events.push(`active:${job.cost}:${job.waitedMs}`);
+    scheduler
+      .on('add', () => events.push('add'))
+      .on('active', onActive)
+      .on('completed', (result) => events.push(`completed:${String(result)}`))
+      .on('error', (error) => events.push(`error:${(error as Error).message}`))
+      .on('empty', () => events.push('empty'))
+      .on('idle', () => events.push('idle'))
+      .on('rejected', (job) => events.push(`rejected:${job.reason}`))
+      .once('idle', () => events.push('first idle only'));
+    const a = scheduler.schedule(() => 'a', { cost: 1 });
+    const b = scheduler.schedule(() => Promise.reject(new Error('b'))).catch(() => {});
+    const c = scheduler.schedule(() => 'c');
+    await expect(c).rejects.toBeInstanceOf(QueueFullError);
+    await timers.tickAsync(100);
+    await a;
+    await b;
+    await flush();
+    scheduler.off('active', onActive);
+    const later = scheduler.schedule(() => 'later', { cost: 1 });
+    await timers.tickAsync(200);
+    await later;
+    await flush();
+    expect(events).toEqual([
+      'active:1:0',
+      'add',
+      'rejected:queueFull',
+      'completed:a',
+      'active:1:100',
+      'empty',
+      'error:b',
+      'idle',
+      'first idle only',
+      'add',
+      'empty',
+      'completed:later',
+      'idle',
+    ]);
+  });
+
+  it('wrap returns a throttled function whose cost may depend on its arguments', async () => {
+    const { scheduler, timers, clock } = setup({ rate: 10, burst: 5 });
+    const calls: string[] = [];
+    const fetchPages = scheduler.wrap(
+      (name: string, pages: number) => {
+        calls.push(`${name}@${clock.now()}`);
+        return pages * 10;
+      },
+      { cost: (_name, pages) => pages },
+    );
+    const results = [fetchPages('a', 5), fetchPages('b', 2), fetchPages('c', 1)];
+    await timers.tickAsync(1000);
+    expect(await Promise.all(results)).toEqual([50, 20, 10]);
+    expect(calls).toEqual(['a@0', 'b@200', 'c@300']);
+    const failingCost = scheduler.wrap(() => 0, {
+      cost: () => {
+        throw new Error('bad cost');
+      },
+    });
+    await expect(failingCost()).rejects.toThrow('bad cost');
+    const plain = scheduler.wrap(async (x: number) => x + 1);
+    const plainResult = plain(1);
+    await timers.tickAsync(1000);
+    await expect(plainResult).resolves.toBe(2);
+    await expect(scheduler.add(() => 'added')).resolves.toBe('added');
+  });
+
+  it('counts admitted, started, rejected by reason and the time waited', async () => {
+    const { scheduler, timers } = setup({ rate: 10, maxQueue: 2 });
+    const jobs = [scheduler.schedule(() => 0), scheduler.schedule(() => 0), scheduler.schedule(() => 0)];
+    await scheduler.schedule(() => 0).catch(() => {});
+    await timers.tickAsync(1000);
+    await Promise.all(jobs);
+    expect(scheduler.counters).toEqual({
+      admitted: 3,
+      started: 3,
+      completed: 3,
+      failed: 0,
+      timedOut: 0,
+      rejected: { queueFull: 1, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
+      waitedMs: 300,
+    });
+    expect(scheduler.sizeBy({ priority: 0 })).toBe(0);
+  });
+});
