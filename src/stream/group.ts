@@ -3,8 +3,9 @@
  * round robin (Shreedhar and Varghese, 1995) by bytes.
  *
  * The group owns one token bucket (rate, burst; it starts full) and one timer.
- * A member that has bytes to send takes them from the bucket at once if no
- * other member is waiting; otherwise it joins the ring of waiting members.
+ * A member that has bytes to send takes what the bucket holds at once if no
+ * other member is waiting (the conforming prefix, as a lone Throttle does);
+ * otherwise, or for the rest, it joins the ring of waiting members.
  * The ring is served in turns: a member's turn gives it a deficit of one
  * `quantum` of bytes, and it sends pieces of min(deficit, bytes it has ready)
  * as the bucket allows; when the deficit is spent its turn ends and it goes
@@ -97,7 +98,7 @@ export class ThrottleGroup {
     this.#meter = new ByteMeter(ratePerSecond, burstBytes, clock.now());
     this.#link = {
       clock,
-      tryTake: (nowMs, bytes) => this.#tryTake(nowMs, bytes),
+      takeUpTo: (nowMs, bytes) => this.#takeUpTo(nowMs, bytes),
       request: (port) => this.#request(port),
       leave: (port) => this.#leave(port),
     };
@@ -171,10 +172,12 @@ export class ThrottleGroup {
     return this.#link;
   }
 
-  #tryTake(nowMs: number, bytes: number): boolean {
-    if (this.#ring.length > 0 || this.#meter.available(nowMs) < bytes) return false;
-    this.#meter.take(nowMs, bytes);
-    return true;
+  #takeUpTo(nowMs: number, bytes: number): number {
+    if (this.#ring.length > 0) return 0;
+    const taken = Math.min(bytes, Math.floor(this.#meter.available(nowMs)));
+    if (taken <= 0) return 0;
+    this.#meter.take(nowMs, taken);
+    return taken;
   }
 
   #request(port: MemberPort): void {

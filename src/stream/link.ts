@@ -37,8 +37,11 @@ export interface MemberPort {
 export interface GroupLink {
   /** The group's clock; members use it too. */
   readonly clock: Clock;
-  /** Takes `bytes` at once if no member is waiting and the group has the tokens; false (taking nothing) otherwise. */
-  tryTake(nowMs: number, bytes: number): boolean;
+  /**
+   * If no member is waiting, takes up to `bytes` (as many whole tokens as the
+   * group holds) and returns how many it took; 0 (taking nothing) otherwise.
+   */
+  takeUpTo(nowMs: number, bytes: number): number;
   /** The member has data it could not send: join the ring (if not in it) and be served in turn. */
   request(port: MemberPort): void;
   /** The member ended or was destroyed: forget it at once. */

@@ -462,19 +462,22 @@ export class Throttle extends Transform {
         if (meter !== undefined) {
           const available = meter.available(nowMs);
           if (available < remaining) {
-            const target = Math.min(this.#pendingBytes(), this.#wakePieceBytes);
-            if (available < target) {
-              this.#sleep(nowMs, meter.msUntil(nowMs, target));
+            allowed = Math.floor(available); // the conforming prefix
+            if (allowed < 1) {
+              // Sleep until a piece conforms: half the burst, or what is pending if less.
+              this.#sleep(nowMs, meter.msUntil(nowMs, Math.min(this.#pendingBytes(), this.#wakePieceBytes)));
               return;
             }
-            allowed = Math.floor(available);
           }
         }
         const link = this.#link;
-        if (link !== undefined && port !== undefined && !link.tryTake(nowMs, allowed)) {
-          this.#progress.waiting(nowMs);
-          link.request(port);
-          return;
+        if (link !== undefined && port !== undefined) {
+          allowed = link.takeUpTo(nowMs, allowed);
+          if (allowed === 0) {
+            this.#progress.waiting(nowMs);
+            link.request(port);
+            return;
+          }
         }
         this.#emit(nowMs, allowed);
       }
@@ -518,9 +521,9 @@ export class Throttle extends Transform {
     if (pending === 0 || meter === undefined) return pending;
     const available = meter.available(nowMs);
     if (available >= pending) return pending;
-    const target = Math.min(pending, this.#wakePieceBytes);
-    if (available >= target) return Math.floor(available);
-    this.#sleep(nowMs, meter.msUntil(nowMs, target));
+    const conforming = Math.floor(available);
+    if (conforming >= 1) return conforming;
+    this.#sleep(nowMs, meter.msUntil(nowMs, Math.min(pending, this.#wakePieceBytes)));
     return 0;
   }
 

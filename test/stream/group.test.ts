@@ -1,0 +1,279 @@
+/**
+ * ThrottleGroup on a fake clock: deficit round robin order, fairness by
+ * bytes whatever the chunk sizes, max-min fairness with capped members,
+ * join and leave, live changes, and the one timer.
+ */
+
+import { pipeline } from 'node:stream/promises';
+import { describe, expect, it } from 'vitest';
+import {
+  BurstTooSmallError,
+  InvalidOptionError,
+  Throttle,
+  ThrottleGroup,
+  type ThrottleGroupOptions,
+  type ThrottleMemberOptions,
+} from '../../src/index.js';
+import { fakeClock } from '../helpers/fake-clock.js';
+import { advance, byteSource, type Piece, recordingSink, settle } from './support.js';
+
+function groupSetup(options: Omit<ThrottleGroupOptions, 'clock'>) {
+  const fake = fakeClock();
+  const group = new ThrottleGroup({ ...options, clock: fake.clock });
+  const members: { throttle: Throttle; sink: ReturnType<typeof recordingSink> }[] = [];
+  /** A member fed by an endless source of `chunkBytes` chunks. */
+  const busy = (chunkBytes: number | number[], memberOptions: ThrottleMemberOptions = {}) => {
+    const throttle = group.throttle(memberOptions);
+    const sink = recordingSink(() => fake.timers.now);
+    pipeline(byteSource(1e12, chunkBytes), throttle, sink).catch(() => {});
+    const member = { throttle, sink };
+    members.push(member);
+    return member;
+  };
+  return { fake, group, busy, members };
+}
+
+/** Bytes a sink received at times in (fromMs, toMs]. */
+function between(pieces: readonly Piece[], fromMs: number, toMs: number): number {
+  let sum = 0;
+  for (const piece of pieces) if (piece.atMs > fromMs && piece.atMs <= toMs) sum += piece.bytes;
+  return sum;
+}
+
+function jain(values: readonly number[]): number {
+  const sum = values.reduce((a, b) => a + b, 0);
+  const squares = values.reduce((a, b) => a + b * b, 0);
+  return (sum * sum) / (values.length * squares);
+}
+
+describe('ThrottleGroup: options', () => {
+  it('derives burst and quantum from the rate', () => {
+    const group = new ThrottleGroup({ rate: '10MiB/s' });
+    expect(group.rate).toBe(10 * 1048576);
+    expect(group.burst).toBe(524288);
+    expect(group.quantum).toBe(52429); // 5 ms of the rate
+    expect(new ThrottleGroup({ rate: 1000 }).quantum).toBe(512); // 1 KiB floor, at most half the burst
+    expect(new ThrottleGroup({ rate: 1000, burst: 400, quantum: 50 }).quantum).toBe(50);
+  });
+
+  it('refuses a burst too small and a quantum above half the burst', () => {
+    expect(() => new ThrottleGroup({ rate: '1GiB/s', burst: '1MiB' })).toThrow(BurstTooSmallError);
+    expect(() => new ThrottleGroup({ rate: 1000, burst: 400, quantum: 300 })).toThrow(
+      /quantum 300 bytes must be at most half the burst \(200 bytes\)/,
+    );
+    expect(() => new ThrottleGroup({ rate: 1000, quantum: 'much' })).toThrow(/invalid quantum "much"/);
+    expect(() => new ThrottleGroup(undefined as unknown as ThrottleGroupOptions)).toThrow(InvalidOptionError);
+    expect(() => new ThrottleGroup({ rate: 1000, burst: 'x' })).toThrow(/invalid burst "x"/);
+  });
+
+  it('checks member options', () => {
+    const fake = fakeClock();
+    const group = new ThrottleGroup({ rate: 1000, clock: fake.clock });
+    expect(() => group.throttle({ burst: 100 })).toThrow(/applies to the member's own cap/);
+    expect(() => new Throttle({ rate: 100, group, clock: fakeClock().clock })).toThrow(/uses the group's clock/);
+    expect(() => new Throttle({ group: {} as ThrottleGroup })).toThrow(/expected `group` to be a ThrottleGroup/);
+    expect(group.size).toBe(0); // the refused member did not stay
+    const member = group.throttle();
+    expect(member.group).toBe(group);
+    expect(member.rate).toBeUndefined();
+    expect(() => member.setBurst(100)).toThrow(/has no cap of its own/);
+    member.setRate(500);
+    expect(member.rate).toBe(500);
+    expect(group.size).toBe(1);
+    expect(new Throttle({ group, clock: fake.clock }).group).toBe(group);
+  });
+});
+
+describe('ThrottleGroup: deficit round robin', () => {
+  it('serves waiting members in turn, one quantum each, at the exact times', async () => {
+    const { fake, group, members } = groupSetup({ rate: 1000, burst: 400, quantum: 50 });
+    for (let i = 0; i < 3; i++) {
+      const throttle = group.throttle();
+      const sink = recordingSink(() => fake.timers.now);
+      throttle.pipe(sink);
+      throttle.write(Buffer.alloc(10_000));
+      members.push({ throttle, sink });
+    }
+    await advance(fake, 1000);
+    const order: [number, number, number][] = [];
+    members.forEach((m, index) => {
+      for (const p of m.sink.pieces) order.push([p.atMs, index, p.bytes]);
+    });
+    order.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    // The full bucket goes to the first member (no one was waiting yet), then the turns.
+    expect(order[0]).toEqual([0, 0, 400]);
+    expect(order.slice(1, 10)).toEqual([
+      [50, 0, 50],
+      [100, 1, 50],
+      [150, 2, 50],
+      [200, 0, 50],
+      [250, 1, 50],
+      [300, 2, 50],
+      [350, 0, 50],
+      [400, 1, 50],
+      [450, 2, 50],
+    ]);
+    expect(fake.pending()).toBe(1); // one timer for the whole group
+    for (const m of members) m.throttle.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+    expect(group.waiting).toBe(0);
+    expect(group.size).toBe(0);
+  });
+
+  it('shares by bytes, not by chunks: 64-byte and 4 KiB chunks get the same rate', async () => {
+    const { fake, busy } = groupSetup({ rate: 10_000 });
+    const small = busy(64);
+    const large = busy(4096);
+    const mixed = busy([1, 700, 33, 2048]);
+    await advance(fake, 5000);
+    const shares = [small, large, mixed].map((m) => between(m.sink.pieces, 1000, 5000));
+    for (const share of shares) {
+      expect(share).toBeGreaterThan(40_000 / 3 - 1100);
+      expect(share).toBeLessThan(40_000 / 3 + 1100);
+    }
+    expect(shares.reduce((a, b) => a + b, 0)).toBeGreaterThan(40_000 - 600);
+    expect(jain(shares)).toBeGreaterThan(0.99);
+  });
+
+  it('is max-min fair: a member capped below its share leaves the rest to the others', async () => {
+    const { fake, busy } = groupSetup({ rate: 3000 });
+    const capped = busy(1024, { rate: 500 });
+    const a = busy(1024);
+    const b = busy(256);
+    await advance(fake, 5000);
+    const cappedShare = between(capped.sink.pieces, 1000, 5000);
+    expect(cappedShare).toBeGreaterThan(2000 - 600);
+    expect(cappedShare).toBeLessThanOrEqual(2000 + 600);
+    for (const m of [a, b]) {
+      const share = between(m.sink.pieces, 1000, 5000);
+      expect(share).toBeGreaterThan(5000 - 700);
+      expect(share).toBeLessThan(5000 + 700);
+    }
+    // The capped member never beats its own cap: burst + rate * T.
+    expect(capped.sink.received).toBeLessThanOrEqual(1024 + 500 * 5);
+  });
+
+  it('members join and leave at any time; a destroyed member frees its share at once', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 2000 });
+    const a = busy(512);
+    const b = busy(512);
+    await advance(fake, 2000);
+    expect(between(a.sink.pieces, 1000, 2000)).toBeGreaterThan(1000 - 300);
+    expect(between(b.sink.pieces, 1000, 2000)).toBeGreaterThan(1000 - 300);
+    const c = busy(512);
+    await advance(fake, 2000);
+    for (const m of [a, b, c]) {
+      const share = between(m.sink.pieces, 2500, 4000);
+      expect(share).toBeGreaterThan(1000 - 350);
+      expect(share).toBeLessThan(1000 + 350);
+    }
+    expect(group.size).toBe(3);
+    a.throttle.destroy();
+    await settle();
+    expect(group.size).toBe(2);
+    await advance(fake, 2000);
+    for (const m of [b, c]) {
+      const share = between(m.sink.pieces, 4500, 6000);
+      expect(share).toBeGreaterThan(1500 - 350);
+      expect(share).toBeLessThan(1500 + 350);
+    }
+    b.throttle.destroy();
+    c.throttle.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+    expect(group.waiting).toBe(0);
+  });
+
+  it('an ended member leaves the group and the others take its share', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 2000 });
+    const finite = group.throttle();
+    const finiteSink = recordingSink(() => fake.timers.now);
+    const done = pipeline(byteSource(3000, 256), finite, finiteSink);
+    const b = busy(256);
+    await advance(fake, 3000);
+    await done;
+    expect(finiteSink.received).toBe(3000);
+    expect(group.size).toBe(1);
+    const end = finiteSink.pieces.at(-1)?.atMs ?? 0;
+    expect(end).toBeLessThan(2500);
+    // After it ended, the other gets the whole rate.
+    expect(between(b.sink.pieces, end + 100, end + 500)).toBeGreaterThan(2000 * 0.4 - 600);
+    b.throttle.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('a lone member passes at once while the group has the tokens', async () => {
+    const { fake, group } = groupSetup({ rate: 1000, burst: 1000 });
+    const member = group.throttle();
+    const sink = recordingSink(() => fake.timers.now);
+    member.pipe(sink);
+    member.write(Buffer.alloc(600));
+    await settle();
+    expect(sink.received).toBe(600);
+    expect(fake.pending()).toBe(0);
+    member.write(Buffer.alloc(600));
+    await settle();
+    expect(sink.received).toBe(1000); // the prefix that conforms
+    await advance(fake, 200);
+    expect(sink.received).toBe(1200);
+  });
+});
+
+describe('ThrottleGroup: live changes', () => {
+  it('setRate applies to the next piece, without losing data', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 1000 });
+    const a = busy(300);
+    const b = busy(300);
+    await advance(fake, 1000);
+    group.setRate(4000);
+    expect(group.rate).toBe(4000);
+    expect(group.burst).toBe(1024);
+    expect(group.quantum).toBe(512);
+    await advance(fake, 1000);
+    const total = between(a.sink.pieces, 1200, 2000) + between(b.sink.pieces, 1200, 2000);
+    expect(total).toBeGreaterThan(4000 * 0.8 - 700);
+    expect(total).toBeLessThanOrEqual(1024 + 4000 * 0.8);
+    // Data is intact: each member received a prefix of its pattern.
+    for (const m of [a, b]) expect(m.sink.received).toBe(m.throttle.counters.bytes);
+    for (const m of [a, b]) m.throttle.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('setBurst changes the bucket and the quantum; a burst too small is refused', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 1000 });
+    expect(() => group.setBurst(5)).toThrow(BurstTooSmallError);
+    expect(() => group.setRate(1e9)).not.toThrow(); // a default burst follows the rate
+    group.setRate(1000);
+    group.setBurst(200);
+    expect(group.burst).toBe(200);
+    expect(group.quantum).toBe(100);
+    expect(() => group.setRate(1e6)).toThrow(BurstTooSmallError); // the burst is explicit now
+    const a = busy(1000);
+    await advance(fake, 1000);
+    expect(a.sink.received).toBeGreaterThanOrEqual(1100);
+    expect(a.sink.received).toBeLessThanOrEqual(1200);
+    expect(Math.max(...a.sink.pieces.map((p) => p.bytes))).toBeLessThanOrEqual(200);
+    a.throttle.destroy();
+    await settle();
+  });
+
+  it('a member setRate re-plans its own wait', async () => {
+    const { fake, group } = groupSetup({ rate: 10_000 });
+    const member = group.throttle({ rate: 100, burst: 100 });
+    const sink = recordingSink(() => fake.timers.now);
+    member.pipe(sink);
+    member.write(Buffer.alloc(1000));
+    await settle();
+    expect(sink.received).toBe(100);
+    member.setRate(1000);
+    await advance(fake, 50);
+    expect(sink.received).toBe(150);
+    member.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+    expect(group.size).toBe(0);
+  });
+});
