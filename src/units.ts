@@ -295,7 +295,7 @@ export function formatRate(perSecond: number, kind: 'count' | 'bytes' = 'count')
     const whole = Math.round(amount);
     if (whole >= 1 && Math.abs(amount - whole) <= 1e-9 * whole) return `${whole}/${period}`;
   }
-  return `${compact(perSecond, 1, perSecond, 6)}/s`;
+  return `${Number(perSecond.toPrecision(6))}/s`; // six significant digits: for people, not for round trips
 }
 
 /** Formats milliseconds: `250 -> '250 ms'`, `2000 -> '2 s'`, `90000 -> '1.5 min'`. */

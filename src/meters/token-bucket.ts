@@ -87,8 +87,25 @@ export function advance(state: BucketState, params: BucketParams, nowMs: number)
  * (Infinity only for a zero rate, which the constructors refuse.)
  */
 export function msUntil(tokens: number, cost: number, params: BucketParams): number {
-  const deficit = cost - tokens - slackFor(params.capacity);
-  return deficit > 0 ? (deficit * 1000) / params.ratePerSecond : 0;
+  const deficit = cost - tokens;
+  return deficit > slackFor(params.capacity) ? (deficit * 1000) / params.ratePerSecond : 0;
+}
+
+/**
+ * Milliseconds from `nowMs` until the bucket holds `cost`, such that reading
+ * the bucket at exactly `nowMs + delay` finds them: {@link msUntil}, nudged up
+ * by a few ulps where the clock's finite precision would land a hair early.
+ */
+export function delayUntil(state: BucketState, params: BucketParams, nowMs: number, cost: number): number {
+  let delayMs = msUntil(tokensAt(state, params, nowMs), cost, params);
+  if (delayMs === 0) return 0;
+  const slack = slackFor(params.capacity);
+  let nudge = Math.max(Math.abs(nowMs), delayMs) * Number.EPSILON;
+  while (tokensAt(state, params, nowMs + delayMs) + slack < cost) {
+    delayMs += nudge;
+    nudge *= 2;
+  }
+  return delayMs;
 }
 
 /** Validates a cost against a capacity: a finite number, >= 0, and <= capacity. */
@@ -235,7 +252,7 @@ export class TokenBucket {
   /** {@link delayFor} at an explicit time. */
   delayForAt(nowMs: number, cost = 1): number {
     checkCost(cost, this.#params.capacity);
-    return msUntil(tokensAt(this.#state, this.#params, nowMs), cost, this.#params);
+    return delayUntil(this.#state, this.#params, nowMs, cost);
   }
 
   /**
@@ -252,7 +269,7 @@ export class TokenBucket {
     checkCost(cost, this.#params.capacity);
     const state = this.#state;
     const tokens = tokensAt(state, this.#params, nowMs);
-    const delayMs = msUntil(tokens, cost, this.#params);
+    const delayMs = delayUntil(state, this.#params, nowMs, cost);
     const readyAtMs = nowMs + delayMs;
     if (delayMs > (options?.maxWaitMs ?? Number.POSITIVE_INFINITY)) {
       return { ok: false, delayMs, readyAtMs, cancel: noop };

@@ -1,0 +1,202 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  formatDuration,
+  formatRate,
+  formatSize,
+  isTokenpaceError,
+  parseDuration,
+  parseRate,
+  parseSize,
+} from '../src/index.js';
+
+describe('parseRate', () => {
+  it.each([
+    [100, 100],
+    [0.5, 0.5],
+    ['100/s', 100],
+    ['100 / s', 100],
+    ['6000/min', 100],
+    ['100/min', 100 / 60],
+    ['3600/h', 1],
+    ['86400/day', 1],
+    ['1/ms', 1000],
+    ['100/10s', 10],
+    ['20 per second', 20],
+    ['20 requests per second', 20],
+    ['5 jobs/min', 5 / 60],
+    ['100', 100],
+    ['1.5e3/s', 1500],
+    ['10MiB/s', 10 * 1024 * 1024],
+    ['1 KiB/s', 1024],
+    ['1GiB/s', 1024 ** 3],
+    ['1.5 MB/s', 1.5e6],
+    ['64kB/s', 64_000],
+    ['10 B/s', 10],
+    ['10 bytes/s', 10],
+    ['8bit', 1],
+    ['8mbit', 1e6],
+    ['8 Mbit/s', 1e6],
+    ['1gbit', 1.25e8],
+    ['1kbit', 125],
+    ['8kibit', 1024],
+    ['100Mbps', 12.5e6],
+    ['100 kbps', 12_500],
+    ['1MBps', 1e6],
+  ])('%j -> %d per second', (input, expected) => {
+    expect(parseRate(input)).toBeCloseTo(expected, 9);
+  });
+
+  it.each([
+    [0, /must be positive|expected a positive/],
+    [-1, /expected a positive/],
+    [Number.NaN, /expected a positive/],
+    [Number.POSITIVE_INFINITY, /expected a positive/],
+    ['0/s', /positive and finite/],
+    ['-5/s', /expected/],
+    ['fast', /expected/],
+    ['10 Mb/s', /ambiguous: write MB or MiB for bytes, or mbit for bits/],
+    ['10k/s', /ambiguous: write kB or KiB for bytes, or kbit for bits/],
+    ['10 widgets/s', /unknown unit "widgets"/],
+    ['10/fortnight', /unknown period "fortnight"/],
+    ['10/0s', /positive and finite/],
+    ['', /expected/],
+  ])('%j is refused with ERR_INVALID_RATE (%s)', (input, message) => {
+    let caught: unknown;
+    try {
+      parseRate(input);
+    } catch (error) {
+      caught = error;
+    }
+    expect(isTokenpaceError(caught, 'ERR_INVALID_RATE')).toBe(true);
+    expect((caught as Error).message).toMatch(message);
+  });
+
+  it('refuses non-numbers and non-strings', () => {
+    expect(() => parseRate(null as unknown as number)).toThrow(/a value of type null/);
+    expect(() => parseRate({} as unknown as number)).toThrow(/a value of type object/);
+  });
+});
+
+describe('parseSize', () => {
+  it.each([
+    [200, 200],
+    ['200', 200],
+    ['64KiB', 65536],
+    ['64 KiB', 65536],
+    ['1MiB', 1048576],
+    ['1.5 MB', 1.5e6],
+    ['1kB', 1000],
+    ['1KB', 1000],
+    ['2GiB', 2 * 1024 ** 3],
+    ['1TB', 1e12],
+    ['512kbit', 64_000],
+    ['1mbit', 125_000],
+    ['10 tokens', 10],
+  ])('%j -> %d', (input, expected) => {
+    expect(parseSize(input)).toBe(expected);
+  });
+
+  it.each([
+    [0, /expected a positive/],
+    [-3, /expected a positive/],
+    [Number.NaN, /expected a positive/],
+    [Number.POSITIVE_INFINITY, /expected a positive/],
+    ['0KiB', /positive and finite/],
+    ['1k', /ambiguous/],
+    ['1 furlong', /unknown unit "furlong"/],
+    ['many', /expected/],
+    [undefined, /a value of type undefined/],
+  ])('%j is refused with ERR_INVALID_SIZE (%s)', (input, message) => {
+    expect(() => parseSize(input as number)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_SIZE' }));
+    expect(() => parseSize(input as number)).toThrow(message);
+  });
+});
+
+describe('parseDuration', () => {
+  it.each([
+    [0, 0],
+    [250, 250],
+    [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY],
+    ['250ms', 250],
+    ['250', 250],
+    ['2s', 2000],
+    ['1.5 sec', 1500],
+    ['2 min', 120_000],
+    ['1h', 3_600_000],
+    ['1d', 86_400_000],
+    ['500us', 0.5],
+    ['1000000ns', 1],
+  ])('%j -> %d ms', (input, expected) => {
+    expect(parseDuration(input)).toBeCloseTo(expected, 9);
+  });
+
+  it.each([
+    [-1, /expected milliseconds >= 0/],
+    [Number.NaN, /expected milliseconds >= 0/],
+    ['soon', /expected/],
+    ['5 weeks', /unknown unit "weeks"/],
+    ['1e400s', /too large/],
+    [true, /a value of type boolean/],
+  ])('%j is refused with ERR_INVALID_DURATION (%s)', (input, message) => {
+    expect(() => parseDuration(input as number)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_DURATION' }));
+    expect(() => parseDuration(input as number)).toThrow(message);
+  });
+});
+
+describe('formatters', () => {
+  it.each([
+    [formatSize(0), '0 B'],
+    [formatSize(512), '512 B'],
+    [formatSize(65536), '64 KiB'],
+    [formatSize(1.5 * 1024 ** 2), '1.5 MiB'],
+    [formatSize(1_500_000), '1.5 MB'],
+    [formatSize(1024 ** 4 * 3), '3 TiB'],
+    [formatRate(100), '100/s'],
+    [formatRate(100 / 60), '100/min'],
+    [formatRate(1 / 3600), '1/h'],
+    [formatRate(0.5), '30/min'],
+    [formatRate(1 / 7), '0.142857/s'],
+    [formatRate(1024 ** 2, 'bytes'), '1 MiB/s'],
+    [formatDuration(250), '250 ms'],
+    [formatDuration(2000), '2 s'],
+    [formatDuration(90_000), '1.5 min'],
+    [formatDuration(7_200_000), '2 h'],
+    [formatDuration(Number.POSITIVE_INFINITY), 'forever'],
+  ])('%s === %s', (actual, expected) => {
+    expect(actual).toBe(expected);
+  });
+
+  it('parseSize(formatSize(n)) === n for whole sizes', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2 ** 50 }), (bytes) => {
+        expect(parseSize(formatSize(bytes))).toBe(bytes);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('parseRate(formatRate(r)) round-trips within 6 significant digits (counts) and exactly (bytes)', () => {
+    fc.assert(
+      fc.property(fc.double({ min: 1e-3, max: 1e9, noNaN: true }), (perSecond) => {
+        expect(Math.abs(parseRate(formatRate(perSecond)) - perSecond)).toBeLessThanOrEqual(perSecond * 5e-6);
+      }),
+      { numRuns: 2000 },
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2 ** 40 }), (bytesPerSecond) => {
+        expect(parseRate(formatRate(bytesPerSecond, 'bytes'))).toBe(bytesPerSecond);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('parseDuration(formatDuration(ms)) round-trips within 1e-9', () => {
+    fc.assert(
+      fc.property(fc.double({ min: 0, max: 1e10, noNaN: true }), (ms) => {
+        expect(Math.abs(parseDuration(formatDuration(ms)) - ms)).toBeLessThanOrEqual(ms * 1e-9);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
