@@ -5,6 +5,7 @@
 
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   BurstTooSmallError,
@@ -441,4 +442,40 @@ describe('Throttle: lifecycle', () => {
     expect(events.sort()).toEqual(['close', 'end', 'finish']);
     expect(fake.pending()).toBe(0);
   });
+});
+
+describe('Throttle: conformance property', () => {
+  it('for any rate, burst and chunking: no piece above the burst, no window above burst + rate * T, data intact, rate exact', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1000, max: 50_000 }),
+        fc.double({ min: 0.01, max: 0.2, noNaN: true }),
+        fc.array(fc.integer({ min: 1, max: 5000 }), { minLength: 1, maxLength: 8 }),
+        fc.double({ min: 0.2, max: 0.6, noNaN: true }),
+        async (ratePerSecond, burstSeconds, chunkSizes, durationSeconds) => {
+          const burst = Math.max(Math.ceil(ratePerSecond * burstSeconds), minBurstBytes(ratePerSecond));
+          const total = burst + Math.floor(ratePerSecond * durationSeconds);
+          const { fake, throttle, sink } = setup({ rate: ratePerSecond, burst });
+          const done = pipeline(byteSource(total, chunkSizes), throttle);
+          const idealMs = ((total - burst) * 1000) / ratePerSecond;
+          await advance(fake, Math.ceil(idealMs) + 5);
+          await done;
+          expect(sink.received).toBe(total);
+          expect(Math.max(...sink.pieces.map((p) => p.bytes))).toBeLessThanOrEqual(burst);
+          for (const windowMs of [0, 1, 7, 50, 100, 250]) {
+            expect(maxInWindow(sink.pieces, windowMs)).toBeLessThanOrEqual(
+              burst + (ratePerSecond * windowMs) / 1000 + 1e-6,
+            );
+          }
+          const lastMs = sink.pieces.at(-1)?.atMs ?? 0;
+          expect(lastMs).toBeGreaterThanOrEqual(idealMs - 1e-6);
+          expect(lastMs).toBeLessThanOrEqual(idealMs + 2);
+          const data = sink.data();
+          for (let i = 0; i < data.length; i++) if (data[i] !== patternByte(i)) expect.fail(`byte ${i} differs`);
+          expect(fake.pending()).toBe(0);
+        },
+      ),
+      { numRuns: 25 },
+    );
+  }, 60_000);
 });
