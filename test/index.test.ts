@@ -1,0 +1,57 @@
+/**
+ * The public contract: the names DESIGN.md promises are exported from the
+ * package root, and the types of the core API say what they mean (no `any`).
+ */
+
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import * as tokenpace from '../src/index.js';
+import {
+  type Clock,
+  isTokenpaceError,
+  type QueueFullError,
+  type Reservation,
+  TokenBucket,
+  type TokenpaceError,
+} from '../src/index.js';
+
+describe('public exports', () => {
+  it.each([
+    'TokenBucket',
+    'parseRate',
+    'parseSize',
+    'parseDuration',
+    'formatRate',
+    'formatSize',
+    'formatDuration',
+    'systemClock',
+    'isTokenpaceError',
+    'TokenpaceError',
+  ])('exports %s', (name) => {
+    expect(tokenpace).toHaveProperty(name);
+  });
+
+  it('exports nothing internal', () => {
+    for (const internal of ['tokensAt', 'advance', 'msUntil', 'checkCost', 'slackFor', 'bucketParams', 'delayUntil']) {
+      expect(tokenpace).not.toHaveProperty(internal);
+    }
+  });
+
+  it('types the core API precisely', () => {
+    const bucket = new TokenBucket({ rate: '100/s', burst: 200 });
+    expectTypeOf(bucket.tryTake).returns.toEqualTypeOf<boolean>();
+    expectTypeOf(bucket.delayFor).returns.toEqualTypeOf<number>();
+    expectTypeOf(bucket.reserve).returns.toEqualTypeOf<Reservation>();
+    expectTypeOf(bucket.take).returns.toEqualTypeOf<Promise<void>>();
+    expectTypeOf(bucket.tokens).toEqualTypeOf<number>();
+    expectTypeOf<Clock['now']>().returns.toEqualTypeOf<number>();
+    expectTypeOf(tokenpace.parseRate).parameter(0).toEqualTypeOf<number | string>();
+    // A compile-time check only (never called): rate is required.
+    // @ts-expect-error rate is missing
+    const missingRate = () => new TokenBucket({ burst: 1 });
+    expectTypeOf(missingRate).toBeFunction();
+
+    const error: unknown = new Error('x');
+    if (isTokenpaceError(error, 'ERR_QUEUE_FULL')) expectTypeOf(error).toEqualTypeOf<QueueFullError>();
+    if (isTokenpaceError(error)) expectTypeOf(error.code).toEqualTypeOf<TokenpaceError['code']>();
+  });
+});
