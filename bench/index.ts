@@ -5,8 +5,9 @@
 
 import { bucketSection } from './bucket.js';
 import type { Section } from './harness.js';
+import { schedulerSection } from './scheduler.js';
 
-const sections: Section[] = [bucketSection];
+const sections: Section[] = [bucketSection, schedulerSection];
 
 const wanted = process.argv.slice(2);
 const chosen = wanted.length ? sections.filter((s) => wanted.includes(s.id)) : sections;

@@ -29,7 +29,9 @@
  * concurrency), never later than now. Jobs that came due while the timer was
  * late start together when it fires, each charged at its own due time, so the
  * long-run rate is exact; the price is that a window of length T may see
- * burst + rate * (T + the timer's lateness) starts, never more.
+ * burst + rate * (T + the timer's lateness) starts, never more. The lateness
+ * made up is capped by `catchUp` (5 ms by default): after a longer stall, the
+ * time beyond it is lost rather than turned into a burst.
  *
  * Worked example: rate 1000/s, burst 1, a backlog. Job 1 starts at 0 and
  * empties the bucket; job 2 is due at 1 ms, the timer fires at 2.15 ms: job 2
@@ -102,6 +104,17 @@ export interface SchedulerOptions {
    * @default Infinity
    */
   maxWait?: DurationInput;
+  /**
+   * How far behind now a job may be charged: the most timer lateness the
+   * scheduler makes up for (see "Theoretical start times" above). Jobs that
+   * came due within this of now start together when a late timer fires, so
+   * the long-run rate stays exact; a longer stall (a blocked event loop, a GC
+   * pause) is not made up beyond it, so the burst after it is at most
+   * `rate * catchUp` above the bucket's. 0 charges every job at the moment it
+   * starts (strict windows, but every late wake loses rate).
+   * @default 5 (ms: Node's timers fire about 1.15 ms late, plus up to 1 ms of rounding)
+   */
+  catchUp?: DurationInput;
   /**
    * The default `timeout` of every job (see {@link ScheduleOptions.timeout}).
    * @default Infinity (no timeout)
@@ -249,6 +262,7 @@ class Job implements Waiter<Job> {
 /** A job whose theoretical start is within this of now starts now (float sums of costs differ by ulps). */
 const EPSILON_MS = 1e-6;
 const DEFAULT_MAX_QUEUE = 1000;
+const DEFAULT_CATCH_UP_MS = 5;
 const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined });
 const EMPTY: ScheduleOptions = Object.freeze({});
 
@@ -297,6 +311,7 @@ export class Scheduler {
   readonly #maxQueue: number;
   readonly #maxWaitMs: number;
   readonly #timeoutMs: number;
+  readonly #catchUpMs: number;
   #paused: boolean;
 
   #pending = 0;
@@ -315,6 +330,9 @@ export class Scheduler {
     this.#timerAtMs = Number.POSITIVE_INFINITY;
     this.#pump(this.#clock.now());
   };
+
+  /** The rejection shared by the jobs turned away from a full queue in the current burst. */
+  #flood: { promise: Promise<never>; error: QueueFullError } | undefined;
 
   /** Shared settle handlers for jobs of cost 1 (the usual cost): no closure per job. */
   readonly #finishOne = (value: unknown): void => this.#finish(1, true, value);
@@ -378,6 +396,7 @@ export class Scheduler {
     this.#maxQueue = maxQueue;
     this.#maxWaitMs = options.maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(options.maxWait);
     this.#timeoutMs = this.#parseTimeout(options.timeout);
+    this.#catchUpMs = options.catchUp === undefined ? DEFAULT_CATCH_UP_MS : parseDuration(options.catchUp);
     this.#paused = options.autoStart === false;
   }
 
@@ -454,9 +473,11 @@ export class Scheduler {
       );
     }
     if (signal?.aborted) return this.#refuse('aborted', signal.reason, cost, priority);
+    const queue = this.#queue;
+    // The flood path first: a full queue (with a head, so nothing could start now) rejects at once.
+    if (queue.size >= this.#maxQueue && queue.size !== 0) return this.#queueFull(cost, priority);
     const timeoutMs = options.timeout === undefined ? this.#timeoutMs : this.#parseTimeout(options.timeout);
     const now = this.#clock.now();
-    const queue = this.#queue;
     const bucket = this.#bucket;
 
     // Start at once: nothing waits ahead, and the tokens and the concurrency are there.
@@ -480,12 +501,7 @@ export class Scheduler {
       });
     }
 
-    if (queue.size >= this.#maxQueue) {
-      this.#counters.rejected.queueFull++;
-      const error = queueFullError(this.#maxQueue, this.#retryAfterMs(now));
-      if (this.#listeners.rejected) this.#emit('rejected', { reason: 'queueFull', error, cost, priority });
-      return Promise.reject(error);
-    }
+    if (queue.size >= this.#maxQueue) return this.#queueFull(cost, priority);
 
     let deadlineMs = Number.POSITIVE_INFINITY;
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
@@ -739,11 +755,42 @@ export class Scheduler {
     return msUntil(tokensAt(bucket, this.#params, now), ahead + cost, this.#params);
   }
 
-  /** An estimate of when a queue slot frees up: when the head starts. */
-  #retryAfterMs(now: number): number {
-    if (this.#nextStartMs !== Number.POSITIVE_INFINITY) return Math.max(0, this.#nextStartMs - now);
+  /**
+   * Turns a job away from a full queue. The cheap path, since a flood is made
+   * of these: every job turned away in one synchronous burst shares one
+   * `QueueFullError` (no stack trace) and one underlying rejection, made in a
+   * microtask once the callers have attached their handlers. Each caller
+   * still gets a promise of its own (one derived promise per job), and Node
+   * never has to track a rejection that has no handler yet.
+   */
+  #queueFull(cost: number, priority: number): Promise<never> {
+    this.#counters.rejected.queueFull++;
+    let flood = this.#flood;
+    if (flood === undefined) {
+      const error = queueFullError(this.#maxQueue, this.#retryAfterMs());
+      let reject!: (reason: unknown) => void;
+      const promise = new Promise<never>((_, rejectShared) => {
+        reject = rejectShared;
+      });
+      flood = this.#flood = { promise, error };
+      queueMicrotask(() => {
+        this.#flood = undefined;
+        reject(error);
+      });
+    }
+    if (this.#listeners.rejected) this.#emit('rejected', { reason: 'queueFull', error: flood.error, cost, priority });
+    return flood.promise.then();
+  }
+
+  /**
+   * An estimate of when a queue slot frees up: when the head starts. Under a
+   * rate that is known exactly; under a concurrency it is the mean gap between
+   * finishes after the last one; 0 when nothing is known (paused, no history).
+   */
+  #retryAfterMs(): number {
+    if (this.#nextStartMs !== Number.POSITIVE_INFINITY) return Math.max(0, this.#nextStartMs - this.#clock.now());
     if (this.#concurrencyBlocked && this.#finishGapMs > 0) {
-      return Math.max(0, this.#lastFinishMs + this.#finishGapMs - now);
+      return Math.max(0, this.#lastFinishMs + this.#finishGapMs - this.#clock.now());
     }
     return 0;
   }
@@ -779,6 +826,7 @@ export class Scheduler {
         let startMs = bucket.updatedAtMs + msUntil(bucket.tokens, job.cost, params);
         if (job.enqueuedAtMs > startMs) startMs = job.enqueuedAtMs;
         if (this.#floorMs > startMs) startMs = this.#floorMs;
+        if (now - this.#catchUpMs > startMs) startMs = now - this.#catchUpMs;
         if (startMs > now + EPSILON_MS) {
           this.#nextStartMs = startMs;
           return;

@@ -13,7 +13,10 @@ class Node implements Waiter<Node> {
   ) {}
 }
 
-function fill(specs: [id: string, priority: number, cost: number][]): { queue: WaitQueue<Node>; nodes: Map<string, Node> } {
+function fill(specs: [id: string, priority: number, cost: number][]): {
+  queue: WaitQueue<Node>;
+  nodes: Map<string, Node>;
+} {
   const queue = new WaitQueue<Node>();
   const nodes = new Map<string, Node>();
   specs.forEach(([id, priority, cost], i) => {

@@ -490,10 +490,12 @@ describe('bounded queue', () => {
     let rejected = 0;
     let last: unknown;
     for (let i = 0; i < 100_000; i++) {
-      scheduler.schedule(() => 0).catch((error: unknown) => {
-        rejected++;
-        last = error;
-      });
+      scheduler
+        .schedule(() => 0)
+        .catch((error: unknown) => {
+          rejected++;
+          last = error;
+        });
     }
     expect(scheduler.size).toBe(10);
     await flush(3);
@@ -505,6 +507,24 @@ describe('bounded queue', () => {
     expect(scheduler.counters.admitted).toBe(11);
     await timers.runAllAsync();
     await Promise.all(queued);
+  });
+
+  it('jobs turned away in one burst share one error but get promises of their own', async () => {
+    const { scheduler, timers } = setup({ rate: 10, maxQueue: 1 });
+    await scheduler.schedule(() => 0);
+    void scheduler.schedule(() => 0).catch(() => {});
+    const first = scheduler.schedule(() => 0);
+    const second = scheduler.schedule(() => 0);
+    expect(first).not.toBe(second);
+    const [a, b] = await Promise.all([first.catch((e: unknown) => e), second.catch((e: unknown) => e)]);
+    expect(a).toBeInstanceOf(QueueFullError);
+    expect(a).toBe(b);
+    await timers.tickAsync(40);
+    const later = await scheduler.schedule(() => 0).catch((e: unknown) => e);
+    expect(later).not.toBe(a); // a new burst: a fresh estimate
+    expect(later).toMatchObject({ retryAfterMs: 60 });
+    expect(a).toMatchObject({ retryAfterMs: 100 });
+    await timers.runAllAsync();
   });
 
   it('retryAfterMs is when the head will start under a rate', async () => {
@@ -701,20 +721,27 @@ describe('timers', () => {
     }
   });
 
-  it('a clock that jumps (a blocked event loop) starts all due jobs at once, charged at their due times', async () => {
+  it.each([
+    // [catchUp, jobs started when the late timer fires]
+    [undefined, 1],
+    [0, 1],
+    ['100ms', 10],
+  ] as const)('a clock that jumps (a blocked event loop) makes up at most catchUp %s', async (catchUp, inJump) => {
     const fake = fakeClock();
     let lagMs = 0;
     const clock: Clock = { ...fake.clock, now: () => fake.timers.now + lagMs };
-    const scheduler = new Scheduler({ rate: 100, burst: 1, maxQueue: 1000, clock });
+    const scheduler = new Scheduler({ rate: 100, burst: 1, maxQueue: 1000, clock, catchUp });
     const starts: number[] = [];
     for (let i = 0; i < 200; i++) void scheduler.schedule(() => starts.push(clock.now()));
+    await flush();
     expect(starts).toEqual([0]);
     lagMs = 95; // the loop was blocked: the timer for 10 ms runs when now() is 105
     await fake.timers.tickAsync(10);
-    expect(starts).toHaveLength(11); // due at 10, 20, ..., 100: all start at 105
-    lagMs = 0; // the jump is over: further starts follow the rate from their due times
-    await fake.timers.tickAsync(990);
-    expect(starts.filter((t) => t <= 1000)).toHaveLength(101);
+    expect(starts).toHaveLength(1 + inJump); // due at 10, 20, ..., 100: those within catchUp start at 105
+    // From there the rate holds: one more every 10 ms.
+    await fake.timers.tickAsync(100);
+    expect(starts).toHaveLength(1 + inJump + 10);
+    expect(scheduler.size).toBe(200 - starts.length);
   });
 });
 
