@@ -241,22 +241,43 @@ export type EventName = keyof SchedulerEvents;
 export type SchedulerListener<E extends EventName> = (...args: SchedulerEvents[E]) => void;
 
 /** A waiting job: the queue's node and the promise's settlers in one object. */
+/**
+ * A waiting job: the queue's node and its promise's settler in one object.
+ * Kept small, since a full queue holds `maxQueue` of them: the rarely used
+ * parts (a signal, a timeout of its own) live in `extra`, and only the
+ * promise's `resolve` is kept (a rejection resolves it with a thenable that
+ * rejects), so the unused `reject` function is garbage at once.
+ */
 class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
   prev: Job | undefined = undefined;
   next: Job | undefined = undefined;
-  onAbort: (() => void) | undefined = undefined;
   resolve!: (value: unknown) => void;
-  reject!: (reason: unknown) => void;
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
     readonly priority: number,
-    readonly signal: AbortSignal | undefined,
-    readonly timeoutMs: number,
     readonly enqueuedAtMs: number,
-    readonly deadlineMs: number,
+    readonly extra: JobExtra | undefined,
   ) {}
+}
+
+/** The parts of a waiting job that most jobs do not have. */
+interface JobExtra {
+  readonly signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  readonly timeoutMs: number;
+}
+
+/** A thenable that rejects with `reason`: settles a job's promise through its `resolve`. */
+function rejection(reason: unknown): PromiseLike<never> {
+  return {
+    // biome-ignore lint/suspicious/noThenProperty: a thenable is the point
+    then: (_onFulfilled, onRejected) => {
+      onRejected?.(reason);
+      return undefined as never;
+    },
+  };
 }
 
 /** A job whose theoretical start is within this of now starts now (float sums of costs differ by ulps). */
@@ -503,7 +524,6 @@ export class Scheduler {
 
     if (queue.size >= this.#maxQueue) return this.#queueFull(cost, priority);
 
-    let deadlineMs = Number.POSITIVE_INFINITY;
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
       const waitMs = this.#predictWaitMs(now, cost, priority);
       if (waitMs > this.#maxWaitMs + EPSILON_MS) {
@@ -514,17 +534,18 @@ export class Scheduler {
           priority,
         );
       }
-      deadlineMs = now + this.#maxWaitMs;
     }
 
-    const job = new Job(fn as JobFunction<unknown>, cost, priority, signal, timeoutMs, now, deadlineMs);
-    const promise = new Promise<R>((resolve, reject) => {
+    const extra =
+      signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, onAbort: undefined, timeoutMs };
+    const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
+    const promise = new Promise<R>((resolve) => {
       job.resolve = resolve as (value: unknown) => void;
-      job.reject = reject;
     });
     if (signal !== undefined) {
-      job.onAbort = () => this.#abortWaiting(job);
-      signal.addEventListener('abort', job.onAbort, { once: true });
+      const onAbort = () => this.#abortWaiting(job);
+      (extra as JobExtra).onAbort = onAbort;
+      signal.addEventListener('abort', onAbort, { once: true });
     }
     queue.push(job);
     this.#counters.admitted++;
@@ -838,18 +859,15 @@ export class Scheduler {
       queue.remove(job);
       this.#detach(job);
       const waitedMs = now - job.enqueuedAtMs;
-      if (job.signal === undefined && job.timeoutMs === Number.POSITIVE_INFINITY) {
-        this.#invoke(job.fn, NO_SIGNAL, job.cost, job.priority, waitedMs).then(job.resolve, job.reject);
+      const extra = job.extra;
+      const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
+      if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
+        // The job's promise adopts the result; #invoke's own handler (attached first) frees the slot first.
+        job.resolve(this.#invoke(job.fn, NO_SIGNAL, job.cost, job.priority, waitedMs));
       } else {
-        this.#startGuarded(
-          job.fn,
-          job.cost,
-          job.priority,
-          job.signal,
-          job.timeoutMs,
-          waitedMs,
-          job.resolve,
-          job.reject,
+        const resolve = job.resolve;
+        this.#startGuarded(job.fn, job.cost, job.priority, extra?.signal, timeoutMs, waitedMs, resolve, (error) =>
+          resolve(rejection(error)),
         );
       }
     }
@@ -860,7 +878,8 @@ export class Scheduler {
     if (this.#maxWaitMs === Number.POSITIVE_INFINITY) return false;
     const queue = this.#queue;
     let any = false;
-    for (let job = queue.oldest(); job !== undefined && job.deadlineMs <= now; job = queue.oldest()) {
+    const maxWaitMs = this.#maxWaitMs;
+    for (let job = queue.oldest(); job !== undefined && job.enqueuedAtMs + maxWaitMs <= now; job = queue.oldest()) {
       const wasHead = job === queue.peek();
       queue.remove(job);
       this.#detach(job);
@@ -894,7 +913,9 @@ export class Scheduler {
     let wakeMs = this.#nextStartMs;
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
       const oldest = this.#queue.oldest();
-      if (oldest !== undefined && oldest.deadlineMs < wakeMs) wakeMs = oldest.deadlineMs;
+      if (oldest !== undefined && oldest.enqueuedAtMs + this.#maxWaitMs < wakeMs) {
+        wakeMs = oldest.enqueuedAtMs + this.#maxWaitMs;
+      }
     }
     if (wakeMs === this.#timerAtMs) return;
     if (this.#timer !== undefined) {
@@ -951,15 +972,16 @@ export class Scheduler {
   }
 
   #detach(job: Job): void {
-    if (job.onAbort !== undefined) {
-      (job.signal as AbortSignal).removeEventListener('abort', job.onAbort);
-      job.onAbort = undefined;
+    const extra = job.extra;
+    if (extra?.onAbort !== undefined) {
+      (extra.signal as AbortSignal).removeEventListener('abort', extra.onAbort);
+      extra.onAbort = undefined;
     }
   }
 
   #rejectWaiting(job: Job, reason: RejectReason, error: unknown): void {
     this.#counters.rejected[reason]++;
-    job.reject(error);
+    job.resolve(rejection(error));
     if (this.#listeners.rejected) {
       this.#emit('rejected', { reason, error, cost: job.cost, priority: job.priority });
     }
@@ -967,8 +989,9 @@ export class Scheduler {
 
   #abortWaiting(job: Job): void {
     if (!this.#queue.remove(job)) return;
-    job.onAbort = undefined;
-    this.#rejectWaiting(job, 'aborted', (job.signal as AbortSignal).reason);
+    const extra = job.extra as JobExtra;
+    extra.onAbort = undefined;
+    this.#rejectWaiting(job, 'aborted', (extra.signal as AbortSignal).reason);
     this.#pump(this.#clock.now());
   }
 
