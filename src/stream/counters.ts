@@ -1,12 +1,15 @@
 /**
  * Progress counters for a throttled stream: what a progress bar reads.
  *
- * Bytes passed and time spent waiting are plain sums. The current rate is the
- * bytes of the last second over the time they took: bytes are added to ten
- * slots of 100 ms each (slot k holds the bytes passed during
- * [k * 100, (k + 1) * 100) ms), so recording a piece is one division and one
- * addition, and reading sums ten numbers. The average rate is all bytes over
- * the time from the first byte written to now (or to the end of the stream).
+ * Bytes passed and time spent waiting are plain sums. The fast path of a
+ * Throttle does not read the clock (see ByteMeter), so bytes are counted
+ * without a time; instead, every clock read the stream makes anyway (a
+ * wake-up, a slow-path piece) and every read of the counters leaves a sample
+ * (time, bytes so far), at most one per 100 ms, in a ring of 32. The current
+ * rate is the bytes since the newest sample at least a second old, over the
+ * time since it: exact bytes over exact time, whatever the chunk sizes. The
+ * average rate is all bytes over the time from the first byte written to now
+ * (or to the end of the stream).
  */
 
 /** A snapshot of a throttled stream's progress. */
@@ -15,7 +18,10 @@ export interface ThrottleCounters {
   bytes: number;
   /** Milliseconds during which the stream held data it could not pass yet because of the cap. */
   waitedMs: number;
-  /** Bytes per second over the last second (or since the start, if that is shorter). 0 before the first byte. */
+  /**
+   * Bytes per second over about the last second (from the newest sample at
+   * least 1 s old, or from the start if the stream is younger). 0 before the first byte.
+   */
   currentBytesPerSecond: number;
   /** Bytes per second from the first byte written to now, or to the end of the stream once it has ended. */
   averageBytesPerSecond: number;
@@ -23,9 +29,9 @@ export interface ThrottleCounters {
   elapsedMs: number;
 }
 
-const SLOT_MS = 100;
-const SLOTS = 10;
-const index = (slot: number): number => ((slot % SLOTS) + SLOTS) % SLOTS;
+const SAMPLES = 32;
+const SAMPLE_SPACING_MS = 100;
+const CURRENT_WINDOW_MS = 1000;
 
 /** The mutable counters behind {@link ThrottleCounters}. Time comes from the caller. */
 export class Progress {
@@ -34,12 +40,34 @@ export class Progress {
   startedAtMs: number | undefined;
   endedAtMs: number | undefined;
   #waitingSinceMs: number | undefined;
-  readonly #slotBytes = new Float64Array(SLOTS);
-  #slot = Number.NEGATIVE_INFINITY;
+  readonly #sampleMs = new Float64Array(SAMPLES);
+  readonly #sampleBytes = new Float64Array(SAMPLES);
+  /** Samples taken so far (the newest is at (count - 1) % SAMPLES). */
+  #sampleCount = 0;
 
   /** Marks the first byte's arrival (no-op after the first call). */
   start(nowMs: number): void {
-    if (this.startedAtMs === undefined) this.startedAtMs = nowMs;
+    if (this.startedAtMs !== undefined) return;
+    this.startedAtMs = nowMs;
+    this.sample(nowMs);
+  }
+
+  /**
+   * Leaves a (time, bytes so far) sample. If the newest sample is less than
+   * 100 ms old it is moved up to now instead, so samples stay 100 ms apart
+   * and the newest is always the latest clock read.
+   */
+  sample(nowMs: number): void {
+    let count = this.#sampleCount;
+    if (count > 0) {
+      const newestMs = this.#sampleMs[(count - 1) % SAMPLES] as number;
+      if (nowMs < newestMs) return; // a clock that went back
+      const previousMs = count > 1 ? (this.#sampleMs[(count - 2) % SAMPLES] as number) : Number.NEGATIVE_INFINITY;
+      if (newestMs - previousMs < SAMPLE_SPACING_MS) count--; // overwrite the newest
+    }
+    this.#sampleMs[count % SAMPLES] = nowMs;
+    this.#sampleBytes[count % SAMPLES] = this.bytes;
+    this.#sampleCount = count + 1;
   }
 
   /** The stream holds data it cannot pass yet; waiting time runs from now until the next {@link record}. */
@@ -54,21 +82,11 @@ export class Progress {
     this.#waitingSinceMs = undefined;
   }
 
-  /** Counts `bytes` passed at `nowMs`. */
+  /** Counts `bytes` passed at `nowMs` (the slow path, which has read the clock). */
   record(nowMs: number, bytes: number): void {
     if (this.#waitingSinceMs !== undefined) this.stopWaiting(nowMs);
     this.bytes += bytes;
-    const slot = Math.floor(nowMs / SLOT_MS);
-    if (slot !== this.#slot) this.#roll(slot);
-    this.#slotBytes[index(slot)] = (this.#slotBytes[index(slot)] as number) + bytes;
-  }
-
-  /** Moves the window to end at `slot`, clearing the slots it skips. */
-  #roll(slot: number): void {
-    if (slot < this.#slot) return; // time never moves back here; ignore a clock that does
-    const from = Math.max(this.#slot + 1, slot - SLOTS + 1);
-    for (let k = from; k <= slot; k++) this.#slotBytes[index(k)] = 0;
-    this.#slot = slot;
+    this.sample(nowMs);
   }
 
   snapshot(nowMs: number): ThrottleCounters {
@@ -80,17 +98,23 @@ export class Progress {
     const elapsedMs = Math.max(0, end - started);
     const waitedMs =
       this.waitedMs + (this.#waitingSinceMs === undefined ? 0 : Math.max(0, nowMs - this.#waitingSinceMs));
-    const slot = Math.floor(nowMs / SLOT_MS);
-    let recent = 0;
-    for (let k = Math.max(slot - SLOTS + 1, this.#slot - SLOTS + 1); k <= Math.min(slot, this.#slot); k++) {
-      recent += this.#slotBytes[index(k)] as number;
+    // The newest sample at least a second old, or else the oldest one kept.
+    const count = this.#sampleCount;
+    const oldest = Math.max(0, count - SAMPLES);
+    let pick = oldest;
+    for (let k = count - 1; k >= oldest; k--) {
+      if (nowMs - (this.#sampleMs[k % SAMPLES] as number) >= CURRENT_WINDOW_MS) {
+        pick = k;
+        break;
+      }
     }
-    const windowStartMs = Math.max((slot - SLOTS + 1) * SLOT_MS, started);
-    const windowMs = Math.max(nowMs - windowStartMs, 1);
+    const sinceMs = nowMs - (this.#sampleMs[pick % SAMPLES] as number);
+    const sinceBytes = this.bytes - (this.#sampleBytes[pick % SAMPLES] as number);
+    this.sample(nowMs);
     return {
       bytes: this.bytes,
       waitedMs,
-      currentBytesPerSecond: (recent * 1000) / windowMs,
+      currentBytesPerSecond: sinceMs > 0 ? (sinceBytes * 1000) / sinceMs : 0,
       averageBytesPerSecond: elapsedMs > 0 ? (this.bytes * 1000) / elapsedMs : 0,
       elapsedMs,
     };

@@ -10,7 +10,9 @@
  * `quantum` of bytes, and it sends pieces of min(deficit, bytes it has ready)
  * as the bucket allows; when the deficit is spent its turn ends and it goes
  * to the back of the ring. The group sleeps on its one timer, armed for the
- * exact time until the head's next piece conforms. So N busy members each get
+ * exact time until a wake piece conforms (the burst less 10 ms of the rate,
+ * as for a lone Throttle; see pacing.ts), and each wake-up serves as many quantum-sized
+ * turns as the tokens allow. So N busy members each get
  * about rate / N, whatever their chunk sizes: a member of 1 KiB chunks sends
  * many of them in its turn (they are handed over synchronously from its write
  * queue), a member of 64 KiB chunks sends a quantum-sized piece of one.
@@ -36,7 +38,14 @@ import { InvalidOptionError, InvalidSizeError } from '../errors.js';
 import { bucketParams } from '../meters/token-bucket.js';
 import { parseSize, type RateInput, type SizeInput } from '../units.js';
 import { type GroupLink, kJoin, type MemberPort } from './link.js';
-import { ByteMeter, checkBurst, defaultBurstBytes, defaultQuantumBytes, describeBytes } from './pacing.js';
+import {
+  ByteMeter,
+  checkBurst,
+  defaultBurstBytes,
+  defaultQuantumBytes,
+  describeBytes,
+  wakePieceBytes,
+} from './pacing.js';
 import { Throttle, type ThrottleOptions } from './throttle.js';
 
 /** Options for {@link ThrottleGroup}. */
@@ -74,6 +83,8 @@ export class ThrottleGroup {
   #burstExplicit: boolean;
   #quantumExplicit: number | undefined;
   #quantumBytes: number;
+  /** The piece the group sleeps for (see wakePieceBytes in pacing.ts). */
+  #wakePieceBytes: number;
   /** Waiting members in round-robin order; the head is index 0. */
   readonly #ring: MemberPort[] = [];
   readonly #members = new Set<MemberPort>();
@@ -95,11 +106,15 @@ export class ThrottleGroup {
     this.#burstExplicit = options.burst !== undefined;
     this.#quantumExplicit = options.quantum === undefined ? undefined : parseQuantum(options.quantum);
     this.#quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
+    this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes);
     this.#meter = new ByteMeter(ratePerSecond, burstBytes, clock.now());
     this.#link = {
       clock,
+      coversUnread: (bytes) => this.#ring.length === 0 && this.#meter.coversUnread(bytes),
+      takeUnread: (bytes) => this.#meter.takeUnread(bytes),
       takeUpTo: (nowMs, bytes) => this.#takeUpTo(nowMs, bytes),
       request: (port) => this.#request(port),
+      replan: () => this.#replan(),
       leave: (port) => this.#leave(port),
     };
   }
@@ -148,6 +163,7 @@ export class ThrottleGroup {
     this.#meter.setRate(nowMs, ratePerSecond);
     this.#meter.setBurst(nowMs, burstBytes);
     this.#quantumBytes = quantumBytes;
+    this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes);
     this.#replan();
   }
 
@@ -163,6 +179,7 @@ export class ThrottleGroup {
     this.#meter.setBurst(this.#clock.now(), capacity);
     this.#burstExplicit = true;
     this.#quantumBytes = quantumBytes;
+    this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, capacity);
     this.#replan();
   }
 
@@ -231,7 +248,7 @@ export class ThrottleGroup {
           if (port.deficit > 0 && !port.dry) {
             // Ran dry in mid-turn: keep the turn until the next wake-up.
             port.dry = true;
-            this.#arm(nowMs, meter.msUntil(nowMs, Math.min(port.deficit, this.#quantumBytes)));
+            this.#arm(nowMs, meter.msUntil(nowMs, this.#wakePieceBytes));
             return;
           }
           this.#drop(port);
@@ -246,7 +263,11 @@ export class ThrottleGroup {
         if (port.deficit <= 0) port.deficit = this.#quantumBytes;
         const piece = Math.min(want, port.deficit);
         if (meter.available(nowMs) < piece) {
-          this.#arm(nowMs, meter.msUntil(nowMs, piece));
+          // Sleep for a wake piece, not just this piece: one wake-up then serves
+          // several quantum-sized turns, and the timer fires ~25 times a second.
+          // Once every waiting writer has ended, only what they hold is left.
+          const target = ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
+          this.#arm(nowMs, meter.msUntil(nowMs, target));
           return;
         }
         const sent = port.send(nowMs, piece);

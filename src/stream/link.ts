@@ -23,6 +23,8 @@ export interface MemberPort {
    * asks the group again when the tokens are there.
    */
   want(nowMs: number): number;
+  /** True once the member's writer has ended: what it holds is all it will send. */
+  ended(): boolean;
   /** Sends up to `bytes` now (the group has the tokens); returns the bytes sent. */
   send(nowMs: number, bytes: number): number;
   /** Bytes left in the member's current DRR turn (0: no turn open). Owned by the group. */
@@ -37,6 +39,10 @@ export interface MemberPort {
 export interface GroupLink {
   /** The group's clock; members use it too. */
   readonly clock: Clock;
+  /** True if no member is waiting and `bytes` conform for certain without reading the clock (see ByteMeter). */
+  coversUnread(bytes: number): boolean;
+  /** Takes `bytes` that {@link GroupLink.coversUnread} vouched for. */
+  takeUnread(bytes: number): void;
   /**
    * If no member is waiting, takes up to `bytes` (as many whole tokens as the
    * group holds) and returns how many it took; 0 (taking nothing) otherwise.
@@ -44,6 +50,8 @@ export interface GroupLink {
   takeUpTo(nowMs: number, bytes: number): number;
   /** The member has data it could not send: join the ring (if not in it) and be served in turn. */
   request(port: MemberPort): void;
+  /** Something changed that may shorten the group's sleep (a member's writer ended): plan the timer again. */
+  replan(): void;
   /** The member ended or was destroyed: forget it at once. */
   leave(port: MemberPort): void;
 }

@@ -13,8 +13,8 @@
  * chunk, it passes at once (the fast path: one clock read, a comparison, a
  * subtraction). If not, the conforming prefix passes now and the rest waits:
  * the stream sleeps on one timer, armed for the exact time until a piece of
- * P bytes conforms (P = half the burst, at most 25 ms of the rate; see
- * pacing.ts), and then passes every byte the bucket holds. So no piece is
+ * P bytes conforms (P = the burst less 10 ms of the rate, at least half the
+ * burst; see pacing.ts), and then passes every byte the bucket holds. So no piece is
  * larger than the burst, nothing is dropped, reordered or duplicated, and a
  * chunk larger than the burst is simply passed in several pieces, as TBF
  * segments oversized packets.
@@ -285,6 +285,7 @@ export class Throttle extends Transform {
         inRing: false,
         dry: false,
         pendingBytes: () => this.#pendingBytes(),
+        ended: () => this.writableEnded,
         want: (nowMs) => this.#want(nowMs),
         send: (nowMs, bytes) => this.#send(nowMs, bytes),
       };
@@ -402,15 +403,21 @@ export class Throttle extends Transform {
       callback();
       return;
     }
-    const meter = this.#meter;
-    if (!this.#pumping && meter !== undefined && this.#link === undefined) {
-      // The fast path: the whole chunk conforms now.
-      const nowMs = this.#clock.now();
-      if (meter.available(nowMs) >= length) {
-        const progress = this.#progress;
-        progress.start(nowMs);
-        meter.take(nowMs, length);
-        progress.record(nowMs, length);
+    const progress = this.#progress;
+    if (progress.startedAtMs === undefined) progress.start(this.#clock.now());
+    if (!this.#pumping) {
+      // The fast path: the whole chunk conforms for certain, without even a
+      // clock read (see ByteMeter); it is charged at the next read.
+      const meter = this.#meter;
+      const link = this.#link;
+      if (
+        (meter !== undefined || link !== undefined) &&
+        (meter === undefined || meter.coversUnread(length)) &&
+        (link === undefined || link.coversUnread(length))
+      ) {
+        meter?.takeUnread(length);
+        link?.takeUnread(length);
+        progress.bytes += length;
         this.push(bytes);
         callback();
         return;
@@ -420,6 +427,21 @@ export class Throttle extends Transform {
     this.#offset = 0;
     this.#callback = callback;
     if (!this.#pumping) this.#pump();
+  }
+
+  /**
+   * `Writable.end()`, plus: a stream asleep for a whole wake piece needs only
+   * what it holds once its writer has ended, so the wait is planned again.
+   */
+  override end(...args: unknown[]): this {
+    (super.end as (...endArgs: unknown[]) => this)(...args);
+    if (this.#timerArmed && !this.#pumping) {
+      this.#disarm();
+      this.#pump();
+    } else if (this.#port?.inRing) {
+      this.#link?.replan();
+    }
+    return this;
   }
 
   override _read(size: number): void {
@@ -464,8 +486,7 @@ export class Throttle extends Transform {
           if (available < remaining) {
             allowed = Math.floor(available); // the conforming prefix
             if (allowed < 1) {
-              // Sleep until a piece conforms: half the burst, or what is pending if less.
-              this.#sleep(nowMs, meter.msUntil(nowMs, Math.min(this.#pendingBytes(), this.#wakePieceBytes)));
+              this.#sleep(nowMs, meter.msUntil(nowMs, this.#wakeTarget()));
               return;
             }
           }
@@ -506,6 +527,16 @@ export class Throttle extends Transform {
     }
   }
 
+  /**
+   * The piece to sleep for: the wake piece (the burst less 10 ms of the rate,
+   * at least half the burst), so a busy stream wakes about 25 times a second whatever its
+   * chunk size, and chunks handed over between wake-ups pass on the tokens
+   * already earned. Once the writer has ended, only what is left, if less.
+   */
+  #wakeTarget(): number {
+    return this.writableEnded ? Math.min(this.#pendingBytes(), this.#wakePieceBytes) : this.#wakePieceBytes;
+  }
+
   #pendingBytes(): number {
     const chunk = this.#chunk;
     if (chunk === undefined || this.destroyed) return 0;
@@ -523,7 +554,7 @@ export class Throttle extends Transform {
     if (available >= pending) return pending;
     const conforming = Math.floor(available);
     if (conforming >= 1) return conforming;
-    this.#sleep(nowMs, meter.msUntil(nowMs, Math.min(pending, this.#wakePieceBytes)));
+    this.#sleep(nowMs, meter.msUntil(nowMs, this.#wakeTarget()));
     return 0;
   }
 

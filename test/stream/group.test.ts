@@ -85,33 +85,35 @@ describe('ThrottleGroup: options', () => {
 });
 
 describe('ThrottleGroup: deficit round robin', () => {
-  it('serves waiting members in turn, one quantum each, at the exact times', async () => {
-    const { fake, group, members } = groupSetup({ rate: 1000, burst: 400, quantum: 50 });
+  it('serves waiting members in turn, one quantum each, waking for a whole wake piece', async () => {
+    const { fake, group, members } = groupSetup({ rate: 1000, burst: 210, quantum: 50 });
+    const log: [number, number, number][] = [];
     for (let i = 0; i < 3; i++) {
       const throttle = group.throttle();
       const sink = recordingSink(() => fake.timers.now);
+      throttle.on('data', (chunk: Buffer) => log.push([fake.timers.now, i, chunk.length]));
       throttle.pipe(sink);
       throttle.write(Buffer.alloc(10_000));
       members.push({ throttle, sink });
     }
     await advance(fake, 1000);
-    const order: [number, number, number][] = [];
-    members.forEach((m, index) => {
-      for (const p of m.sink.pieces) order.push([p.atMs, index, p.bytes]);
-    });
-    order.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-    // The full bucket goes to the first member (no one was waiting yet), then the turns.
-    expect(order[0]).toEqual([0, 0, 400]);
-    expect(order.slice(1, 10)).toEqual([
-      [50, 0, 50],
-      [100, 1, 50],
-      [150, 2, 50],
+    // The full bucket goes to the first member (no one was waiting yet). Then the
+    // group sleeps for a wake piece (the burst less 10 ms of the rate: 200 bytes,
+    // 200 ms) and each wake-up serves four turns of one quantum (50 bytes), round robin.
+    expect(log.slice(0, 13)).toEqual([
+      [0, 0, 210],
       [200, 0, 50],
-      [250, 1, 50],
-      [300, 2, 50],
-      [350, 0, 50],
+      [200, 1, 50],
+      [200, 2, 50],
+      [200, 0, 50],
       [400, 1, 50],
-      [450, 2, 50],
+      [400, 2, 50],
+      [400, 0, 50],
+      [400, 1, 50],
+      [600, 2, 50],
+      [600, 0, 50],
+      [600, 1, 50],
+      [600, 2, 50],
     ]);
     expect(fake.pending()).toBe(1); // one timer for the whole group
     for (const m of members) m.throttle.destroy();
@@ -216,7 +218,9 @@ describe('ThrottleGroup: deficit round robin', () => {
     member.write(Buffer.alloc(600));
     await settle();
     expect(sink.received).toBe(1000); // the prefix that conforms
-    await advance(fake, 200);
+    await advance(fake, 989); // the group sleeps for a wake piece: 990 bytes, 990 ms
+    expect(sink.received).toBe(1000);
+    await advance(fake, 1);
     expect(sink.received).toBe(1200);
   });
 });
@@ -268,9 +272,11 @@ describe('ThrottleGroup: live changes', () => {
     member.write(Buffer.alloc(1000));
     await settle();
     expect(sink.received).toBe(100);
-    member.setRate(1000);
-    await advance(fake, 50);
-    expect(sink.received).toBe(150);
+    member.setRate(1000); // re-plans: a wake piece of 90 bytes at 1000 B/s
+    await advance(fake, 89);
+    expect(sink.received).toBe(100);
+    await advance(fake, 1);
+    expect(sink.received).toBe(190);
     member.destroy();
     await settle();
     expect(fake.pending()).toBe(0);

@@ -60,7 +60,7 @@ describe('Throttle in real time', () => {
         pipeline(randomChunks(input), group.throttle(i === 2 ? { rate: '8MiB/s' } : {}), sinks[i] as Writable),
       ),
     );
-    inputs.forEach((input, i) => expect(sinks[i]?.digest()).toBe(sha256(input)));
+    for (const [i, input] of inputs.entries()) expect(sinks[i]?.digest()).toBe(sha256(input));
     expect(group.size).toBe(0);
   });
 
