@@ -6,8 +6,9 @@
 import { bucketSection } from './bucket.js';
 import type { Section } from './harness.js';
 import { schedulerSection } from './scheduler.js';
+import { streamSection } from './stream.js';
 
-const sections: Section[] = [bucketSection, schedulerSection];
+const sections: Section[] = [bucketSection, schedulerSection, streamSection];
 
 const wanted = process.argv.slice(2);
 const chosen = wanted.length ? sections.filter((s) => wanted.includes(s.id)) : sections;
