@@ -19,7 +19,11 @@
  *
  * A member with a cap of its own (`group.throttle({ rate })`) leaves the ring
  * whenever its own bucket is short and sleeps on its own timer, so its unused
- * share goes to the others: max-min fairness. A member that runs out of data
+ * share goes to the others: max-min fairness. When its own tokens are back it
+ * rejoins at the front of the ring and is served as soon as its piece
+ * conforms (FQ-CoDel serves new, sparse flows first for the same reason):
+ * made to wait a whole round, its own bucket would fill up and the rate it is
+ * owed would be lost. A member that runs out of data
  * in the middle of its turn keeps the turn until the group's next wake-up (a
  * source refills in far less time than the bucket takes to earn a piece);
  * found empty again, it leaves the ring and its deficit is reset, as in DRR.
@@ -199,12 +203,24 @@ export class ThrottleGroup {
 
   #request(port: MemberPort): void {
     if (!this.#members.has(port)) return; // it has left
-    if (!port.inRing) {
-      port.inRing = true;
-      port.deficit = 0;
-      port.dry = false;
-      this.#ring.push(port);
+    if (port.inRing) {
+      if (!this.#serving && !this.#timerArmed) this.#serve();
+      return;
     }
+    port.inRing = true;
+    port.deficit = 0;
+    port.dry = false;
+    if (port.capped()) {
+      // A member back from its own cap goes first, as a sparse flow does in
+      // FQ-CoDel, and its turn may take all its cap allows: it asks for no
+      // more than that, and waiting for a whole round would overflow its own
+      // bucket and lose it rate it is owed.
+      port.sparse = true;
+      this.#ring.unshift(port);
+      this.#replan();
+      return;
+    }
+    this.#ring.push(port);
     // While serving, the loop sees the new member; while the timer is armed,
     // the head has not changed and the timer serves it.
     if (this.#serving || this.#timerArmed) return;
@@ -219,6 +235,7 @@ export class ThrottleGroup {
     port.inRing = false;
     port.deficit = 0;
     port.dry = false;
+    port.sparse = false;
     if (this.#serving) return;
     if (this.#ring.length === 0) this.#disarm();
     else if (index === 0) this.#replan();
@@ -260,27 +277,36 @@ export class ThrottleGroup {
           continue;
         }
         port.dry = false;
-        if (port.deficit <= 0) port.deficit = this.#quantumBytes;
+        if (port.deficit <= 0) {
+          // A sparse member's turn: what its own cap allows, up to a wake piece (which fits the bucket).
+          port.deficit = port.sparse
+            ? Math.max(this.#quantumBytes, Math.min(want, this.#wakePieceBytes))
+            : this.#quantumBytes;
+        }
+        port.sparse = false;
         const piece = Math.min(want, port.deficit);
         if (meter.available(nowMs) < piece) {
           // Sleep for a wake piece, not just this piece: one wake-up then serves
           // several quantum-sized turns, and the timer fires ~25 times a second.
           // Once every waiting writer has ended, only what they hold is left.
-          const target = ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
+          // A capped member at the head is served as soon as its piece conforms.
+          const target = port.capped() || ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
           this.#arm(nowMs, meter.msUntil(nowMs, target));
           return;
         }
         const sent = port.send(nowMs, piece);
         meter.take(nowMs, sent);
-        if (ring[0] !== port) continue; // it left while sending
+        if (!port.inRing) continue; // it left while sending
         if (sent === 0) {
           this.#drop(port);
           continue;
         }
         port.deficit -= sent;
         if (port.deficit <= 0) {
+          // Its turn is over: to the back of the ring.
           port.deficit = 0;
-          ring.push(ring.shift() as MemberPort);
+          ring.splice(ring.indexOf(port), 1);
+          ring.push(port);
         }
       }
     } finally {
@@ -288,12 +314,13 @@ export class ThrottleGroup {
     }
   }
 
-  /** Takes the head out of the ring; its deficit is reset. */
+  /** Takes a member out of the ring; its deficit is reset. */
   #drop(port: MemberPort): void {
-    this.#ring.shift();
+    this.#ring.splice(this.#ring.indexOf(port), 1);
     port.inRing = false;
     port.deficit = 0;
     port.dry = false;
+    port.sparse = false;
   }
 
   #arm(nowMs: number, delayMs: number): void {

@@ -23,6 +23,8 @@ export interface MemberPort {
    * asks the group again when the tokens are there.
    */
   want(nowMs: number): number;
+  /** True if the member has a cap of its own (it then leaves the ring whenever that cap is short). */
+  capped(): boolean;
   /** True once the member's writer has ended: what it holds is all it will send. */
   ended(): boolean;
   /** Sends up to `bytes` now (the group has the tokens); returns the bytes sent. */
@@ -33,6 +35,8 @@ export interface MemberPort {
   inRing: boolean;
   /** It ran out of data in the middle of its turn; the group gives it one wake-up to refill. Owned by the group. */
   dry: boolean;
+  /** It came back from its own cap: its next turn may take all its own cap allows. Owned by the group. */
+  sparse: boolean;
 }
 
 /** What a member sees of its group. */

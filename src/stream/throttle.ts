@@ -284,8 +284,10 @@ export class Throttle extends Transform {
         deficit: 0,
         inRing: false,
         dry: false,
+        sparse: false,
         pendingBytes: () => this.#pendingBytes(),
         ended: () => this.writableEnded,
+        capped: () => this.#meter !== undefined,
         want: (nowMs) => this.#want(nowMs),
         send: (nowMs, bytes) => this.#send(nowMs, bytes),
       };

@@ -138,22 +138,70 @@ describe('ThrottleGroup: deficit round robin', () => {
     expect(jain(shares)).toBeGreaterThan(0.99);
   });
 
-  it('is max-min fair: a member capped below its share leaves the rest to the others', async () => {
-    const { fake, busy } = groupSetup({ rate: 3000 });
-    const capped = busy(1024, { rate: 500 });
-    const a = busy(1024);
-    const b = busy(256);
+  it('is max-min fair: a member capped below its share gets its cap, the others split the rest', async () => {
+    const { fake, busy } = groupSetup({ rate: 300_000 });
+    const capped = busy(16384, { rate: 50_000 });
+    const a = busy(16384);
+    const b = busy(4096);
     await advance(fake, 5000);
+    // Over 4 s: the capped member its 50 kB/s (its own bucket never overflows
+    // while it waits for the group), the others (300 - 50) / 2 = 125 kB/s each.
     const cappedShare = between(capped.sink.pieces, 1000, 5000);
-    expect(cappedShare).toBeGreaterThan(2000 - 600);
-    expect(cappedShare).toBeLessThanOrEqual(2000 + 600);
+    expect(cappedShare).toBeGreaterThan(200_000 * 0.98);
+    expect(cappedShare).toBeLessThanOrEqual(200_000 + 2500);
     for (const m of [a, b]) {
       const share = between(m.sink.pieces, 1000, 5000);
-      expect(share).toBeGreaterThan(5000 - 700);
-      expect(share).toBeLessThan(5000 + 700);
+      expect(share).toBeGreaterThan(500_000 * 0.97);
+      expect(share).toBeLessThan(500_000 * 1.03);
     }
     // The capped member never beats its own cap: burst + rate * T.
-    expect(capped.sink.received).toBeLessThanOrEqual(1024 + 500 * 5);
+    expect(capped.sink.received).toBeLessThanOrEqual((capped.throttle.burst as number) + 50_000 * 5);
+  });
+
+  it('a member capped above its share gets no more than the others', async () => {
+    const { fake, busy } = groupSetup({ rate: 300_000 });
+    const capped = busy(16384, { rate: 200_000 });
+    const a = busy(16384);
+    const b = busy(4096);
+    await advance(fake, 4000);
+    for (const m of [capped, a, b]) {
+      const share = between(m.sink.pieces, 1000, 4000);
+      expect(share).toBeGreaterThan(300_000 * 0.97);
+      expect(share).toBeLessThan(300_000 * 1.03);
+    }
+  });
+
+  it('a member with an own burst above the group burst gets through, in pieces that fit the group', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 300_000, burst: 15_000 });
+    const big = busy(65536, { rate: 50_000, burst: 100_000 });
+    const other = busy(4096);
+    await advance(fake, 3000);
+    expect(Math.max(...big.sink.pieces.map((p) => p.bytes))).toBeLessThanOrEqual(15_000);
+    // Its own bucket started full (100 kB), then 50 kB/s; the group has room for it.
+    expect(big.sink.received).toBeGreaterThan(100_000 + 50_000 * 2.5);
+    expect(big.sink.received + other.sink.received).toBeLessThanOrEqual(15_000 + 300_000 * 3);
+    for (const m of [big, other]) m.throttle.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+    expect(group.size).toBe(0);
+  });
+
+  it('once every waiting member has ended, the group sleeps only for what they hold', async () => {
+    const { fake, group } = groupSetup({ rate: 1000, burst: 210, quantum: 50 });
+    const sinks = [0, 1].map(() => {
+      const member = group.throttle();
+      const sink = recordingSink(() => fake.timers.now);
+      member.pipe(sink);
+      member.end(Buffer.alloc(130));
+      return sink;
+    });
+    await advance(fake, 100);
+    // 210 at once (130 + 80), then 50 for the second member's last bytes: 50 ms, not a wake piece.
+    expect(sinks[0]?.received).toBe(130);
+    expect(sinks[1]?.received).toBe(130);
+    expect(sinks[1]?.pieces.at(-1)?.atMs).toBe(50);
+    expect(fake.pending()).toBe(0);
+    expect(group.size).toBe(0);
   });
 
   it('members join and leave at any time; a destroyed member frees its share at once', async () => {
