@@ -174,12 +174,6 @@ export class ByteMeter {
   get burstBytes(): number {
     return this.#main.params.capacity;
   }
-  get peakRatePerSecond(): number | undefined {
-    return this.#peak?.params.ratePerSecond;
-  }
-  get peakBurstBytes(): number | undefined {
-    return this.#peak?.params.capacity;
-  }
 
   /** True if `bytes` conform now for certain, without reading the clock. */
   coversUnread(bytes: number): boolean {
@@ -237,17 +231,15 @@ export class ByteMeter {
     resize(this.#main, burstBytes);
   }
 
-  /** Sets, changes or (with undefined) removes the peak bucket from `nowMs` on. */
-  setPeak(nowMs: number, peak: { ratePerSecond: number; burstBytes: number } | undefined): void {
+  /** Changes the peak bucket (or adds one) from `nowMs` on; tokens above a smaller capacity are dropped. */
+  setPeak(nowMs: number, peak: { ratePerSecond: number; burstBytes: number }): void {
     this.#settle(nowMs);
-    if (peak === undefined) {
-      this.#peak = undefined;
-    } else if (this.#peak === undefined) {
+    if (this.#peak === undefined) {
       this.#peak = bucket(peak.ratePerSecond, peak.burstBytes, nowMs);
-    } else {
-      this.#peak.params = { ...this.#peak.params, ratePerSecond: peak.ratePerSecond };
-      resize(this.#peak, peak.burstBytes);
+      return;
     }
+    this.#peak.params = { ...this.#peak.params, ratePerSecond: peak.ratePerSecond };
+    resize(this.#peak, peak.burstBytes);
   }
 }
 

@@ -387,7 +387,7 @@ export class Throttle extends Transform {
     } else {
       this.#meter.setRate(nowMs, next.ratePerSecond);
       this.#meter.setBurst(nowMs, next.burstBytes);
-      this.#meter.setPeak(nowMs, peak);
+      if (peak !== undefined) this.#meter.setPeak(nowMs, peak);
     }
     this.#cap = next;
     this.#wakePieceBytes = wakePieceFor(next);

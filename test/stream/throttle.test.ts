@@ -310,6 +310,13 @@ describe('Throttle: live changes', () => {
     expect(fixed.burst).toBe(1024);
     const peaked = new Throttle({ rate: 1000, peakRate: 2000 });
     expect(() => peaked.setRate(3000)).toThrow(/peakRate .* must be above rate/);
+    peaked.setRate(1500); // keeps the peak bucket
+    expect(peaked.peakRate).toBe(2000);
+    peaked.setBurst(2000);
+    expect(peaked.peakBurst).toBe(1024); // a default peak burst: 10 ms of the peak rate, at least 1 KiB
+    const explicitPeak = new Throttle({ rate: 1000, burst: 500, peakRate: 5000, peakBurst: 400 });
+    expect(() => explicitPeak.setBurst(300)).toThrow(/peakBurst 400 bytes must not exceed burst 300 bytes/);
+    expect(explicitPeak.burst).toBe(500);
   });
 
   it('setBurst applies to the next piece', async () => {
