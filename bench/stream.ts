@@ -104,7 +104,7 @@ async function throughput(): Promise<string> {
       make: () => new ThrottlePeer({ bps: unlimited, chunkSize: 64 * KiB }),
     },
   ];
-  const rounds = 15;
+  const rounds = 31;
   const seconds: number[][] = contenders.map(() => []);
   for (let round = 0; round < rounds + 1; round++) {
     for (let i = 0; i < contenders.length; i++) {
@@ -340,7 +340,7 @@ export const streamSection: Section = {
   async run() {
     const started = performance.now();
     const parts = [
-      '### Throughput with an effectively unlimited cap (1 GiB of 64 KiB chunks, median of 15 rounds)',
+      '### Throughput with an effectively unlimited cap (1 GiB of 64 KiB chunks, median of 31 rounds)',
       '',
       await throughput(),
       '',
