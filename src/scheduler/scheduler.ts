@@ -63,6 +63,7 @@ import {
   type BucketState,
   bucketParams,
   msUntil,
+  slackFor,
   tokensAt,
 } from '../meters/token-bucket.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
@@ -506,7 +507,7 @@ export class Scheduler {
       queue.size === 0 &&
       !this.#paused &&
       this.#runningCost + cost <= this.#concurrency + this.#concurrencySlack &&
-      (bucket === undefined || tokensAt(bucket, this.#params, now) + this.#params.capacity * 2 ** -36 >= cost)
+      (bucket === undefined || tokensAt(bucket, this.#params, now) + slackFor(this.#params.capacity) >= cost)
     ) {
       if (bucket !== undefined) {
         bucket.tokens = tokensAt(bucket, this.#params, now) - cost;
