@@ -48,6 +48,7 @@ import {
   defaultBurstBytes,
   defaultQuantumBytes,
   describeBytes,
+  Lateness,
   wakePieceBytes,
 } from './pacing.js';
 import { Throttle, type ThrottleOptions } from './throttle.js';
@@ -89,6 +90,7 @@ export class ThrottleGroup {
   #quantumBytes: number;
   /** The piece the group sleeps for (see wakePieceBytes in pacing.ts). */
   #wakePieceBytes: number;
+  readonly #lateness = new Lateness();
   /** Waiting members in round-robin order; the head is index 0. */
   readonly #ring: MemberPort[] = [];
   readonly #members = new Set<MemberPort>();
@@ -167,7 +169,7 @@ export class ThrottleGroup {
     this.#meter.setRate(nowMs, ratePerSecond);
     this.#meter.setBurst(nowMs, burstBytes);
     this.#quantumBytes = quantumBytes;
-    this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes);
+    this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes, this.#lateness.ms);
     this.#replan();
   }
 
@@ -183,7 +185,7 @@ export class ThrottleGroup {
     this.#meter.setBurst(this.#clock.now(), capacity);
     this.#burstExplicit = true;
     this.#quantumBytes = quantumBytes;
-    this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, capacity);
+    this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, capacity, this.#lateness.ms);
     this.#replan();
   }
 
@@ -335,6 +337,9 @@ export class ThrottleGroup {
     this.#timer = this.#clock.setTimeout(() => {
       this.#timerArmed = false;
       this.#timer = undefined;
+      if (this.#lateness.observe(this.#clock.now() - this.#timerDueMs)) {
+        this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, this.#meter.burstBytes, this.#lateness.ms);
+      }
       if (!this.#serving) this.#serve();
     }, wholeMs);
   }

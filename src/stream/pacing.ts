@@ -63,14 +63,40 @@ export function defaultBurstBytes(ratePerSecond: number): number {
 /**
  * The piece a waiting stream wakes up for (whole bytes): the burst less
  * 10 ms of the rate, and at least half the burst, so a late timer finds
- * room in the bucket for what it earned meanwhile. A burst above the default
- * counts as the default, so a large burst does not make the output lumpy.
+ * room in the bucket for what it earned meanwhile. When timers have been
+ * seen firing later than that, the margin grows to 1.5 times the lateness
+ * seen (`lateMs`, see {@link Lateness}), down to half the burst. A burst above
+ * the default counts as the default, so a large burst does not make the
+ * output lumpy.
  *
- * @example wakePieceBytes(1000, 100) === 90; wakePieceBytes(1000, 12) === 6
+ * @example wakePieceBytes(1000, 100) === 90; wakePieceBytes(1000, 12) === 6; wakePieceBytes(1000, 100, 20) === 70
  */
-export function wakePieceBytes(ratePerSecond: number, burstBytes: number): number {
+export function wakePieceBytes(ratePerSecond: number, burstBytes: number, lateMs = 0): number {
   const burst = Math.min(burstBytes, defaultBurstBytes(ratePerSecond));
-  return Math.max(1, Math.floor(Math.max(burst / 2, burst - (ratePerSecond * LATE_TOLERANCE_MS) / 1000)));
+  const toleranceMs = Math.max(LATE_TOLERANCE_MS, 1.5 * lateMs);
+  return Math.max(1, Math.floor(Math.max(burst / 2, burst - (ratePerSecond * toleranceMs) / 1000)));
+}
+
+/**
+ * How late this stream's timers have been firing lately: the largest
+ * lateness seen, decaying by a fifth at each wake-up. A GC pause or a busy
+ * event loop makes the next wake pieces smaller (more room for lateness);
+ * punctual timers make them grow back.
+ */
+export class Lateness {
+  #ms = 0;
+
+  get ms(): number {
+    return this.#ms;
+  }
+
+  /** Records one wake-up `lateMs` after it was due; returns true if the estimate changed. */
+  observe(lateMs: number): boolean {
+    const next = Math.max(0, lateMs, this.#ms * 0.8);
+    const changed = Math.abs(next - this.#ms) >= 0.5;
+    this.#ms = next < 0.5 ? 0 : next;
+    return changed;
+  }
 }
 
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most its wake piece. */

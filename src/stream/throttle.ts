@@ -51,7 +51,15 @@ import { parseRate, parseSize, type RateInput, type SizeInput } from '../units.j
 import { Progress, type ThrottleCounters } from './counters.js';
 import type { ThrottleGroup } from './group.js';
 import { type GroupLink, kJoin, type MemberPort } from './link.js';
-import { ByteMeter, checkBurst, defaultBurstBytes, describeBytes, describeRate, wakePieceBytes } from './pacing.js';
+import {
+  ByteMeter,
+  checkBurst,
+  defaultBurstBytes,
+  describeBytes,
+  describeRate,
+  Lateness,
+  wakePieceBytes,
+} from './pacing.js';
 
 /** The stream options a Throttle passes on to `Transform` (object mode and the simplified-constructor hooks are not among them). */
 export type ThrottleStreamOptions = Pick<
@@ -198,8 +206,8 @@ function defaultPeakBurstBytes(peakPerSecond: number): number {
   return Math.max(1024, Math.ceil(peakPerSecond / 100));
 }
 
-function wakePieceFor(cap: Cap): number {
-  const piece = wakePieceBytes(cap.ratePerSecond, cap.burstBytes);
+function wakePieceFor(cap: Cap, lateMs: number): number {
+  const piece = wakePieceBytes(cap.ratePerSecond, cap.burstBytes, lateMs);
   return cap.peak === undefined ? piece : Math.max(1, Math.min(piece, cap.peak.burstBytes / 2));
 }
 
@@ -227,6 +235,8 @@ export class Throttle extends Transform {
   /** Our one timer, armed while the own cap is short. */
   #timer: unknown;
   #timerArmed = false;
+  #timerDueMs = 0;
+  readonly #lateness = new Lateness();
   /** True while a loop is pushing: a chunk handed over synchronously is picked up by that loop. */
   #pumping = false;
   /** push() reported a full readable buffer in the middle of a chunk; the rest waits for _read(). */
@@ -390,7 +400,7 @@ export class Throttle extends Transform {
       if (peak !== undefined) this.#meter.setPeak(nowMs, peak);
     }
     this.#cap = next;
-    this.#wakePieceBytes = wakePieceFor(next);
+    this.#wakePieceBytes = wakePieceFor(next, this.#lateness.ms);
     // A stream asleep on its own timer re-plans with the new numbers at once.
     if (this.#timerArmed) {
       this.#disarm();
@@ -584,15 +594,18 @@ export class Throttle extends Transform {
   #sleep(nowMs: number, delayMs: number): void {
     this.#progress.waiting(nowMs);
     this.#disarm();
+    const wholeMs = Math.max(1, Math.ceil(delayMs));
     this.#timerArmed = true;
-    this.#timer = this.#clock.setTimeout(
-      () => {
-        this.#timerArmed = false;
-        this.#timer = undefined;
-        if (!this.#pumping) this.#pump();
-      },
-      Math.max(1, Math.ceil(delayMs)),
-    );
+    this.#timerDueMs = nowMs + wholeMs;
+    this.#timer = this.#clock.setTimeout(() => {
+      this.#timerArmed = false;
+      this.#timer = undefined;
+      const cap = this.#cap;
+      if (this.#lateness.observe(this.#clock.now() - this.#timerDueMs) && cap !== undefined) {
+        this.#wakePieceBytes = wakePieceFor(cap, this.#lateness.ms);
+      }
+      if (!this.#pumping) this.#pump();
+    }, wholeMs);
   }
 
   #disarm(): void {

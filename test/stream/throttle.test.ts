@@ -7,6 +7,7 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import type { Clock } from '../../src/clock.js';
 import {
   BurstTooSmallError,
   InvalidOptionError,
@@ -16,7 +17,7 @@ import {
   Throttle,
   type ThrottleOptions,
 } from '../../src/index.js';
-import { defaultBurstBytes, describeBytes, minBurstBytes, wakePieceBytes } from '../../src/stream/pacing.js';
+import { defaultBurstBytes, describeBytes, Lateness, minBurstBytes, wakePieceBytes } from '../../src/stream/pacing.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 import { advance, byTime, byteSource, maxInWindow, patternByte, recordingSink, settle } from './support.js';
 
@@ -124,6 +125,16 @@ describe('Throttle: options', () => {
     expect(wakePieceBytes(1000, 100)).toBe(90); // the burst less 10 ms of the rate
     expect(wakePieceBytes(1000, 12)).toBe(6); // at least half the burst
     expect(wakePieceBytes(1000, 1e6)).toBe(1014); // a burst above the default counts as the default
+    expect(wakePieceBytes(1000, 100, 20)).toBe(70); // timers seen 20 ms late: a margin of 30 ms
+    expect(wakePieceBytes(1000, 100, 60)).toBe(50); // never below half the burst
+    const lateness = new Lateness();
+    expect(lateness.observe(-0.7)).toBe(false); // early (real timers may be) counts as punctual
+    expect(lateness.observe(20)).toBe(true);
+    expect(lateness.ms).toBe(20);
+    expect(lateness.observe(1)).toBe(true); // decays by a fifth per wake-up
+    expect(lateness.ms).toBe(16);
+    for (let i = 0; i < 30; i++) lateness.observe(0);
+    expect(lateness.ms).toBe(0);
   });
 });
 
@@ -517,4 +528,79 @@ describe('Throttle: conformance property', () => {
       { numRuns: 25 },
     );
   }, 60_000);
+});
+
+describe('Throttle: the defaults sustain every rate with late timers', () => {
+  /** A fake clock whose timers all fire `lateMs` plus up to 8 ms (deterministic) late. */
+  function lateClock(fake: ReturnType<typeof fakeClock>, lateMs: number): Clock {
+    let seed = 1;
+    return {
+      now: fake.clock.now,
+      setTimeout: (fn, ms) => {
+        seed = (seed * 1103515245 + 12345) % 2 ** 31;
+        return fake.clock.setTimeout(fn, ms + lateMs + (seed % 9));
+      },
+      clearTimeout: fake.clock.clearTimeout,
+    };
+  }
+
+  it.each([
+    ['1 KiB/s', 1024, 120_000, 50, 2],
+    ['1 MiB/s', 1024 ** 2, 10_000, 5, 2],
+    ['100 MiB/s', 100 * 1024 ** 2, 4000, 2, 2],
+    ['1 GiB/s', 1024 ** 3, 2000, 1, 2],
+    // Later than the 10 ms margin: the wake pieces shrink to leave room (see Lateness).
+    ['1 MiB/s', 1024 ** 2, 10_000, 5, 12],
+    ['1 GiB/s', 1024 ** 3, 2000, 1, 12],
+  ])(
+    '%s within 1 %% with timers %5$i to %5$i + 8 ms late',
+    async (_label, ratePerSecond, durationMs, stepMs, lateMs) => {
+      const fake = fakeClock();
+      const throttle = new Throttle({ rate: ratePerSecond, clock: lateClock(fake, lateMs) });
+      const shared = Buffer.alloc(65536);
+      const source = new Readable({
+        read() {
+          this.push(shared);
+        },
+      });
+      let received = 0;
+      const times: number[] = [];
+      const totals: number[] = [];
+      const sink = new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          received += chunk.length;
+          if (fake.timers.now >= durationMs / 2) {
+            times.push(fake.timers.now / 1000);
+            totals.push(received);
+          }
+          callback();
+        },
+      });
+      pipeline(source, throttle, sink).catch(() => {});
+      await settle();
+      for (let t = 0; t < durationMs; t += stepMs) {
+        fake.timers.tick(stepMs);
+        await settle(2);
+      }
+      // The second half (no initial burst): the least-squares slope of bytes
+      // against time, since the output comes in steps of one wake piece.
+      const n = times.length;
+      const meanT = times.reduce((a, b) => a + b, 0) / n;
+      const meanB = totals.reduce((a, b) => a + b, 0) / n;
+      let covariance = 0;
+      let variance = 0;
+      for (let k = 0; k < n; k++) {
+        covariance += ((times[k] as number) - meanT) * ((totals[k] as number) - meanB);
+        variance += ((times[k] as number) - meanT) ** 2;
+      }
+      const achieved = covariance / variance;
+      expect(achieved / ratePerSecond).toBeGreaterThan(0.99);
+      expect(achieved / ratePerSecond).toBeLessThan(1.01);
+      throttle.destroy();
+      source.destroy();
+      await settle();
+      expect(fake.pending()).toBe(0);
+    },
+    30_000,
+  );
 });
