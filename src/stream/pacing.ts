@@ -28,7 +28,8 @@
  * ({@link defaultBurstBytes}): 1 MiB/s gets 51.2 KiB, 1 GiB/s 51.2 MiB, 1 KiB/s
  * 1 KiB. A waiting stream then wakes every 40 ms (25 times a second: each
  * wake-up costs the process about 0.2 ms of CPU on a small VM, so fewer is
- * better) and tolerates timers 10 ms late without losing rate; no window of
+ * better) and tolerates timers 10 ms late without losing rate (more once it
+ * has seen them fire later: {@link Lateness}); no window of
  * 100 ms carries more than 1.5x the rate's share. With a larger explicit burst
  * the stream still wakes for pieces of at most 40 ms of the rate
  * ({@link wakePieceBytes}), so the burst stays a reserve and the output stays
