@@ -5,6 +5,8 @@
  */
 
 import { pipeline } from 'node:stream/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import {
   BurstTooSmallError,
@@ -252,6 +254,35 @@ describe('ThrottleGroup: deficit round robin', () => {
     b.throttle.destroy();
     await settle();
     expect(fake.pending()).toBe(0);
+  });
+
+  it('keeps no reference to a member that has ended or been destroyed', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { fake, group } = groupSetup({ rate: 1000 });
+    const refs: WeakRef<Throttle>[] = [];
+    (() => {
+      for (let i = 0; i < 3; i++) {
+        const member = group.throttle();
+        member.resume();
+        member.write(Buffer.alloc(5000)); // waiting in the ring, or on the timer
+        refs.push(new WeakRef(member));
+        member.destroy();
+      }
+      const ended = group.throttle();
+      ended.resume();
+      ended.end(Buffer.alloc(10));
+      refs.push(new WeakRef(ended));
+    })();
+    await advance(fake, 10);
+    expect(group.size).toBe(0);
+    expect(group.waiting).toBe(0);
+    expect(fake.pending()).toBe(0);
+    for (let i = 0; i < 3; i++) {
+      gc();
+      await settle();
+    }
+    expect(refs.map((ref) => ref.deref() === undefined)).toEqual([true, true, true, true]);
   });
 
   it('a lone member passes at once while the group has the tokens', async () => {
