@@ -445,6 +445,9 @@ export class Throttle extends Transform {
    * `Writable.end()`, plus: a stream asleep for a whole wake piece needs only
    * what it holds once its writer has ended, so the wait is planned again.
    */
+  override end(callback?: () => void): this;
+  override end(chunk: unknown, callback?: () => void): this;
+  override end(chunk: unknown, encoding: BufferEncoding, callback?: () => void): this;
   override end(...args: unknown[]): this {
     (super.end as (...endArgs: unknown[]) => this)(...args);
     if (this.#timerArmed && !this.#pumping) {
