@@ -1,0 +1,41 @@
+/**
+ * The public types, checked by `tsc` (the test run only executes no-ops):
+ * results are inferred from the job, events are a closed union.
+ */
+
+import { describe, expectTypeOf, it } from 'vitest';
+import {
+  type EventName,
+  type JobContext,
+  type RejectedJob,
+  Scheduler,
+  type SchedulerCounters,
+  type SchedulerListener,
+} from '../../src/index.js';
+
+describe('Scheduler types', () => {
+  const scheduler = new Scheduler({ concurrency: 1 });
+
+  it('infers a job result, sync or async', () => {
+    expectTypeOf(scheduler.schedule(() => 1)).toEqualTypeOf<Promise<number>>();
+    expectTypeOf(scheduler.schedule(async () => 'x')).toEqualTypeOf<Promise<string>>();
+    expectTypeOf(scheduler.schedule((context) => context)).toEqualTypeOf<Promise<JobContext>>();
+    expectTypeOf<JobContext['signal']>().toEqualTypeOf<AbortSignal | undefined>();
+  });
+
+  it('wraps a function keeping its parameters', () => {
+    const wrapped = scheduler.wrap(async (id: string, pages: number) => ({ id, pages }), {
+      cost: (_id, pages) => pages,
+    });
+    expectTypeOf(wrapped).parameters.toEqualTypeOf<[string, number]>();
+    expectTypeOf(wrapped).returns.toEqualTypeOf<Promise<{ id: string; pages: number }>>();
+  });
+
+  it('has a closed set of events with typed listeners', () => {
+    expectTypeOf<EventName>().toEqualTypeOf<'add' | 'active' | 'completed' | 'error' | 'empty' | 'idle' | 'rejected'>();
+    expectTypeOf<SchedulerListener<'rejected'>>().parameters.toEqualTypeOf<[RejectedJob]>();
+    expectTypeOf<SchedulerCounters['rejected']['queueFull']>().toEqualTypeOf<number>();
+    // @ts-expect-error: not an event
+    scheduler.on('drained', () => {});
+  });
+});
