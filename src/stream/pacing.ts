@@ -31,9 +31,10 @@
  * better) and tolerates timers 10 ms late without losing rate (more once it
  * has seen them fire later: {@link Lateness}); no window of
  * 100 ms carries more than 1.5x the rate's share. With a larger explicit burst
- * the stream still wakes for pieces of at most 40 ms of the rate
+ * the stream still wakes for pieces no larger than with the default burst
  * ({@link wakePieceBytes}), so the burst stays a reserve and the output stays
- * smooth.
+ * smooth; and a piece is never more than 250 ms of the rate, so low rates,
+ * whose default burst is the 1 KiB floor, still pass one four times a second.
  */
 
 import { BurstTooSmallError } from '../errors.js';
@@ -50,6 +51,8 @@ export const DEFAULT_BURST_MS = 50;
 export const DEFAULT_BURST_FLOOR_BYTES = 1024;
 /** The group's default round-robin quantum, in ms of the group's rate (and at least 1 KiB). */
 export const DEFAULT_QUANTUM_MS = 5;
+/** The longest a busy stream sleeps between pieces, ms: at low rates the 1 KiB burst floor would make pieces seconds apart. */
+export const MAX_WAKE_MS = 250;
 
 /** The smallest burst that sustains `ratePerSecond` (bytes/s): twice the bytes earned in {@link TIMER_SLACK_MS}. */
 export function minBurstBytes(ratePerSecond: number): number {
@@ -68,14 +71,16 @@ export function defaultBurstBytes(ratePerSecond: number): number {
  * seen firing later than that, the margin grows to 1.5 times the lateness
  * seen (`lateMs`, see {@link Lateness}), down to half the burst. A burst above
  * the default counts as the default, so a large burst does not make the
- * output lumpy.
+ * output lumpy, and a piece is at most 250 ms of the rate ({@link MAX_WAKE_MS}):
+ * 1 KiB/s passes 256 bytes four times a second, not 1 KiB once.
  *
  * @example wakePieceBytes(1000, 100) === 90; wakePieceBytes(1000, 12) === 6; wakePieceBytes(1000, 100, 20) === 70
  */
 export function wakePieceBytes(ratePerSecond: number, burstBytes: number, lateMs = 0): number {
   const burst = Math.min(burstBytes, defaultBurstBytes(ratePerSecond));
   const toleranceMs = Math.max(LATE_TOLERANCE_MS, 1.5 * lateMs);
-  return Math.max(1, Math.floor(Math.max(burst / 2, burst - (ratePerSecond * toleranceMs) / 1000)));
+  const piece = Math.max(burst / 2, burst - (ratePerSecond * toleranceMs) / 1000);
+  return Math.max(1, Math.floor(Math.min(piece, (ratePerSecond * MAX_WAKE_MS) / 1000)));
 }
 
 /**
@@ -100,10 +105,10 @@ export class Lateness {
   }
 }
 
-/** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most its wake piece. */
+/** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */
 export function defaultQuantumBytes(ratePerSecond: number, burstBytes: number): number {
   const quantum = Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_QUANTUM_MS) / 1000));
-  return Math.max(1, Math.min(quantum, Math.floor(burstBytes / 2)));
+  return Math.max(1, Math.min(quantum, Math.floor(burstBytes / 2), wakePieceBytes(ratePerSecond, burstBytes)));
 }
 
 /** Bytes for a message: `'65536 bytes (64 KiB)'`, `'10737419 bytes (~10.24 MiB)'`, `'512 bytes'`. */

@@ -54,7 +54,7 @@ describe('ThrottleGroup: options', () => {
     expect(group.rate).toBe(10 * 1048576);
     expect(group.burst).toBe(524288);
     expect(group.quantum).toBe(52429); // 5 ms of the rate
-    expect(new ThrottleGroup({ rate: 1000 }).quantum).toBe(512); // 1 KiB floor, at most half the burst
+    expect(new ThrottleGroup({ rate: 1000 }).quantum).toBe(250); // 1 KiB floor, at most a wake piece (250 ms)
     expect(new ThrottleGroup({ rate: 1000, burst: 400, quantum: 50 }).quantum).toBe(50);
   });
 
@@ -297,7 +297,7 @@ describe('ThrottleGroup: deficit round robin', () => {
     member.write(Buffer.alloc(600));
     await settle();
     expect(sink.received).toBe(1000); // the prefix that conforms
-    await advance(fake, 989); // the group sleeps for a wake piece: 990 bytes, 990 ms
+    await advance(fake, 249); // the group sleeps for a wake piece: 250 bytes, 250 ms
     expect(sink.received).toBe(1000);
     await advance(fake, 1);
     expect(sink.received).toBe(1200);

@@ -124,7 +124,8 @@ describe('Throttle: options', () => {
     expect(describeBytes(10737419)).toBe('10737419 bytes (~10.24 MiB)');
     expect(wakePieceBytes(1000, 100)).toBe(90); // the burst less 10 ms of the rate
     expect(wakePieceBytes(1000, 12)).toBe(6); // at least half the burst
-    expect(wakePieceBytes(1000, 1e6)).toBe(1014); // a burst above the default counts as the default
+    expect(wakePieceBytes(1e6, 1e9)).toBe(40_000); // a burst above the default counts as the default
+    expect(wakePieceBytes(1000, 1e6)).toBe(250); // and a piece is at most 250 ms of the rate
     expect(wakePieceBytes(1000, 100, 20)).toBe(70); // timers seen 20 ms late: a margin of 30 ms
     expect(wakePieceBytes(1000, 100, 60)).toBe(50); // never below half the burst
     const lateness = new Lateness();
@@ -335,14 +336,17 @@ describe('Throttle: live changes', () => {
     throttle.end(Buffer.alloc(600));
     await settle();
     expect(sink.received).toBe(100);
-    throttle.setBurst(400);
+    throttle.setBurst(2000);
     await advance(fake, 500);
-    // Now it waits for wake pieces of 390 bytes (400 less 10 ms of the rate).
+    // Now it waits for wake pieces of 250 bytes (at most 250 ms of the rate) and the
+    // bucket may hold 2000: it passes 250 at 250 ms, and the last 250 at 500 ms.
     expect(byTime(sink.pieces)).toEqual([
       [0, 100],
-      [390, 390],
-      [500, 110],
+      [250, 250],
+      [500, 250],
     ]);
+    throttle.setBurst(150);
+    expect(throttle.burst).toBe(150);
   });
 });
 
