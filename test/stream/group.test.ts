@@ -285,6 +285,28 @@ describe('ThrottleGroup: deficit round robin', () => {
     expect(refs.map((ref) => ref.deref() === undefined)).toEqual([true, true, true, true]);
   });
 
+  it('a member whose reader stops leaves its share to the others until it reads again', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 10_000, burst: 2000, quantum: 500 });
+    const a = busy(4096);
+    const stalled = group.throttle({ readableHighWaterMark: 100 });
+    stalled.write(Buffer.alloc(50_000)); // nobody reads it
+    await advance(fake, 1000);
+    // One piece (here the group's full bucket, taken at once while no one waited) sits in
+    // its readable buffer; the rest waits for _read(), holding no turn.
+    expect(stalled.readableLength).toBeGreaterThan(0);
+    expect(stalled.readableLength).toBeLessThanOrEqual(2000);
+    expect(stalled.counters.bytes).toBe(stalled.readableLength);
+    expect(between(a.sink.pieces, 200, 1000)).toBeGreaterThan(10_000 * 0.8 * 0.95);
+    const sink = recordingSink(() => fake.timers.now);
+    stalled.pipe(sink);
+    await advance(fake, 1000);
+    // Reading again, it takes its share back: about half of 10 kB/s.
+    expect(between(sink.pieces, 1200, 2000)).toBeGreaterThan(5000 * 0.8 * 0.9);
+    for (const t of [a.throttle, stalled]) t.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
+
   it('a lone member passes at once while the group has the tokens', async () => {
     const { fake, group } = groupSetup({ rate: 1000, burst: 1000 });
     const member = group.throttle();
