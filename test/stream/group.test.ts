@@ -7,6 +7,7 @@
 import { pipeline } from 'node:stream/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   BurstTooSmallError,
@@ -17,7 +18,7 @@ import {
   type ThrottleMemberOptions,
 } from '../../src/index.js';
 import { fakeClock } from '../helpers/fake-clock.js';
-import { advance, byteSource, type Piece, recordingSink, settle } from './support.js';
+import { advance, byteSource, maxInWindow, type Piece, patternByte, recordingSink, settle } from './support.js';
 
 function groupSetup(options: Omit<ThrottleGroupOptions, 'clock'>) {
   const fake = fakeClock();
@@ -383,4 +384,67 @@ describe('ThrottleGroup: live changes', () => {
     expect(fake.pending()).toBe(0);
     expect(group.size).toBe(0);
   });
+});
+
+describe('ThrottleGroup: conformance property', () => {
+  it('for any members, caps and chunkings: the group and each capped member keep burst + rate * T, data intact', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 2000, max: 40_000 }),
+        fc.double({ min: 0.02, max: 0.2, noNaN: true }),
+        fc.array(
+          fc.record({
+            chunks: fc.array(fc.integer({ min: 1, max: 3000 }), { minLength: 1, maxLength: 4 }),
+            capShare: fc.option(fc.double({ min: 0.2, max: 1.5, noNaN: true }), { nil: undefined }),
+            totalBytes: fc.integer({ min: 1, max: 8000 }),
+          }),
+          { minLength: 1, maxLength: 5 },
+        ),
+        async (ratePerSecond, burstSeconds, specs) => {
+          const fake = fakeClock();
+          const burst = Math.max(Math.ceil(ratePerSecond * burstSeconds), Math.ceil(ratePerSecond / 100));
+          const group = new ThrottleGroup({ rate: ratePerSecond, burst, clock: fake.clock });
+          const all: Piece[] = [];
+          const members = specs.map((spec) => {
+            const ownRate = spec.capShare === undefined ? undefined : Math.ceil(ratePerSecond * spec.capShare);
+            const throttle = group.throttle(ownRate === undefined ? {} : { rate: ownRate });
+            const sink = recordingSink(() => fake.timers.now);
+            let finished = false;
+            pipeline(byteSource(spec.totalBytes, spec.chunks), throttle, sink).then(() => {
+              finished = true;
+            });
+            throttle.on('data', (chunk: Buffer) => all.push({ atMs: fake.timers.now, bytes: chunk.length }));
+            return { spec, ownRate, throttle, sink, done: () => finished };
+          });
+          const total = specs.reduce((sum, spec) => sum + spec.totalBytes, 0);
+          // Enough time for everything: the group's rate, or the slowest own cap, plus wake pieces.
+          const slowestMs = Math.max(
+            ...members.map((m) => (m.ownRate === undefined ? 0 : (m.spec.totalBytes * 1000) / m.ownRate)),
+          );
+          await advance(fake, Math.ceil(Math.max((total * 1000) / ratePerSecond, slowestMs)) + 600);
+          all.sort((x, y) => x.atMs - y.atMs);
+          for (const windowMs of [0, 5, 50, 200]) {
+            expect(maxInWindow(all, windowMs)).toBeLessThanOrEqual(burst + (ratePerSecond * windowMs) / 1000 + 1e-6);
+          }
+          for (const m of members) {
+            expect(m.done()).toBe(true);
+            expect(m.sink.received).toBe(m.spec.totalBytes);
+            const data = m.sink.data();
+            for (let i = 0; i < data.length; i++) if (data[i] !== patternByte(i)) expect.fail(`byte ${i} differs`);
+            if (m.ownRate !== undefined) {
+              const ownBurst = m.throttle.burst as number;
+              for (const windowMs of [0, 50, 200]) {
+                expect(maxInWindow(m.sink.pieces, windowMs)).toBeLessThanOrEqual(
+                  ownBurst + (m.ownRate * windowMs) / 1000 + 1e-6,
+                );
+              }
+            }
+          }
+          expect(group.size).toBe(0);
+          expect(fake.pending()).toBe(0);
+        },
+      ),
+      { numRuns: 15 },
+    );
+  }, 120_000);
 });
