@@ -29,9 +29,18 @@
  * concurrency), never later than now. Jobs that came due while the timer was
  * late start together when it fires, each charged at its own due time, so the
  * long-run rate is exact; the price is that a window of length T may see
- * burst + rate * (T + the timer's lateness) starts, never more. The lateness
- * made up is capped by `catchUp` (5 ms by default): after a longer stall, the
- * time beyond it is lost rather than turned into a burst.
+ * burst + rate * (T + the timer's lateness) starts, never more.
+ *
+ * How much lateness is made up: `catchUp` (5 ms by default) in all. The bucket
+ * itself absorbs the first (burst - cost) / rate of it (its tokens keep
+ * accumulating while the timer is late, up to the burst), and only the rest is
+ * made up by charging in the past: a job may be charged at most
+ * lagMs = max(0, catchUp - (burst - cost) / rate) before now. For cost-1 jobs
+ * with a burst of 10 at 1000/s that is nothing (the bucket covers 9 ms, and
+ * windows keep the strict bound); with a burst of 1 it is the whole 5 ms.
+ * After a longer stall (a blocked event loop, a GC pause) the time beyond it
+ * is lost rather than turned into a burst, so a window sees at most
+ * burst + rate * (T + lagMs).
  *
  * Worked example: rate 1000/s, burst 1, a backlog. Job 1 starts at 0 and
  * empties the bucket; job 2 is due at 1 ms, the timer fires at 2.15 ms: job 2
@@ -106,13 +115,15 @@ export interface SchedulerOptions {
    */
   maxWait?: DurationInput;
   /**
-   * How far behind now a job may be charged: the most timer lateness the
-   * scheduler makes up for (see "Theoretical start times" above). Jobs that
-   * came due within this of now start together when a late timer fires, so
-   * the long-run rate stays exact; a longer stall (a blocked event loop, a GC
-   * pause) is not made up beyond it, so the burst after it is at most
-   * `rate * catchUp` above the bucket's. 0 charges every job at the moment it
-   * starts (strict windows, but every late wake loses rate).
+   * The most timer lateness the scheduler makes up for, so the long-run rate
+   * stays exact (see "Theoretical start times" above). The bucket absorbs the
+   * first `(burst - cost) / rate` of it; for the rest, jobs that came due while
+   * a timer was late are charged at their due times, at most
+   * `catchUp - (burst - cost) / rate` before now, and start together. A longer
+   * stall (a blocked event loop, a GC pause) is not made up, so a window of T
+   * sees at most `burst + rate * (T + max(0, catchUp - (burst - cost) / rate))` starts. 0
+   * charges every job at the moment it starts (strict windows, but with a
+   * burst below `rate * lateness` every late wake loses rate).
    * @default 5 (ms: Node's timers fire about 1.15 ms late, plus up to 1 ms of rounding)
    */
   catchUp?: DurationInput;
@@ -848,7 +859,10 @@ export class Scheduler {
         let startMs = bucket.updatedAtMs + msUntil(bucket.tokens, job.cost, params);
         if (job.enqueuedAtMs > startMs) startMs = job.enqueuedAtMs;
         if (this.#floorMs > startMs) startMs = this.#floorMs;
-        if (now - this.#catchUpMs > startMs) startMs = now - this.#catchUpMs;
+        // Make up at most the lateness the bucket could not absorb (see "How much lateness is made up").
+        const lagMs = this.#catchUpMs - ((params.capacity - job.cost) * 1000) / params.ratePerSecond;
+        const earliestMs = lagMs > 0 ? now - lagMs : now;
+        if (earliestMs > startMs) startMs = earliestMs;
         if (startMs > now + EPSILON_MS) {
           this.#nextStartMs = startMs;
           return;

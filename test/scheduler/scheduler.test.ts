@@ -721,6 +721,36 @@ describe('timers', () => {
     }
   });
 
+  it.each([1, 4, 8, 12])(
+    'with a burst of 10 at 1000/s and timers %i ms late, windows keep the strict bound',
+    async (latenessMs) => {
+      const fake = fakeClock();
+      const lateClock: Clock = {
+        now: fake.clock.now,
+        setTimeout: (fn, ms) => fake.clock.setTimeout(fn, ms + latenessMs),
+        clearTimeout: fake.clock.clearTimeout,
+      };
+      const scheduler = new Scheduler({ rate: 1000, burst: 10, maxQueue: 5000, clock: lateClock });
+      const starts: number[] = [];
+      for (let i = 0; i < 3000; i++) void scheduler.schedule(() => starts.push(fake.clock.now()));
+      await fake.timers.tickAsync(1000);
+      // The bucket covers (burst - cost) / rate = 9 ms of lateness, more than catchUp (5 ms): so nothing
+      // is charged in the past, and up to 9 ms late the rate stays exact; later than that, time is lost.
+      const inFirstSecond = starts.filter((t) => t <= 1000).length;
+      if (latenessMs <= 9) expect(inFirstSecond).toBeGreaterThanOrEqual(1010 - latenessMs);
+      else expect(inFirstSecond).toBeLessThan(1000);
+      await fake.timers.tickAsync(2000);
+      for (const windowMs of [1, 10, 100, 1000]) {
+        let most = 0;
+        for (let i = 0, j = 0; i < starts.length; i++) {
+          while ((starts[i] as number) - (starts[j] as number) >= windowMs) j++;
+          most = Math.max(most, i - j + 1);
+        }
+        expect(most).toBeLessThanOrEqual(10 + windowMs);
+      }
+    },
+  );
+
   it.each([
     // [catchUp, jobs started when the late timer fires]
     [undefined, 1],
