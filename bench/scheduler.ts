@@ -412,7 +412,7 @@ export const schedulerSection: Section = {
       '',
       await rateAccuracy(seconds),
       '',
-      "The bound is the token bucket's: burst + rate * T. tokenpace charges each job at its theoretical start, so jobs that came due while a timer was late start together: a window may see burst + rate * (T + lateness), about one job more.",
+      "The bound is the token bucket's: burst + rate * T. tokenpace charges a job at its theoretical start when a late timer made the bucket overflow, up to catchUp (5 ms) of lateness in all, the first (burst - 1) / rate of which the bucket itself absorbs: with burst 10 nothing is charged in the past and windows keep the bound; with burst 1 a window may see up to rate * 5 ms = 5 more.",
       '',
       '### A flood against a full queue',
       '',
