@@ -477,9 +477,14 @@ export class Throttle extends Transform {
     this.#progress.stopWaiting(this.#clock.now());
     this.#disarm();
     this.#leaveGroup();
+    const held = this.#callback;
     this.#chunk = undefined;
     this.#callback = undefined;
     callback(error);
+    // Release the write we held back, as a core stream completes its pending
+    // write: Node then calls its callback and fails the queued ones with
+    // ERR_STREAM_DESTROYED. Nothing is pushed: the stream is destroyed.
+    if (held !== undefined) process.nextTick(held);
   }
 
   /** Passes what conforms of the held chunk (and of chunks handed over behind it); sleeps for the rest. */

@@ -402,6 +402,22 @@ describe('Throttle: lifecycle', () => {
     expect(throttle.counters.waitedMs).toBe(0);
   });
 
+  it('destroy() settles the write callbacks as a core stream does', async () => {
+    const { fake, throttle } = setup({ rate: 1000, burst: 100 });
+    const results: string[] = [];
+    throttle.write(Buffer.alloc(500), (error) =>
+      results.push(`held: ${error ? (error as NodeJS.ErrnoException).code : 'ok'}`),
+    );
+    throttle.write(Buffer.alloc(500), (error) => results.push(`queued: ${(error as NodeJS.ErrnoException).code}`));
+    await settle();
+    throttle.destroy();
+    await settle();
+    // The held write completes (nothing more is pushed), the queued one fails.
+    expect(results).toEqual(['held: ok', 'queued: ERR_STREAM_DESTROYED']);
+    expect(throttle.errored).toBeNull();
+    expect(fake.pending()).toBe(0);
+  });
+
   it('an aborted signal ends a waiting pipeline with no timer left', async () => {
     const fake = fakeClock();
     const controller = new AbortController();
