@@ -33,7 +33,7 @@
  * the group keeps no reference to it.
  *
  * The quantum is 5 ms of the group's rate (at least 1 KiB, at most half the
- * burst): small enough that a round of 16 members is short, large enough that
+ * burst and a wake piece): small enough that a round of 16 members is short, large enough that
  * a wake-up passes a useful piece.
  */
 
@@ -65,7 +65,7 @@ export interface ThrottleGroupOptions {
   /**
    * The deficit round robin quantum: the bytes a waiting member may send per
    * turn. At most half the burst.
-   * @default rate x 5 ms, at least 1 KiB, at most half the burst
+   * @default rate x 5 ms, at least 1 KiB, at most half the burst and at most a wake piece (see pacing.ts)
    */
   quantum?: SizeInput;
   /** The time source, for the group and every member. @default systemClock */
