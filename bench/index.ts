@@ -1,24 +1,44 @@
 /**
- * `npm run bench [-- id ...]`: every section, or only those named, in one
- * process run. Prints markdown to paste into the README.
+ * `npm run bench [-- id ...]`: every section, or only those named, in one run.
+ * Prints markdown to paste into the README.
+ *
+ * Within a section every contender runs side by side in one process, in
+ * interleaved rounds. Each section gets a fresh process of its own: what one
+ * section leaves behind (a peer's lingering timers, a heap grown by a flood)
+ * would otherwise count against the next one's CPU and memory figures.
  */
 
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { bucketSection } from './bucket.js';
 import type { Section } from './harness.js';
 import { schedulerSection } from './scheduler.js';
 import { streamSection } from './stream.js';
 
-const sections: Section[] = [bucketSection, schedulerSection, streamSection];
+const sections: Section[] = [bucketSection, streamSection, schedulerSection];
 
-const wanted = process.argv.slice(2);
-const chosen = wanted.length ? sections.filter((s) => wanted.includes(s.id)) : sections;
-if (chosen.length === 0) {
-  console.error(`no bench section named ${wanted.join(', ')}; sections: ${sections.map((s) => s.id).join(', ')}`);
-  process.exit(2);
-}
-console.log(`# tokenpace bench (Node ${process.version}, ${new Date().toISOString().slice(0, 10)})\n`);
-for (const section of chosen) {
+const args = process.argv.slice(2);
+if (args[0] === '--section') {
+  const section = sections.find((s) => s.id === args[1]);
+  if (!section) throw new Error(`no bench section ${args[1]}`);
   console.log(`## ${section.title}\n`);
   console.log(await section.run());
   console.log('');
+} else {
+  const chosen = args.length ? sections.filter((s) => args.includes(s.id)) : sections;
+  if (chosen.length === 0) {
+    console.error(`no bench section named ${args.join(', ')}; sections: ${sections.map((s) => s.id).join(', ')}`);
+    process.exit(2);
+  }
+  console.log(`# tokenpace bench (Node ${process.version}, ${new Date().toISOString().slice(0, 10)})\n`);
+  for (const section of chosen) {
+    const child = spawnSync(
+      process.execPath,
+      [...process.execArgv, fileURLToPath(import.meta.url), '--section', section.id],
+      {
+        stdio: 'inherit',
+      },
+    );
+    if (child.status !== 0) process.exit(child.status ?? 1);
+  }
 }
