@@ -48,7 +48,7 @@ import {
   defaultBurstBytes,
   defaultQuantumBytes,
   describeBytes,
-  Lateness,
+  Watchdog,
   wakePieceBytes,
 } from './pacing.js';
 import { Throttle, type ThrottleOptions } from './throttle.js';
@@ -90,13 +90,11 @@ export class ThrottleGroup {
   #quantumBytes: number;
   /** The piece the group sleeps for (see wakePieceBytes in pacing.ts). */
   #wakePieceBytes: number;
-  readonly #lateness = new Lateness();
   /** Waiting members in round-robin order; the head is index 0. */
   readonly #ring: MemberPort[] = [];
   readonly #members = new Set<MemberPort>();
-  #timer: unknown;
-  #timerArmed = false;
-  #timerDueMs = 0;
+  /** The group's one timer. */
+  readonly #watchdog: Watchdog;
   #serving = false;
   readonly #link: GroupLink;
 
@@ -109,6 +107,13 @@ export class ThrottleGroup {
     const burstBytes = options.burst === undefined ? defaultBurstBytes(ratePerSecond) : capacity;
     checkBurst(ratePerSecond, burstBytes);
     this.#clock = clock;
+    this.#watchdog = new Watchdog(clock, (latenessChanged) => {
+      if (latenessChanged) {
+        const { ratePerSecond, burstBytes } = this.#meter;
+        this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes, this.#watchdog.latenessMs);
+      }
+      if (!this.#serving) this.#serve();
+    });
     this.#burstExplicit = options.burst !== undefined;
     this.#quantumExplicit = options.quantum === undefined ? undefined : parseQuantum(options.quantum);
     this.#quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
@@ -169,7 +174,7 @@ export class ThrottleGroup {
     this.#meter.setRate(nowMs, ratePerSecond);
     this.#meter.setBurst(nowMs, burstBytes);
     this.#quantumBytes = quantumBytes;
-    this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes, this.#lateness.ms);
+    this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes, this.#watchdog.latenessMs);
     this.#replan();
   }
 
@@ -185,7 +190,7 @@ export class ThrottleGroup {
     this.#meter.setBurst(this.#clock.now(), capacity);
     this.#burstExplicit = true;
     this.#quantumBytes = quantumBytes;
-    this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, capacity, this.#lateness.ms);
+    this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, capacity, this.#watchdog.latenessMs);
     this.#replan();
   }
 
@@ -206,7 +211,7 @@ export class ThrottleGroup {
   #request(port: MemberPort): void {
     if (!this.#members.has(port)) return; // it has left
     if (port.inRing) {
-      if (!this.#serving && !this.#timerArmed) this.#serve();
+      if (!this.#serving && !this.#watchdog.armed) this.#serve();
       return;
     }
     port.inRing = true;
@@ -225,7 +230,7 @@ export class ThrottleGroup {
     this.#ring.push(port);
     // While serving, the loop sees the new member; while the timer is armed,
     // the head has not changed and the timer serves it.
-    if (this.#serving || this.#timerArmed) return;
+    if (this.#serving || this.#watchdog.armed) return;
     this.#serve();
   }
 
@@ -239,14 +244,14 @@ export class ThrottleGroup {
     port.dry = false;
     port.sparse = false;
     if (this.#serving) return;
-    if (this.#ring.length === 0) this.#disarm();
+    if (this.#ring.length === 0) this.#watchdog.disarm();
     else if (index === 0) this.#replan();
   }
 
   /** Re-plans the timer after a change of head or of the numbers. */
   #replan(): void {
     if (this.#serving) return;
-    this.#disarm();
+    this.#watchdog.disarm();
     this.#serve();
   }
 
@@ -260,14 +265,14 @@ export class ThrottleGroup {
       for (;;) {
         const port = ring[0];
         if (port === undefined) {
-          this.#disarm();
+          this.#watchdog.disarm();
           return;
         }
         if (port.pendingBytes() === 0) {
           if (port.deficit > 0 && !port.dry) {
             // Ran dry in mid-turn: keep the turn until the next wake-up.
             port.dry = true;
-            this.#arm(nowMs, meter.msUntil(nowMs, this.#wakePieceBytes));
+            this.#watchdog.arm(nowMs, meter.msUntil(nowMs, this.#wakePieceBytes));
             return;
           }
           this.#drop(port);
@@ -293,7 +298,7 @@ export class ThrottleGroup {
           // Once every waiting writer has ended, only what they hold is left.
           // A capped member at the head is served as soon as its piece conforms.
           const target = port.capped() || ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
-          this.#arm(nowMs, meter.msUntil(nowMs, target));
+          this.#watchdog.arm(nowMs, meter.msUntil(nowMs, target));
           return;
         }
         const sent = port.send(nowMs, piece);
@@ -323,32 +328,6 @@ export class ThrottleGroup {
     port.deficit = 0;
     port.dry = false;
     port.sparse = false;
-  }
-
-  #arm(nowMs: number, delayMs: number): void {
-    const wholeMs = Math.max(1, Math.ceil(delayMs));
-    const dueMs = nowMs + wholeMs;
-    if (this.#timerArmed) {
-      if (this.#timerDueMs === dueMs) return;
-      this.#disarm();
-    }
-    this.#timerArmed = true;
-    this.#timerDueMs = dueMs;
-    this.#timer = this.#clock.setTimeout(() => {
-      this.#timerArmed = false;
-      this.#timer = undefined;
-      if (this.#lateness.observe(this.#clock.now() - this.#timerDueMs)) {
-        this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, this.#meter.burstBytes, this.#lateness.ms);
-      }
-      if (!this.#serving) this.#serve();
-    }, wholeMs);
-  }
-
-  #disarm(): void {
-    if (!this.#timerArmed) return;
-    this.#clock.clearTimeout(this.#timer);
-    this.#timerArmed = false;
-    this.#timer = undefined;
   }
 }
 

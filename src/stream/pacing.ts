@@ -37,6 +37,7 @@
  * whose default burst is the 1 KiB floor, still pass one four times a second.
  */
 
+import type { Clock } from '../clock.js';
 import { BurstTooSmallError } from '../errors.js';
 import { advance, type BucketParams, type BucketState, msUntil, slackFor } from '../meters/token-bucket.js';
 import { formatSize } from '../units.js';
@@ -103,6 +104,63 @@ export class Lateness {
     this.#ms = next < 0.5 ? 0 : next;
     return changed;
   }
+}
+
+/**
+ * One timer armed for an exact shortfall, like sch_tbf.c's qdisc watchdog:
+ * whole milliseconds rounded up (at least 1), never two at once, and an
+ * estimate ({@link Lateness}) of how late its wake-ups have been coming.
+ * `onWake(latenessChanged)` runs when it fires.
+ */
+export class Watchdog {
+  #timer: unknown = undefined;
+  #armed = false;
+  #dueMs = 0;
+  readonly #lateness = new Lateness();
+  readonly #clock: Clock;
+  readonly #onWake: (latenessChanged: boolean) => void;
+
+  constructor(clock: Clock, onWake: (latenessChanged: boolean) => void) {
+    this.#clock = clock;
+    this.#onWake = onWake;
+  }
+
+  /** True while a wake-up is pending. */
+  get armed(): boolean {
+    return this.#armed;
+  }
+
+  /** How late wake-ups have been coming lately, ms (0 when punctual). */
+  get latenessMs(): number {
+    return this.#lateness.ms;
+  }
+
+  /** Arms for `delayMs` after `nowMs`; a pending wake-up at the same time is kept, another is replaced. */
+  arm(nowMs: number, delayMs: number): void {
+    const wholeMs = Math.max(1, Math.ceil(delayMs));
+    const dueMs = nowMs + wholeMs;
+    if (this.#armed) {
+      if (this.#dueMs === dueMs) return;
+      this.disarm();
+    }
+    this.#armed = true;
+    this.#dueMs = dueMs;
+    this.#timer = this.#clock.setTimeout(this.#fire, wholeMs);
+  }
+
+  /** Cancels a pending wake-up, if any. */
+  disarm(): void {
+    if (!this.#armed) return;
+    this.#clock.clearTimeout(this.#timer);
+    this.#armed = false;
+    this.#timer = undefined;
+  }
+
+  readonly #fire = (): void => {
+    this.#armed = false;
+    this.#timer = undefined;
+    this.#onWake(this.#lateness.observe(this.#clock.now() - this.#dueMs));
+  };
 }
 
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */

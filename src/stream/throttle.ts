@@ -57,7 +57,7 @@ import {
   defaultBurstBytes,
   describeBytes,
   describeRate,
-  Lateness,
+  Watchdog,
   wakePieceBytes,
 } from './pacing.js';
 
@@ -233,10 +233,7 @@ export class Throttle extends Transform {
   #offset = 0;
   #callback: TransformCallback | undefined;
   /** Our one timer, armed while the own cap is short. */
-  #timer: unknown;
-  #timerArmed = false;
-  #timerDueMs = 0;
-  readonly #lateness = new Lateness();
+  readonly #watchdog: Watchdog;
   /** True while a loop is pushing: a chunk handed over synchronously is picked up by that loop. */
   #pumping = false;
   /** push() reported a full readable buffer in the middle of a chunk; the rest waits for _read(). */
@@ -314,6 +311,11 @@ export class Throttle extends Transform {
       }
     }
     this.#clock = link?.clock ?? options.clock ?? systemClock;
+    this.#watchdog = new Watchdog(this.#clock, (latenessChanged) => {
+      const cap = this.#cap;
+      if (latenessChanged && cap !== undefined) this.#wakePieceBytes = wakePieceFor(cap, this.#watchdog.latenessMs);
+      if (!this.#pumping) this.#pump();
+    });
     if (cap !== undefined) this.#applyCap(cap, undefined);
   }
 
@@ -400,10 +402,10 @@ export class Throttle extends Transform {
       if (peak !== undefined) this.#meter.setPeak(nowMs, peak);
     }
     this.#cap = next;
-    this.#wakePieceBytes = wakePieceFor(next, this.#lateness.ms);
+    this.#wakePieceBytes = wakePieceFor(next, this.#watchdog.latenessMs);
     // A stream asleep on its own timer re-plans with the new numbers at once.
-    if (this.#timerArmed) {
-      this.#disarm();
+    if (this.#watchdog.armed) {
+      this.#watchdog.disarm();
       if (!this.#pumping) this.#pump();
     }
   }
@@ -450,8 +452,8 @@ export class Throttle extends Transform {
   override end(chunk: unknown, encoding: BufferEncoding, callback?: () => void): this;
   override end(...args: unknown[]): this {
     (super.end as (...endArgs: unknown[]) => this)(...args);
-    if (this.#timerArmed && !this.#pumping) {
-      this.#disarm();
+    if (this.#watchdog.armed && !this.#pumping) {
+      this.#watchdog.disarm();
       this.#pump();
     } else if (this.#port?.inRing) {
       this.#link?.replan();
@@ -475,7 +477,7 @@ export class Throttle extends Transform {
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     this.#progress.stopWaiting(this.#clock.now());
-    this.#disarm();
+    this.#watchdog.disarm();
     this.#leaveGroup();
     const held = this.#callback;
     this.#chunk = undefined;
@@ -601,26 +603,7 @@ export class Throttle extends Transform {
   /** Arms the one timer for `delayMs` (whole milliseconds, rounded up; at least 1). */
   #sleep(nowMs: number, delayMs: number): void {
     this.#progress.waiting(nowMs);
-    this.#disarm();
-    const wholeMs = Math.max(1, Math.ceil(delayMs));
-    this.#timerArmed = true;
-    this.#timerDueMs = nowMs + wholeMs;
-    this.#timer = this.#clock.setTimeout(() => {
-      this.#timerArmed = false;
-      this.#timer = undefined;
-      const cap = this.#cap;
-      if (this.#lateness.observe(this.#clock.now() - this.#timerDueMs) && cap !== undefined) {
-        this.#wakePieceBytes = wakePieceFor(cap, this.#lateness.ms);
-      }
-      if (!this.#pumping) this.#pump();
-    }, wholeMs);
-  }
-
-  #disarm(): void {
-    if (!this.#timerArmed) return;
-    this.#clock.clearTimeout(this.#timer);
-    this.#timerArmed = false;
-    this.#timer = undefined;
+    this.#watchdog.arm(nowMs, delayMs);
   }
 
   #leaveGroup(): void {
