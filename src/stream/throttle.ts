@@ -44,7 +44,7 @@
  * pushed.
  */
 
-import { Transform, type TransformCallback, type TransformOptions } from 'node:stream';
+import { addAbortSignal, Transform, type TransformCallback, type TransformOptions } from 'node:stream';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, InvalidRateError, InvalidSizeError } from '../errors.js';
 import { parseRate, parseSize, type RateInput, type SizeInput } from '../units.js';
@@ -281,7 +281,10 @@ export class Throttle extends Transform {
     }
     const streamOptions: TransformOptions = {};
     for (const key of STREAM_KEYS) {
-      if (options[key] !== undefined) (streamOptions as Record<string, unknown>)[key] = options[key];
+      // The signal is attached at the end: one already aborted destroys the
+      // stream at once, which must not happen before our fields exist.
+      if (key !== 'signal' && options[key] !== undefined)
+        (streamOptions as Record<string, unknown>)[key] = options[key];
     }
     super(streamOptions);
 
@@ -317,6 +320,7 @@ export class Throttle extends Transform {
       if (!this.#pumping) this.#pump();
     });
     if (cap !== undefined) this.#applyCap(cap, undefined);
+    if (options.signal !== undefined) addAbortSignal(options.signal, this);
   }
 
   /** The own sustained rate, bytes per second (undefined for a group member without a cap of its own). */

@@ -286,6 +286,18 @@ describe('ThrottleGroup: deficit round robin', () => {
     expect(refs.map((ref) => ref.deref() === undefined)).toEqual([true, true, true, true]);
   });
 
+  it('a member made with a signal already aborted is destroyed and never counted', async () => {
+    const { fake, group } = groupSetup({ rate: 1000 });
+    const member = group.throttle({ signal: AbortSignal.abort() });
+    const errors: unknown[] = [];
+    member.on('error', (error) => errors.push(error));
+    await settle();
+    expect(member.destroyed).toBe(true);
+    expect(errors[0]).toMatchObject({ name: 'AbortError' });
+    expect(group.size).toBe(0);
+    expect(fake.pending()).toBe(0);
+  });
+
   it('a member whose reader stops leaves its share to the others until it reads again', async () => {
     const { fake, group, busy } = groupSetup({ rate: 10_000, burst: 2000, quantum: 500 });
     const a = busy(4096);

@@ -432,6 +432,18 @@ describe('Throttle: lifecycle', () => {
     expect(fake.pending()).toBe(0);
   });
 
+  it('a signal already aborted at construction destroys it with an AbortError', async () => {
+    const fake = fakeClock();
+    const throttle = new Throttle({ rate: 1000, clock: fake.clock, signal: AbortSignal.abort() });
+    const errors: unknown[] = [];
+    throttle.on('error', (error) => errors.push(error));
+    await settle();
+    expect(throttle.destroyed).toBe(true);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ name: 'AbortError', code: 'ABORT_ERR' });
+    expect(fake.pending()).toBe(0);
+  });
+
   it('pipeline(..., { signal }) aborted mid-wait leaves no timer', async () => {
     const fake = fakeClock();
     const controller = new AbortController();
