@@ -320,7 +320,14 @@ export class Throttle extends Transform {
       if (!this.#pumping) this.#pump();
     });
     if (cap !== undefined) this.#applyCap(cap, undefined);
-    if (options.signal !== undefined) addAbortSignal(options.signal, this);
+    if (options.signal !== undefined) {
+      try {
+        addAbortSignal(options.signal, this);
+      } catch (error) {
+        this.#leaveGroup(); // not a signal: the member was never made
+        throw error;
+      }
+    }
   }
 
   /** The own sustained rate, bytes per second (undefined for a group member without a cap of its own). */

@@ -296,6 +296,8 @@ describe('ThrottleGroup: deficit round robin', () => {
     expect(errors[0]).toMatchObject({ name: 'AbortError' });
     expect(group.size).toBe(0);
     expect(fake.pending()).toBe(0);
+    expect(() => group.throttle({ signal: {} as AbortSignal })).toThrow(/signal/);
+    expect(group.size).toBe(0);
   });
 
   it('a member whose reader stops leaves its share to the others until it reads again', async () => {
