@@ -175,6 +175,7 @@ export class ThrottleGroup {
     this.#meter.setBurst(nowMs, burstBytes);
     this.#quantumBytes = quantumBytes;
     this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes, this.#watchdog.latenessMs);
+    this.#clampTurns();
     this.#replan();
   }
 
@@ -191,7 +192,19 @@ export class ThrottleGroup {
     this.#burstExplicit = true;
     this.#quantumBytes = quantumBytes;
     this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, capacity, this.#watchdog.latenessMs);
+    this.#clampTurns();
     this.#replan();
+  }
+
+  /**
+   * After the numbers changed: no open turn may stay larger than a new one
+   * (a quantum, or a sparse member's wake piece), which fits the bucket. A
+   * turn opened under a larger burst would otherwise wait for a piece the
+   * smaller bucket can never hold, and the group would stall.
+   */
+  #clampTurns(): void {
+    const most = Math.max(this.#quantumBytes, this.#wakePieceBytes);
+    for (const port of this.#ring) if (port.deficit > most) port.deficit = most;
   }
 
   /** @internal A new member hands over its port. */

@@ -380,6 +380,24 @@ describe('ThrottleGroup: live changes', () => {
     await settle();
   });
 
+  it('a smaller burst does not leave a turn larger than the bucket (members keep flowing)', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 100_000 });
+    expect(group.quantum).toBe(1024);
+    const a = busy(4096);
+    const b = busy(4096);
+    await advance(fake, 100);
+    expect(group.waiting).toBe(2);
+    group.setBurst(1000); // the smallest that sustains 100 000 B/s; the quantum becomes 500
+    const before = a.sink.received + b.sink.received;
+    await advance(fake, 200);
+    const passed = a.sink.received + b.sink.received - before;
+    expect(passed).toBeGreaterThan(100_000 * 0.2 * 0.9);
+    expect(passed).toBeLessThanOrEqual(1000 + 100_000 * 0.2);
+    for (const m of [a, b]) m.throttle.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
+
   it('a member setRate re-plans its own wait', async () => {
     const { fake, group } = groupSetup({ rate: 10_000 });
     const member = group.throttle({ rate: 100, burst: 100 });
