@@ -509,7 +509,14 @@ export class Scheduler {
     const queue = this.#queue;
     // The flood path first: a full queue (with a head, so nothing could start now) rejects at once.
     if (queue.size >= this.#maxQueue && queue.size !== 0) return this.#queueFull(cost, priority);
-    const timeoutMs = options.timeout === undefined ? this.#timeoutMs : this.#parseTimeout(options.timeout);
+    let timeoutMs = this.#timeoutMs;
+    if (options.timeout !== undefined) {
+      try {
+        timeoutMs = this.#parseTimeout(options.timeout);
+      } catch (error) {
+        return Promise.reject(error); // as for a bad cost or priority: the promise says it
+      }
+    }
     const now = this.#clock.now();
     const bucket = this.#bucket;
 

@@ -450,6 +450,17 @@ describe('failures', () => {
     expect(scheduler.counters.rejected.costExceedsCapacity).toBe(2);
   });
 
+  it('a bad per-job timeout rejects the promise like the other options, it does not throw', async () => {
+    const { scheduler } = setup({ concurrency: 1 });
+    let call = (): Promise<unknown> => scheduler.schedule(() => 0, { timeout: 0 });
+    expect(call).not.toThrow();
+    await expect(call()).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
+    call = () => scheduler.wrap(() => 0, { timeout: 'soon' })();
+    expect(call).not.toThrow();
+    await expect(call()).rejects.toMatchObject({ code: 'ERR_INVALID_DURATION' });
+    expect(scheduler.size + scheduler.pending).toBe(0);
+  });
+
   it('a cost of 0 needs no tokens and holds no concurrency', async () => {
     const { scheduler, sleep, timers } = setup({ rate: 1, concurrency: 1 });
     void scheduler.schedule(() => sleep(100));
