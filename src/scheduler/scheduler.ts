@@ -849,7 +849,8 @@ export class Scheduler {
     if (this.#paused) return;
     const queue = this.#queue;
     const params = this.#params;
-    for (let job = queue.peek(); job !== undefined; job = queue.peek()) {
+    // A job started here may pause the scheduler from its fn: check on every turn.
+    for (let job = queue.peek(); job !== undefined && !this.#paused; job = queue.peek()) {
       if (this.#runningCost + job.cost > this.#concurrency + this.#concurrencySlack) {
         this.#concurrencyBlocked = true;
         return;

@@ -604,6 +604,27 @@ describe('pause, resume, clear', () => {
     expect(started).toEqual([0, 100, 650]);
   });
 
+  it('a job that pauses the scheduler as it starts holds back the jobs due with it', async () => {
+    const { scheduler, timers, clock, pending } = setup({ rate: 10, burst: 3, concurrency: 3, autoStart: false });
+    const started: number[] = [];
+    const jobs = [0, 1, 2].map((i) =>
+      scheduler.schedule(() => {
+        started.push(i);
+        if (i === 0) scheduler.pause();
+        return clock.now();
+      }),
+    );
+    scheduler.resume();
+    expect(started).toEqual([0]);
+    expect(scheduler.size).toBe(2);
+    expect(pending()).toBe(0);
+    await timers.tickAsync(1000);
+    expect(started).toEqual([0]);
+    scheduler.resume();
+    await expect(Promise.all(jobs)).resolves.toEqual([0, 1000, 1000]);
+    expect(started).toEqual([0, 1, 2]);
+  });
+
   it('clear rejects waiting jobs with AbortError, keeps running ones, and leaves no timer', async () => {
     const { scheduler, timers, sleep, pending } = setup({ rate: 10, concurrency: 1 });
     const running = scheduler.schedule(() => sleep(50).then(() => 'ran'));
