@@ -312,7 +312,12 @@ export class TokenBucket {
   take(cost = 1, options?: TakeOptions): Promise<void> {
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const reservation = this.reserve(cost, options);
+    let reservation: Reservation;
+    try {
+      reservation = this.reserve(cost, options);
+    } catch (error) {
+      return Promise.reject(error); // a bad cost rejects, like every other failure of take()
+    }
     if (!reservation.ok) {
       const { delayMs } = reservation;
       return Promise.reject(new WaitTooLongError(delayMs, options?.maxWaitMs ?? Number.POSITIVE_INFINITY, delayMs));

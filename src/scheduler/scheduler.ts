@@ -848,8 +848,7 @@ export class Scheduler {
     this.#nextStartMs = Number.POSITIVE_INFINITY;
     if (this.#paused) return;
     const queue = this.#queue;
-    const params = this.#params;
-    // A job started here may pause the scheduler from its fn: check on every turn.
+    // A job started here may pause the scheduler (or change its limits) from its fn: check on every turn.
     for (let job = queue.peek(); job !== undefined && !this.#paused; job = queue.peek()) {
       if (this.#runningCost + job.cost > this.#concurrency + this.#concurrencySlack) {
         this.#concurrencyBlocked = true;
@@ -861,6 +860,7 @@ export class Scheduler {
         if (now > this.#floorMs) this.#floorMs = now;
       }
       const bucket = this.#bucket;
+      const params = this.#params;
       if (bucket !== undefined) {
         // The theoretical start: when the bucket had the tokens, but not before
         // the job arrived or could otherwise have started.

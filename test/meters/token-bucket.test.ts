@@ -284,6 +284,14 @@ describe('TokenBucket', () => {
       expect(bucket.tokens).toBeCloseTo(0.3, 12);
     });
 
+    it('rejects (does not throw) for a cost above the burst or an invalid cost', async () => {
+      const bucket = new TokenBucket({ rate: 10, burst: 1, clock: manualClock() });
+      const tooBig = bucket.take(2);
+      await expect(tooBig).rejects.toMatchObject({ code: 'ERR_COST_EXCEEDS_CAPACITY', cost: 2, capacity: 1 });
+      await expect(bucket.take(-1)).rejects.toMatchObject({ code: 'ERR_INVALID_SIZE' });
+      expect(bucket.tokens).toBe(1);
+    });
+
     it('rejects at once for an already aborted signal', async () => {
       const bucket = new TokenBucket({ rate: 10, burst: 1, clock: manualClock() });
       const reason = new Error('already');
