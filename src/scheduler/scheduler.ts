@@ -758,7 +758,20 @@ export class Scheduler {
 
   #emit<E extends EventName>(event: E, ...args: SchedulerEvents[E]): void {
     const list = (this.#listeners as Record<E, SchedulerListener<E>[] | undefined>)[event];
-    if (list) for (const listener of list) listener(...args);
+    if (list === undefined) return;
+    for (const listener of list) {
+      try {
+        listener(...args);
+      } catch (error) {
+        // A listener's exception must not stop the scheduler half-way through a change of
+        // state (a job counted as running whose promise never settles, a drain left undone).
+        // It surfaces on its own, as an uncaught exception on the next microtask, like a
+        // throwing timer callback's.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
   }
 
   #parseTimeout(timeout: DurationInput | undefined): number {

@@ -2,7 +2,7 @@
  * The Scheduler on a fake clock: every start time is exact, and no test sleeps.
  */
 
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Clock } from '../../src/clock.js';
 import {
   AbortError,
@@ -417,6 +417,35 @@ describe('timeout', () => {
 });
 
 describe('failures', () => {
+  it('a listener that throws does not strand a job: it settles, and the error surfaces on its own', async () => {
+    const surfaced: unknown[] = [];
+    const spy = vi.spyOn(globalThis, 'queueMicrotask').mockImplementation((fn) => {
+      try {
+        fn();
+      } catch (error) {
+        surfaced.push(error);
+      }
+    });
+    try {
+      const { scheduler, timers } = setup({ concurrency: 1 });
+      const boom = new Error('listener');
+      scheduler.on('active', () => {
+        throw boom;
+      });
+      scheduler.on('completed', () => {
+        throw boom;
+      });
+      const results = [scheduler.schedule(() => 1), scheduler.schedule(() => 2)].map(outcome);
+      await timers.runAllAsync();
+      expect(await Promise.all(results)).toEqual(['ok:1', 'ok:2']);
+      await scheduler.onIdle();
+      expect(scheduler.pending).toBe(0);
+      expect(surfaced).toEqual([boom, boom, boom, boom]);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('a failing job rejects only its own promise', async () => {
     const { scheduler, timers } = setup({ concurrency: 1 });
     const results = [
