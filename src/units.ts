@@ -138,13 +138,22 @@ function describe(value: unknown): string {
  * @throws InvalidRateError (`ERR_INVALID_RATE`) for anything that is not a positive finite rate.
  */
 export function parseRate(input: RateInput): number {
+  return parseRateOption(input, 'rate');
+}
+
+/**
+ * {@link parseRate} for a named option: the error message says "invalid peakRate ..."
+ * instead of "invalid rate ...", so it names what to change.
+ * @internal
+ */
+export function parseRateOption(input: RateInput, option: string): number {
   const expected =
     'expected a positive number of tokens per second or a string like "100/s", "6000/min", "10MiB/s" or "8mbit"';
   if (typeof input === 'number') {
     if (Number.isFinite(input) && input > 0) return input;
-    throw new InvalidRateError(input, `invalid rate ${describe(input)}: ${expected}`);
+    throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
   }
-  if (typeof input !== 'string') throw new InvalidRateError(input, `invalid rate ${describe(input)}: ${expected}`);
+  if (typeof input !== 'string') throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
 
   let text = input.trim();
   let periodText = 's';
@@ -162,15 +171,15 @@ export function parseRate(input: RateInput): number {
 
   const quantity = QUANTITY.exec(text.trim());
   const period = PERIOD.exec(periodText.trim());
-  if (!quantity || !period) throw new InvalidRateError(input, `invalid rate ${describe(input)}: ${expected}`);
+  if (!quantity || !period) throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
 
   const amount = parseNumber(quantity[1] ?? '', quantity[2]);
   const factor = unitFactor(quantity[3] ?? '');
-  if (typeof factor === 'string') throw new InvalidRateError(input, `invalid rate ${describe(input)}: ${factor}`);
+  if (typeof factor === 'string') throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${factor}`);
   if (factor === undefined) {
     throw new InvalidRateError(
       input,
-      `invalid rate ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit/gbit`,
+      `invalid ${option} ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit/gbit`,
     );
   }
   const periodCount = period[1] === undefined ? 1 : Number(period[1]);
@@ -178,12 +187,12 @@ export function parseRate(input: RateInput): number {
   if (periodSeconds === undefined) {
     throw new InvalidRateError(
       input,
-      `invalid rate ${describe(input)}: unknown period "${period[2]}"; use ms, s, min, h or d`,
+      `invalid ${option} ${describe(input)}: unknown period "${period[2]}"; use ms, s, min, h or d`,
     );
   }
   const perSecond = (amount * factor) / (periodCount * periodSeconds);
   if (!(Number.isFinite(perSecond) && perSecond > 0)) {
-    throw new InvalidRateError(input, `invalid rate ${describe(input)}: the rate must be positive and finite`);
+    throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: the rate must be positive and finite`);
   }
   return perSecond;
 }
@@ -195,25 +204,34 @@ export function parseRate(input: RateInput): number {
  * @throws InvalidSizeError (`ERR_INVALID_SIZE`) for anything that is not a positive finite size.
  */
 export function parseSize(input: SizeInput): number {
+  return parseSizeOption(input, 'size');
+}
+
+/**
+ * {@link parseSize} for a named option: the error message says "invalid burst ..."
+ * instead of "invalid size ...", so it names what to change.
+ * @internal
+ */
+export function parseSizeOption(input: SizeInput, option: string): number {
   const expected = 'expected a positive number or a string like "200", "64KiB", "1.5MB" or "512kbit"';
   if (typeof input === 'number') {
     if (Number.isFinite(input) && input > 0) return input;
-    throw new InvalidSizeError(input, `invalid size ${describe(input)}: ${expected}`);
+    throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
   }
-  if (typeof input !== 'string') throw new InvalidSizeError(input, `invalid size ${describe(input)}: ${expected}`);
+  if (typeof input !== 'string') throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
   const quantity = QUANTITY.exec(input.trim());
-  if (!quantity) throw new InvalidSizeError(input, `invalid size ${describe(input)}: ${expected}`);
+  if (!quantity) throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
   const factor = unitFactor(quantity[3] ?? '');
-  if (typeof factor === 'string') throw new InvalidSizeError(input, `invalid size ${describe(input)}: ${factor}`);
+  if (typeof factor === 'string') throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${factor}`);
   if (factor === undefined) {
     throw new InvalidSizeError(
       input,
-      `invalid size ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit`,
+      `invalid ${option} ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit`,
     );
   }
   const size = parseNumber(quantity[1] ?? '', quantity[2]) * factor;
   if (!(Number.isFinite(size) && size > 0)) {
-    throw new InvalidSizeError(input, `invalid size ${describe(input)}: the size must be positive and finite`);
+    throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: the size must be positive and finite`);
   }
   return size;
 }

@@ -42,7 +42,7 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import { CostExceedsCapacityError, InvalidOptionError, InvalidSizeError, WaitTooLongError } from '../errors.js';
-import { parseRate, parseSize, type RateInput, type SizeInput } from '../units.js';
+import { parseRate, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
 
 /** The variables of a bucket: all a store has to keep. */
 export interface BucketState {
@@ -123,17 +123,7 @@ export function checkCost(cost: number, capacity: number): void {
  * The error names the option, so a message reads "invalid rate ..." or "invalid burst ...".
  */
 export function bucketParams(rate: RateInput, burst: SizeInput): BucketParams {
-  const ratePerSecond = parseRate(rate);
-  let capacity: number;
-  try {
-    capacity = parseSize(burst);
-  } catch (error) {
-    if (error instanceof InvalidSizeError) {
-      throw new InvalidSizeError(burst, error.message.replace('invalid size', 'invalid burst'));
-    }
-    throw error;
-  }
-  return { ratePerSecond, capacity };
+  return { ratePerSecond: parseRate(rate), capacity: parseSizeOption(burst, 'burst') };
 }
 
 /** Options for {@link TokenBucket}. */

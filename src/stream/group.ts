@@ -38,9 +38,9 @@
  */
 
 import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, InvalidSizeError } from '../errors.js';
+import { InvalidOptionError } from '../errors.js';
 import { bucketParams } from '../meters/token-bucket.js';
-import { parseSize, type RateInput, type SizeInput } from '../units.js';
+import { parseSizeOption, type RateInput, type SizeInput } from '../units.js';
 import { type GroupLink, kJoin, type MemberPort } from './link.js';
 import {
   ByteMeter,
@@ -115,7 +115,7 @@ export class ThrottleGroup {
       if (!this.#serving) this.#serve();
     });
     this.#burstExplicit = options.burst !== undefined;
-    this.#quantumExplicit = options.quantum === undefined ? undefined : parseQuantum(options.quantum);
+    this.#quantumExplicit = options.quantum === undefined ? undefined : parseSizeOption(options.quantum, 'quantum');
     this.#quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
     this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes);
     this.#meter = new ByteMeter(ratePerSecond, burstBytes, clock.now());
@@ -341,17 +341,6 @@ export class ThrottleGroup {
     port.deficit = 0;
     port.dry = false;
     port.sparse = false;
-  }
-}
-
-function parseQuantum(quantum: SizeInput): number {
-  try {
-    return parseSize(quantum);
-  } catch (error) {
-    if (error instanceof InvalidSizeError) {
-      throw new InvalidSizeError(quantum, error.message.replace('invalid size', 'invalid quantum'));
-    }
-    throw error;
   }
 }
 

@@ -46,8 +46,8 @@
 
 import { addAbortSignal, Transform, type TransformCallback, type TransformOptions } from 'node:stream';
 import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, InvalidRateError, InvalidSizeError } from '../errors.js';
-import { parseRate, parseSize, type RateInput, type SizeInput } from '../units.js';
+import { InvalidOptionError, InvalidRateError } from '../errors.js';
+import { parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
 import { Progress, type ThrottleCounters } from './counters.js';
 import type { ThrottleGroup } from './group.js';
 import { type GroupLink, kJoin, type MemberPort } from './link.js';
@@ -137,36 +137,14 @@ interface Cap {
   peak: { ratePerSecond: number; burstBytes: number; burstExplicit: boolean } | undefined;
 }
 
-function parseNamedRate(value: RateInput, option: string): number {
-  try {
-    return parseRate(value);
-  } catch (error) {
-    if (error instanceof InvalidRateError && option !== 'rate') {
-      throw new InvalidRateError(value, error.message.replace('invalid rate', `invalid ${option}`));
-    }
-    throw error;
-  }
-}
-
-function parseNamedSize(value: SizeInput, option: string): number {
-  try {
-    return parseSize(value);
-  } catch (error) {
-    if (error instanceof InvalidSizeError) {
-      throw new InvalidSizeError(value, error.message.replace('invalid size', `invalid ${option}`));
-    }
-    throw error;
-  }
-}
-
 /** Parses and checks rate, burst, peakRate and peakBurst together. */
 function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, peakBurst?: SizeInput): Cap {
-  const ratePerSecond = parseNamedRate(rate, 'rate');
-  const burstBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseNamedSize(burst, 'burst');
+  const ratePerSecond = parseRateOption(rate, 'rate');
+  const burstBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseSizeOption(burst, 'burst');
   checkBurst(ratePerSecond, burstBytes);
   let peak: Cap['peak'];
   if (peakRate !== undefined) {
-    const peakPerSecond = parseNamedRate(peakRate, 'peakRate');
+    const peakPerSecond = parseRateOption(peakRate, 'peakRate');
     if (!(peakPerSecond > ratePerSecond)) {
       throw new InvalidOptionError(
         'peakRate',
@@ -179,7 +157,7 @@ function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, pe
     if (peakBurst === undefined) {
       peakBurstBytes = Math.min(burstBytes, defaultPeakBurstBytes(peakPerSecond));
     } else {
-      peakBurstBytes = parseNamedSize(peakBurst, 'peakBurst');
+      peakBurstBytes = parseSizeOption(peakBurst, 'peakBurst');
       if (peakBurstBytes > burstBytes) {
         throw new InvalidOptionError(
           'peakBurst',
