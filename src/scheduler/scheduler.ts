@@ -521,14 +521,13 @@ export class Scheduler {
     const bucket = this.#bucket;
 
     // Start at once: nothing waits ahead, and the tokens and the concurrency are there.
-    if (
-      queue.size === 0 &&
-      !this.#paused &&
-      this.#runningCost + cost <= this.#concurrency + this.#concurrencySlack &&
-      (bucket === undefined || tokensAt(bucket, this.#params, now) + slackFor(this.#params.capacity) >= cost)
-    ) {
+    // The bucket's tokens are computed once, and only when nothing else stands in the way.
+    const free =
+      queue.size === 0 && !this.#paused && this.#runningCost + cost <= this.#concurrency + this.#concurrencySlack;
+    const tokens = free && bucket !== undefined ? tokensAt(bucket, this.#params, now) : 0;
+    if (free && (bucket === undefined || tokens + slackFor(this.#params.capacity) >= cost)) {
       if (bucket !== undefined) {
-        bucket.tokens = tokensAt(bucket, this.#params, now) - cost;
+        bucket.tokens = tokens - cost;
         if (now > bucket.updatedAtMs) bucket.updatedAtMs = now;
       }
       this.#counters.admitted++;
