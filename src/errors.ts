@@ -203,6 +203,38 @@ export class AbortError extends TokenpaceError {
   }
 }
 
+/** The longest string {@link describeValue} quotes whole. */
+const QUOTED_CHARS = 60;
+
+/**
+ * A value as an error message shows it, so that what was given is unmistakable: strings are
+ * quoted (`"4"`, never a bare `4` that reads like the number), numbers are written as they are
+ * (`NaN`, `-1`), and anything else is named by its type and, for class instances, its class:
+ * `a value of type object (AbortController)`, the usual mistake for its `signal`.
+ *
+ *   `invalid rate "4 per fortnight": ...`   `expected an AbortSignal, got a value of type object (AbortController)`
+ *
+ * Long strings are cut to their first {@link QUOTED_CHARS} characters, with the length.
+ * @internal for tokenpace's own messages; not exported from the package root.
+ */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') {
+    if (value.length <= QUOTED_CHARS) return JSON.stringify(value);
+    return `${JSON.stringify(value.slice(0, QUOTED_CHARS)).slice(0, -1)}..." (${value.length} characters)`;
+  }
+  if (typeof value === 'number') return String(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (value === null) return 'a value of type null';
+  if (typeof value === 'object') {
+    const constructorName = (Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null)?.constructor
+      ?.name;
+    return typeof constructorName === 'string' && constructorName !== '' && constructorName !== 'Object'
+      ? `a value of type object (${constructorName})`
+      : 'a value of type object';
+  }
+  return `a value of type ${typeof value}`;
+}
+
 /** Maps each code to its class, for {@link isTokenpaceError}'s narrowing. */
 export interface ErrorByCode {
   ERR_INVALID_RATE: InvalidRateError;

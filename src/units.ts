@@ -25,7 +25,13 @@
  * make no sense.
  */
 
-import { InvalidDurationError, InvalidRateError, InvalidSizeError } from './errors.js';
+import {
+  describeValue as describe,
+  InvalidDurationError,
+  InvalidOptionError,
+  InvalidRateError,
+  InvalidSizeError,
+} from './errors.js';
 
 /** A rate: tokens (or bytes) per second as a number, or a string such as `'10MiB/s'` or `'100/min'`. */
 export type RateInput = number | string;
@@ -123,12 +129,6 @@ function scaled(prefix: string, binary: boolean, base: number): number | undefin
 
 function parseNumber(mantissa: string, exponent: string | undefined): number {
   return Number(exponent === undefined ? mantissa : `${mantissa}e${exponent}`);
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'number') return String(value);
-  return `a value of type ${value === null ? 'null' : typeof value}`;
 }
 
 /**
@@ -276,34 +276,75 @@ function compact(value: number, scale: number, exact: number, digits = 4): strin
 const BINARY_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
 const DECIMAL_UNITS = ['B', 'kB', 'MB', 'GB', 'TB'] as const;
 
+/** Significant digits {@link formatSize} shows; the whole part of a number is never cut. */
+const SIZE_DIGITS = 3;
+
+/**
+ * `bytes` in the largest of `units` (steps of `base`) that keeps the number at least 1, rounded to
+ * {@link SIZE_DIGITS} significant digits (`1023 KiB` keeps its four), and whether that is exact.
+ */
 function inUnits(bytes: number, base: number, units: readonly string[]): { text: string; exact: boolean } {
   let index = 0;
   while (index < units.length - 1 && Math.abs(bytes) >= base ** (index + 1)) index++;
-  const scale = base ** index;
-  const short = Number((bytes / scale).toPrecision(4));
-  return short * scale === bytes
-    ? { text: `${short} ${units[index]}`, exact: true }
-    : { text: `${bytes / scale} ${units[index]}`, exact: false };
+  let rounded = roundTo(bytes / base ** index);
+  if (Math.abs(rounded) >= base && index < units.length - 1) {
+    index++; // 1023.9 KiB rounds to 1024 KiB: write it as 1 MiB
+    rounded = roundTo(bytes / base ** index);
+  }
+  return { text: `${rounded} ${units[index]}`, exact: rounded * base ** index === bytes };
+}
+
+function roundTo(value: number): number {
+  const wholeDigits = Math.abs(value) < 1 ? 1 : Math.floor(Math.log10(Math.abs(value))) + 1;
+  return Number(value.toPrecision(Math.min(100, Math.max(SIZE_DIGITS, wholeDigits))));
 }
 
 /**
- * Formats bytes: `65536 -> '64 KiB'`, `1500000 -> '1.5 MB'`. A binary unit
- * unless a decimal one is shorter and exact; parseSize of the result gives the
- * same number back.
+ * Formats bytes for people, in three significant digits: `65536 -> '64 KiB'`,
+ * `1500000 -> '1.5 MB'`, `2102617 -> '~2.01 MiB'`, `512 -> '512 B'`.
+ *
+ * - A binary unit (`KiB`, `MiB`, ...), or a decimal one (`kB`, `MB`, ...) when that one is exact
+ *   and the binary one is not.
+ * - Three significant digits; the whole part is never cut (`1023 KiB`, `1000 B`).
+ * - A `~` in front when the number was rounded, so an exact-looking figure is exact:
+ *   `parseSize(formatSize(n)) === n` whenever there is no `~`.
+ *
+ * @throws InvalidSizeError (`ERR_INVALID_SIZE`) for anything but a finite number (negative sizes
+ *   are fine: `'-1 KiB'`).
  */
 export function formatSize(bytes: number): string {
+  if (typeof bytes !== 'number' || !Number.isFinite(bytes)) {
+    throw new InvalidSizeError(bytes, `formatSize expects a finite number of bytes, got ${describe(bytes)}`);
+  }
   const binary = inUnits(bytes, 1024, BINARY_UNITS);
   if (binary.exact) return binary.text;
   const decimal = inUnits(bytes, 1000, DECIMAL_UNITS);
-  return decimal.exact ? decimal.text : binary.text;
+  return decimal.exact ? decimal.text : `~${binary.text}`;
 }
 
 /**
- * Formats a rate. Bytes get a binary unit per second (`'1 MiB/s'`); counts
- * get the period in which they are whole (`100 / 60 -> '100/min'`).
+ * Formats a rate for people.
+ *
+ * - `kind: 'count'` (the default): tokens, requests or jobs, in the period in which they are whole:
+ *   `100 -> '100/s'`, `100 / 60 -> '100/min'`, `1 / 3600 -> '1/h'`; otherwise per second in six
+ *   significant digits (`1 / 7 -> '0.142857/s'`).
+ * - `kind: 'bytes'`: bytes per second, written as {@link formatSize} writes sizes, plus `/s`:
+ *   `1048576 -> '1 MiB/s'`, `1500000 -> '1.5 MB/s'`, `2102617 -> '~2.01 MiB/s'`.
+ *
+ * {@link parseRate} reads every result without a `~` back to the same number (counts: to six
+ * significant digits).
+ *
+ * @throws InvalidRateError (`ERR_INVALID_RATE`) for anything but a finite number;
+ *   InvalidOptionError (`ERR_INVALID_OPTION`) for a `kind` other than `'count'` or `'bytes'`.
  */
 export function formatRate(perSecond: number, kind: 'count' | 'bytes' = 'count'): string {
+  if (typeof perSecond !== 'number' || !Number.isFinite(perSecond)) {
+    throw new InvalidRateError(perSecond, `formatRate expects a finite number per second, got ${describe(perSecond)}`);
+  }
   if (kind === 'bytes') return `${formatSize(perSecond)}/s`;
+  if (kind !== 'count') {
+    throw new InvalidOptionError('kind', kind, `Expected \`kind\` to be "count" or "bytes", got ${describe(kind)}`);
+  }
   for (const [period, seconds] of [
     ['s', 1],
     ['min', 60],
@@ -316,9 +357,17 @@ export function formatRate(perSecond: number, kind: 'count' | 'bytes' = 'count')
   return `${Number(perSecond.toPrecision(6))}/s`; // six significant digits: for people, not for round trips
 }
 
-/** Formats milliseconds: `250 -> '250 ms'`, `2000 -> '2 s'`, `90000 -> '1.5 min'`. */
+/**
+ * Formats milliseconds: `250 -> '250 ms'`, `2000 -> '2 s'`, `90000 -> '1.5 min'`,
+ * `Infinity -> 'forever'`.
+ *
+ * @throws InvalidDurationError (`ERR_INVALID_DURATION`) for NaN, `-Infinity` and anything but a number.
+ */
 export function formatDuration(ms: number): string {
-  if (!Number.isFinite(ms)) return ms > 0 ? 'forever' : String(ms);
+  if (typeof ms !== 'number' || Number.isNaN(ms) || ms === Number.NEGATIVE_INFINITY) {
+    throw new InvalidDurationError(ms, `formatDuration expects a number of milliseconds, got ${describe(ms)}`);
+  }
+  if (ms === Number.POSITIVE_INFINITY) return 'forever';
   const abs = Math.abs(ms);
   if (abs < 1000) return `${compact(ms, 1, ms)} ms`;
   if (abs < 60_000) return `${compact(ms / 1000, 1000, ms)} s`;

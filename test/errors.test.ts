@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { describeValue } from '../src/errors.js';
 import {
   AbortError,
   BurstTooSmallError,
@@ -67,5 +68,31 @@ describe('errors', () => {
     expect(isTokenpaceError(Object.assign(new Error('x'), { code: 'ERR_QUEUE_FULL' }))).toBe(false);
     expect(isTokenpaceError(null)).toBe(false);
     expect(isTokenpaceError('ERR_QUEUE_FULL')).toBe(false);
+  });
+
+  it.each([
+    ['4', '"4"'],
+    [4, '4'],
+    ['', '""'],
+    ['say "hi"', '"say \\"hi\\""'],
+    [Number.NaN, 'NaN'],
+    [-1, '-1'],
+    [10n, '10n'],
+    [true, 'a value of type boolean'],
+    [undefined, 'a value of type undefined'],
+    [null, 'a value of type null'],
+    [{}, 'a value of type object'],
+    [Object.create(null), 'a value of type object'],
+    [[1, 2], 'a value of type object (Array)'],
+    [new AbortController(), 'a value of type object (AbortController)'],
+    [() => 1, 'a value of type function'],
+    [Symbol('x'), 'a value of type symbol'],
+  ])('describeValue(%s) is %s: strings quoted, so "4" and 4 differ in a message', (value, expected) => {
+    expect(describeValue(value)).toBe(expected);
+  });
+
+  it('describeValue cuts long strings and says how long they were', () => {
+    const text = describeValue('x'.repeat(1000));
+    expect(text).toBe(`"${'x'.repeat(60)}..." (1000 characters)`);
   });
 });

@@ -152,12 +152,24 @@ describe('formatters', () => {
     [formatSize(1.5 * 1024 ** 2), '1.5 MiB'],
     [formatSize(1_500_000), '1.5 MB'],
     [formatSize(1024 ** 4 * 3), '3 TiB'],
+    [formatSize(2102617), '~2.01 MiB'],
+    [formatSize(10737419), '~10.2 MiB'],
+    [formatSize(1000), '1000 B'],
+    [formatSize(1023 * 1024), '1023 KiB'],
+    [formatSize(1024 * 1024 - 1), '~1 MiB'],
+    [formatSize(1179648), '~1.13 MiB'],
+    [formatSize(-1024), '-1 KiB'],
+    [formatSize(0.5), '0.5 B'],
+    [formatSize(0.123456), '~0.123 B'],
     [formatRate(100), '100/s'],
     [formatRate(100 / 60), '100/min'],
     [formatRate(1 / 3600), '1/h'],
     [formatRate(0.5), '30/min'],
     [formatRate(1 / 7), '0.142857/s'],
     [formatRate(1024 ** 2, 'bytes'), '1 MiB/s'],
+    [formatRate(1_500_000, 'bytes'), '1.5 MB/s'],
+    [formatRate(2102617, 'bytes'), '~2.01 MiB/s'],
+    [formatRate(100, 'count'), '100/s'],
     [formatDuration(250), '250 ms'],
     [formatDuration(2000), '2 s'],
     [formatDuration(90_000), '1.5 min'],
@@ -167,16 +179,28 @@ describe('formatters', () => {
     expect(actual).toBe(expected);
   });
 
-  it('parseSize(formatSize(n)) === n for whole sizes', () => {
+  it('formatSize shows three significant digits, exact unless marked ~, and parseSize reads it back', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 2 ** 50 }), (bytes) => {
-        expect(parseSize(formatSize(bytes))).toBe(bytes);
+        const text = formatSize(bytes);
+        const [number = '', unit] = text.replace(/^~/, '').split(' ');
+        // The whole part is never cut; beyond it, at most three significant digits.
+        const digits = number.replace('.', '').replace(/^0+/, '').length;
+        expect(digits <= 3 || !number.includes('.')).toBe(true);
+        expect(unit).toMatch(/^(B|KiB|MiB|GiB|TiB|kB|MB|GB|TB)$/);
+        if (text.startsWith('~')) {
+          const parsed = parseSize(text.slice(1));
+          expect(parsed).not.toBe(bytes);
+          expect(Math.abs(parsed - bytes)).toBeLessThanOrEqual(bytes * 5e-3);
+        } else {
+          expect(parseSize(text)).toBe(bytes);
+        }
       }),
       { numRuns: 2000 },
     );
   });
 
-  it('parseRate(formatRate(r)) round-trips within 6 significant digits (counts) and exactly (bytes)', () => {
+  it('parseRate(formatRate(r)) round-trips within 6 significant digits (counts) and as sizes do (bytes)', () => {
     fc.assert(
       fc.property(fc.double({ min: 1e-3, max: 1e9, noNaN: true }), (perSecond) => {
         expect(Math.abs(parseRate(formatRate(perSecond)) - perSecond)).toBeLessThanOrEqual(perSecond * 5e-6);
@@ -185,10 +209,49 @@ describe('formatters', () => {
     );
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 2 ** 40 }), (bytesPerSecond) => {
-        expect(parseRate(formatRate(bytesPerSecond, 'bytes'))).toBe(bytesPerSecond);
+        const text = formatRate(bytesPerSecond, 'bytes');
+        expect(text).toBe(`${formatSize(bytesPerSecond)}/s`);
+        if (text.startsWith('~')) {
+          expect(Math.abs(parseRate(text.slice(1)) - bytesPerSecond)).toBeLessThanOrEqual(bytesPerSecond * 5e-3);
+        } else {
+          expect(parseRate(text)).toBe(bytesPerSecond);
+        }
       }),
       { numRuns: 2000 },
     );
+  });
+
+  it.each([
+    ['formatSize', () => formatSize('4' as unknown as number), 'ERR_INVALID_SIZE', /got "4"/],
+    ['formatSize', () => formatSize(Number.NaN), 'ERR_INVALID_SIZE', /got NaN/],
+    ['formatSize', () => formatSize(Number.POSITIVE_INFINITY), 'ERR_INVALID_SIZE', /got Infinity/],
+    ['formatSize', () => formatSize(undefined as unknown as number), 'ERR_INVALID_SIZE', /a value of type undefined/],
+    ['formatRate', () => formatRate('x' as unknown as number), 'ERR_INVALID_RATE', /got "x"/],
+    ['formatRate', () => formatRate(Number.NaN), 'ERR_INVALID_RATE', /got NaN/],
+    ['formatRate', () => formatRate(Number.NEGATIVE_INFINITY, 'bytes'), 'ERR_INVALID_RATE', /got -Infinity/],
+    ['formatRate', () => formatRate({} as unknown as number), 'ERR_INVALID_RATE', /a value of type object/],
+    ['formatRate', () => formatRate(10, 'bits' as 'bytes'), 'ERR_INVALID_OPTION', /`kind`.*got "bits"/],
+    ['formatDuration', () => formatDuration('1s' as unknown as number), 'ERR_INVALID_DURATION', /got "1s"/],
+    ['formatDuration', () => formatDuration(Number.NaN), 'ERR_INVALID_DURATION', /got NaN/],
+    ['formatDuration', () => formatDuration(Number.NEGATIVE_INFINITY), 'ERR_INVALID_DURATION', /got -Infinity/],
+  ])('%s refuses bad input with a coded error (%#)', (_name, call, code, message) => {
+    let caught: unknown;
+    try {
+      call();
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).not.toBeInstanceOf(TypeError);
+    expect(isTokenpaceError(caught, code as 'ERR_INVALID_SIZE')).toBe(true);
+    expect((caught as Error).message).toMatch(message);
+  });
+
+  it('formatters accept what they are for: zero, negatives, fractions', () => {
+    expect(formatRate(0)).toBe('0/s');
+    expect(formatRate(-5)).toBe('-5/s');
+    expect(formatDuration(0)).toBe('0 ms');
+    expect(formatDuration(-1500)).toBe('-1.5 s');
+    expect(formatSize(-1500000)).toBe('-1.5 MB');
   });
 
   it('parseDuration(formatDuration(ms)) round-trips within 1e-9', () => {

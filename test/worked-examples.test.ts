@@ -1,14 +1,13 @@
 /**
- * The worked numbers of the two documents tokenpace grew from
- * (shared/seeds/: a Russian and a Czech text on token buckets) must come out
- * of the code exactly.
+ * The README's two worked examples of a token bucket must come out of the code exactly:
+ * 100 requests/s with bursts up to 200, and a public API at 20 requests/s with a burst of 40.
  */
 
 import { describe, expect, it } from 'vitest';
 import { TokenBucket } from '../src/index.js';
 import { manualClock } from './helpers/fake-clock.js';
 
-describe('seed (ru): 100 requests/s sustained, bursts up to 200', () => {
+describe('100 requests/s sustained, bursts up to 200', () => {
   it('starts with 200 tokens: 200 quick calls pass, the 201st does not', () => {
     const clock = manualClock();
     const bucket = new TokenBucket({ rate: '100/s', burst: 200, clock });
@@ -46,7 +45,7 @@ describe('seed (ru): 100 requests/s sustained, bursts up to 200', () => {
   });
 });
 
-describe('seed (cs): public API, 20 requests/s with a burst of 40', () => {
+describe('a public API: 20 requests/s with a burst of 40', () => {
   it('after an idle minute 30 quick calls pass, and of the next 30 exactly 10 do', () => {
     const clock = manualClock();
     const bucket = new TokenBucket({ rate: '20 per second', burst: 40, clock });

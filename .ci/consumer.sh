@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# The package as a user gets it: `npm pack` (which builds dist/ through `prepare`), then install the
+# tarball into a scratch project in a temporary folder and use it from there:
+#   - the tarball holds dist/ with .d.ts, the sources its maps point at, LICENSE, README, CHANGELOG,
+#     and nothing of test/, bench/ or examples/;
+#   - ESM: `import { ... } from 'tokenpace'` runs;
+#   - CommonJS: `require('tokenpace')` runs where Node can require ES modules (20.19+, 22.12+), and
+#     fails with Node's ERR_REQUIRE_ESM elsewhere (the README says so);
+#   - TypeScript --strict type-checks a consumer with moduleResolution `nodenext` (an ES module and a
+#     CommonJS .cts file, both compiled and run) and with `bundler`;
+#   - `npm install <this folder>` links it and builds dist/ through prepare, and the link imports.
+# Offline: the package has no runtime dependencies, and the TypeScript compiler and @types/node come
+# from this checkout's node_modules. Usage: .ci/consumer.sh (or npm run test:consumer).
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/tokenpace-consumer.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+tsc=("node" "$repo/node_modules/typescript/bin/tsc")
+started=$SECONDS
+step() { echo "== consumer [$((SECONDS - started)) s]: $*"; }
+
+step "npm pack (builds dist/ through prepare)"
+(cd "$repo" && npm pack --pack-destination "$work" --loglevel=error >"$work/pack.log" 2>&1) || {
+  cat "$work/pack.log"
+  exit 1
+}
+tarball="$(ls "$work"/tokenpace-*.tgz)"
+
+step "tarball contents"
+mkdir "$work/unpacked"
+tar -xzf "$tarball" -C "$work/unpacked"
+node --input-type=module - "$work/unpacked/package" "$repo" <<'EOF'
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+
+const [root, repo] = process.argv.slice(2);
+const files = (dir) =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(join(dir, e.name)) : [relative(root, join(dir, e.name))],
+  );
+const shipped = files(root);
+const problems = [];
+for (const required of ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts']) {
+  if (!shipped.includes(required)) problems.push(`missing ${required}`);
+}
+// Every source module has its JavaScript and its declarations.
+const srcRoot = join(repo, 'src');
+const srcFiles = (dir) =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? srcFiles(join(dir, e.name)) : [relative(srcRoot, join(dir, e.name)).replaceAll('\\', '/')],
+  );
+for (const rel of srcFiles(srcRoot).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))) {
+  for (const built of [`dist/${rel.replace(/\.ts$/, '.js')}`, `dist/${rel.replace(/\.ts$/, '.d.ts')}`]) {
+    if (!shipped.includes(built)) problems.push(`missing ${built} (built from src/${rel})`);
+  }
+}
+for (const f of shipped) {
+  if (/^(test|bench|examples|node_modules|coverage|\.ci|\.tmp)\//.test(f)) problems.push(`ships ${f}`);
+}
+// Source maps and declaration maps must point at files that are in the package.
+let maps = 0;
+for (const f of shipped.filter((f) => f.endsWith('.map'))) {
+  maps++;
+  const map = JSON.parse(readFileSync(join(root, f), 'utf8'));
+  for (const source of map.sources) {
+    const target = join(root, dirname(f), map.sourceRoot ?? '', source);
+    if (!existsSync(target)) problems.push(`${f} points at ${relative(root, target)}, which is not shipped`);
+  }
+}
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+if (pkg.license !== 'MIT' || !readFileSync(join(root, 'LICENSE'), 'utf8').startsWith('MIT License')) {
+  problems.push('license: package.json and LICENSE must both say MIT');
+}
+if (Object.keys(pkg.dependencies ?? {}).length > 0) problems.push('runtime dependencies appeared: update this check');
+if (problems.length > 0) {
+  console.error(problems.join('\n'));
+  process.exit(1);
+}
+console.log(`tarball ok: ${shipped.length} files, ${maps} maps, every map source shipped`);
+EOF
+
+step "npm install the tarball into a scratch project (offline)"
+app="$work/app"
+mkdir "$app"
+cat >"$app/package.json" <<'EOF'
+{ "name": "tokenpace-consumer", "version": "1.0.0", "private": true, "type": "module" }
+EOF
+(cd "$app" && npm install --offline --no-audit --no-fund --loglevel=error "$tarball" >/dev/null)
+
+step "ESM import"
+cat >"$app/esm.mjs" <<'EOF'
+import { parseRate, Scheduler, Throttle, TokenBucket } from 'tokenpace';
+const bucket = new TokenBucket({ rate: '100/s', burst: 2 });
+if (!(bucket.tryTake() && bucket.tryTake() && !bucket.tryTake())) throw new Error('TokenBucket misbehaves');
+if (parseRate('6000/min') !== 100) throw new Error('parseRate misbehaves');
+const scheduler = new Scheduler({ concurrency: 1 });
+if ((await scheduler.schedule(async () => 42)) !== 42) throw new Error('Scheduler misbehaves');
+if (typeof Throttle !== 'function') throw new Error('no Throttle');
+console.log('esm ok');
+EOF
+(cd "$app" && node esm.mjs)
+
+step "CommonJS require"
+cat >"$app/cjs.cjs" <<'EOF'
+const [major, minor] = process.versions.node.split('.').map(Number);
+const canRequireEsm = (major === 20 && minor >= 19) || (major === 22 && minor >= 12) || major >= 23;
+let tokenpace;
+try {
+  tokenpace = require('tokenpace');
+} catch (error) {
+  if (!canRequireEsm && error.code === 'ERR_REQUIRE_ESM') {
+    console.log(`cjs: Node ${process.versions.node} cannot require ES modules; refused with ERR_REQUIRE_ESM as documented`);
+    process.exit(0);
+  }
+  throw error;
+}
+if (!canRequireEsm) throw new Error(`require worked on Node ${process.versions.node}: update the README and engines`);
+const { TokenBucket, isTokenpaceError } = tokenpace;
+const bucket = new TokenBucket({ rate: 10, burst: 1 });
+if (!bucket.tryTake() || bucket.tryTake()) throw new Error('TokenBucket misbehaves under require');
+let caught;
+try {
+  bucket.tryTake(5);
+} catch (error) {
+  caught = error;
+}
+if (!isTokenpaceError(caught, 'ERR_COST_EXCEEDS_CAPACITY')) throw new Error('errors misbehave under require');
+// require() and import() give the same module instance: one class, so instanceof holds across both.
+import('tokenpace').then((esm) => {
+  if (esm.TokenBucket !== TokenBucket) throw new Error('require and import load two copies');
+  console.log('cjs ok');
+});
+EOF
+(cd "$app" && node cjs.cjs 2>"$work/cjs.err") || {
+  cat "$work/cjs.err"
+  exit 1
+}
+if [ -s "$work/cjs.err" ]; then
+  echo "require('tokenpace') printed to stderr:" && cat "$work/cjs.err"
+fi
+
+step "TypeScript --strict, moduleResolution nodenext (ESM and CommonJS)"
+cat >"$app/consumer.ts" <<'EOF'
+import {
+  type Clock,
+  isTokenpaceError,
+  parseRate,
+  type RateInput,
+  Scheduler,
+  Throttle,
+  ThrottleGroup,
+  TokenBucket,
+  type TokenBucketOptions,
+} from 'tokenpace';
+
+const clock: Clock = { now: () => performance.now(), setTimeout, clearTimeout };
+const options: TokenBucketOptions = { rate: '100/s', burst: 200, clock };
+const bucket = new TokenBucket(options);
+const admitted: boolean = bucket.tryTake(5);
+const delayMs: number = bucket.delayFor(50);
+const rate: RateInput = '10MiB/s';
+const bytesPerSecond: number = parseRate(rate);
+
+const scheduler = new Scheduler({ rate: '20/s', burst: 5, concurrency: 4, maxQueue: 100 });
+const answer: number = await scheduler.schedule(async ({ signal }) => (signal?.aborted ? 0 : 42), { cost: 2 });
+try {
+  await scheduler.schedule(() => 'x', { signal: AbortSignal.timeout(1000) });
+} catch (error) {
+  if (isTokenpaceError(error, 'ERR_QUEUE_FULL')) {
+    const retryAfterMs: number = error.retryAfterMs;
+    console.log(retryAfterMs);
+  }
+}
+const group = new ThrottleGroup({ rate: '1MiB/s' });
+const member: Throttle = group.throttle({ rate: '512KiB/s' });
+member.destroy();
+const cap = new Throttle({ rate: bytesPerSecond });
+cap.end();
+
+// A compile-time check only (never called): rate is required.
+export const missingRate = () =>
+  // @ts-expect-error rate is missing
+  new TokenBucket({ burst: 1 });
+
+console.log(`ts ok: ${admitted} ${delayMs} ${answer}`);
+EOF
+cat >"$app/consumer.cts" <<'EOF'
+import { isTokenpaceError, TokenBucket } from 'tokenpace';
+
+const bucket = new TokenBucket({ rate: 10, burst: 1 });
+const first: boolean = bucket.tryTake();
+let code: string | undefined;
+try {
+  bucket.tryTake(5);
+} catch (error) {
+  if (isTokenpaceError(error)) code = error.code;
+}
+if (!first || code !== 'ERR_COST_EXCEEDS_CAPACITY') throw new Error('TokenBucket misbehaves under require');
+console.log('ts cjs ok');
+EOF
+# The nodenext run also checks the shipped .d.ts themselves (skipLibCheck false); the bundler run
+# differs only in how 'tokenpace' is resolved, so it skips them, which halves its time.
+common='"strict": true, "target": "ES2022", "lib": ["ES2023"],
+  "types": ["node"], "typeRoots": ["'"$repo"'/node_modules/@types"]'
+cat >"$app/tsconfig.nodenext.json" <<EOF
+{ "compilerOptions": { $common, "skipLibCheck": false, "module": "nodenext", "moduleResolution": "nodenext",
+  "outDir": "out" }, "files": ["consumer.ts", "consumer.cts"] }
+EOF
+cat >"$app/tsconfig.bundler.json" <<EOF
+{ "compilerOptions": { $common, "skipLibCheck": true, "module": "preserve", "moduleResolution": "bundler",
+  "noEmit": true }, "files": ["consumer.ts"] }
+EOF
+(cd "$app" && "${tsc[@]}" -p tsconfig.nodenext.json)
+step "TypeScript --strict, moduleResolution bundler"
+(cd "$app" && "${tsc[@]}" -p tsconfig.bundler.json)
+step "run the compiled TypeScript consumers"
+(cd "$app" && node out/consumer.js >/dev/null && node out/consumer.cjs)
+
+step "npm install of the folder (a link; npm runs prepare in it)"
+linked="$work/linked"
+mkdir "$linked"
+echo '{ "name": "tokenpace-linked-consumer", "version": "1.0.0", "private": true, "type": "module" }' >"$linked/package.json"
+(cd "$linked" && npm install --offline --no-audit --no-fund --loglevel=error "$repo" >/dev/null 2>"$work/link.err") || {
+  cat "$work/link.err"
+  exit 1
+}
+(cd "$linked" && node --input-type=module -e "
+  const { TokenBucket } = await import('tokenpace');
+  if (!new TokenBucket({ rate: 1, burst: 1 }).tryTake()) throw new Error('linked TokenBucket misbehaves');
+  console.log('folder install ok');
+")
+
+step "all checks passed"

@@ -1,0 +1,195 @@
+/**
+ * Every TypeScript block of the README compiles as written: a reader who pastes one into a file of
+ * their own gets no error from `tsc --strict`, imports included and no name left undefined.
+ *
+ * The blocks are found generically (a fence whose info string starts with `ts` or `typescript`),
+ * so a section added later is checked without touching this file. Each block is its own ES
+ * module, type-checked with the project's compiler options (strict, NodeNext) in one program for
+ * all of them; `'tokenpace'` resolves to src/index.ts, so no build is needed. A block that is truly
+ * only an illustration (a signature, a fragment) opts out with the info string `ts no-check`.
+ */
+
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+interface ReadmeBlock {
+  /** The README line of the opening fence (1-based). */
+  line: number;
+  info: string;
+  code: string;
+}
+
+/** The fenced code blocks of a Markdown text whose language is TypeScript. */
+function typescriptBlocks(markdown: string): ReadmeBlock[] {
+  const blocks: ReadmeBlock[] = [];
+  const lines = markdown.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^(\s{0,3})(`{3,}|~{3,})\s*([^`\s]*)(.*)$/.exec(lines[i] ?? '');
+    if (!open) continue;
+    const [, indent = '', fence = '', lang = '', rest = ''] = open;
+    const closes = new RegExp(`^\\s{0,3}${fence[0]}{${fence.length},}\\s*$`);
+    const body: string[] = [];
+    let j = i + 1;
+    for (; j < lines.length; j++) {
+      const line = lines[j] ?? '';
+      if (closes.test(line)) break;
+      body.push(line.startsWith(indent) ? line.slice(indent.length) : line);
+    }
+    if (/^(ts|typescript)$/i.test(lang))
+      blocks.push({ line: i + 1, info: `${lang}${rest}`.trim(), code: body.join('\n') });
+    i = j; // skip the body and the closing fence
+  }
+  return blocks;
+}
+
+const compilerOptions = (() => {
+  const config = ts.getParsedCommandLineOfConfigFile(
+    join(root, 'tsconfig.json'),
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
+        throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+      },
+    },
+  );
+  if (!config) throw new Error('tsconfig.json could not be read');
+  const options: ts.CompilerOptions = {
+    ...config.options,
+    noEmit: true,
+    skipLibCheck: true,
+    baseUrl: root,
+    paths: { tokenpace: ['./src/index.ts'] },
+  };
+  return options;
+})();
+
+/**
+ * Type-checks each block as an ES module of its own, all in one program, and returns each block's
+ * diagnostics as `README.md:<line>: <message>`.
+ */
+function checkBlocks(blocks: readonly { block: ReadmeBlock; name: string }[]): Map<ReadmeBlock, string[]> {
+  const fileOf = new Map(blocks.map(({ block, name }) => [join(root, `${name}.line-${block.line}.mts`), block]));
+  const nameOf = new Map(blocks.map(({ block, name }) => [block, name]));
+  // `export {}` makes a block without imports a module of its own, as it is in the reader's file.
+  const textOf = (file: string) => {
+    const block = fileOf.get(file);
+    return block && `${block.code}\nexport {};\n`;
+  };
+  const host = ts.createCompilerHost(compilerOptions, true);
+  const { getSourceFile, fileExists, readFile } = host;
+  host.fileExists = (file) => fileOf.has(file) || fileExists.call(host, file);
+  host.readFile = (file) => textOf(file) ?? readFile.call(host, file);
+  host.getSourceFile = (file, language, onError, fresh) => {
+    const text = textOf(file);
+    return text === undefined
+      ? getSourceFile.call(host, file, language, onError, fresh)
+      : ts.createSourceFile(file, text, language, true);
+  };
+  const program = ts.createProgram({ rootNames: [...fileOf.keys()], options: compilerOptions, host });
+  for (const diagnostic of [...program.getOptionsDiagnostics(), ...program.getGlobalDiagnostics()]) {
+    throw new Error(`compiler options: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`);
+  }
+  const result = new Map<ReadmeBlock, string[]>();
+  for (const [file, block] of fileOf) {
+    const sourceFile = program.getSourceFile(file);
+    if (!sourceFile) throw new Error(`${file} is missing from the program`);
+    const messages = [
+      ...program.getSyntacticDiagnostics(sourceFile),
+      ...program.getSemanticDiagnostics(sourceFile),
+    ].map((diagnostic) => {
+      const { line } = sourceFile.getLineAndCharacterOfPosition(diagnostic.start ?? 0);
+      return `${nameOf.get(block)}:${block.line + 1 + line}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, ' ')}`;
+    });
+    result.set(block, messages);
+  }
+  return result;
+}
+
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const blocks = typescriptBlocks(readme);
+const checked = blocks.filter((block) => !/\bno-check\b/.test(block.info));
+// A fixture checked in the same program (one compile for the whole file): it shows that a block
+// that does not compile is reported, at its line, and that blocks do not see each other's names.
+const fixture = typescriptBlocks(
+  [
+    '# x', // 1
+    '```ts', // 2
+    "import { TokenBucket } from 'tokenpace';", // 3
+    'const bucket = new TokenBucket({ rate: 10, burst: 1 });', // 4
+    '```', // 5
+    '```ts', // 6
+    'bucket.tryTake();', // 7: not defined in this block
+    "const n: number = '1';", // 8
+    '```', // 9
+  ].join('\n'),
+);
+let diagnostics = new Map<ReadmeBlock, string[]>();
+let fixtureDiagnostics = new Map<ReadmeBlock, string[]>();
+
+beforeAll(() => {
+  const all = checkBlocks([
+    ...checked.map((block) => ({ block, name: 'README.md' })),
+    ...fixture.map((block) => ({ block, name: 'FIXTURE.md' })),
+  ]);
+  diagnostics = new Map(checked.map((block) => [block, all.get(block) ?? ['not checked']]));
+  fixtureDiagnostics = new Map(fixture.map((block) => [block, all.get(block) ?? ['not checked']]));
+}, 120_000);
+
+describe('README', () => {
+  it('has TypeScript blocks to check, and checks all but the opted-out ones', () => {
+    const fences = readme.split('\n').filter((line) => /^\s{0,3}(`{3,}|~{3,})\s*(ts|typescript)\b/i.test(line)).length;
+    expect(blocks.length).toBe(fences);
+    expect(checked.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it.each(checked.map((block) => [block.line, block] as const))(
+    'the block at line %d compiles as written',
+    (_line, block) => {
+      expect(diagnostics.get(block)).toEqual([]);
+    },
+  );
+
+  it('finds blocks the way Markdown does', () => {
+    const text = [
+      'intro',
+      '```ts',
+      'const a = 1;',
+      '```',
+      '```sh',
+      'npm test',
+      '```',
+      '````typescript title="x"',
+      'const b = "```";',
+      '````',
+      '```ts no-check',
+      'declare const c: number;',
+      '```',
+      '  ```ts',
+      '  const d = 4;',
+      '  ```',
+      '~~~TS',
+      'const e = 5;',
+      '~~~',
+    ].join('\n');
+    expect(typescriptBlocks(text)).toEqual([
+      { line: 2, info: 'ts', code: 'const a = 1;' },
+      { line: 8, info: 'typescript title="x"', code: 'const b = "```";' },
+      { line: 11, info: 'ts no-check', code: 'declare const c: number;' },
+      { line: 14, info: 'ts', code: 'const d = 4;' },
+      { line: 17, info: 'TS', code: 'const e = 5;' },
+    ]);
+  });
+
+  it('reports what does not compile at its README line, each block a module of its own', () => {
+    expect([...fixtureDiagnostics.values()]).toEqual([
+      [],
+      ["FIXTURE.md:7: Cannot find name 'bucket'.", "FIXTURE.md:8: Type 'string' is not assignable to type 'number'."],
+    ]);
+  });
+});
