@@ -230,10 +230,8 @@ export function startAt(
   const readyMs = readyAt(state, params, cost);
   if (!conforms(tokensAt(state, params, nowMs), cost, params.capacity)) return readyMs;
   const lagMs = catchUpMs - ((params.capacity - cost) * 1000) / params.ratePerSecond;
-  let startMs = readyMs > notBeforeMs ? readyMs : notBeforeMs;
   const earliestMs = lagMs > 0 ? nowMs - lagMs : nowMs;
-  if (earliestMs > startMs) startMs = earliestMs;
-  return startMs < nowMs ? startMs : nowMs;
+  return Math.min(nowMs, Math.max(readyMs, notBeforeMs, earliestMs));
 }
 
 /** Validates a cost against a capacity: a finite number, >= 0, and <= capacity. */
