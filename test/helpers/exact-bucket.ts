@@ -91,7 +91,7 @@ export class ExactBucket {
   /** A reservation: the instant it may act, or undefined if that is more than maxWaitMs away (charged nothing). */
   reserve(t: Q, cost: Q, maxWaitMs?: Q): Q | undefined {
     const delay = this.delayFrom(t, cost);
-    if (maxWaitMs !== undefined && maxWaitMs.lt(delay)) return undefined;
+    if (maxWaitMs?.lt(delay)) return undefined;
     this.tokens = this.tokensAt(t).sub(cost);
     this.atMs = max(this.atMs, t);
     return t.add(delay);
