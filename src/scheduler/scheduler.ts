@@ -67,15 +67,26 @@ import {
   WaitTooLongError,
 } from '../errors.js';
 import {
-  advance,
   type BucketParams,
   type BucketState,
   bucketParams,
+  charge,
   msUntil,
+  reconfigure,
   slackFor,
+  startAt,
   tokensAt,
-} from '../meters/token-bucket.js';
-import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
+  tryCharge,
+} from '../meters/bucket.js';
+import { Watchdog } from '../timer.js';
+import {
+  type DurationInput,
+  parseDuration,
+  parseRateOption,
+  parseSizeOption,
+  type RateInput,
+  type SizeInput,
+} from '../units.js';
 import { type Level, type Waiter, WaitQueue } from './queue.js';
 
 /** Options for {@link Scheduler}. At least one of `rate` and `concurrency` must be given. */
@@ -292,8 +303,6 @@ function rejection(reason: unknown): PromiseLike<never> {
   };
 }
 
-/** A job whose theoretical start is within this of now starts now (float sums of costs differ by ulps). */
-const EPSILON_MS = 1e-6;
 const DEFAULT_MAX_QUEUE = 1000;
 const DEFAULT_CATCH_UP_MS = 5;
 const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined });
@@ -356,13 +365,8 @@ export class Scheduler {
   /** When the head will have its tokens (Infinity if it waits for something else or nothing waits). */
   #nextStartMs = Number.POSITIVE_INFINITY;
 
-  #timer: unknown;
-  #timerAtMs = Number.POSITIVE_INFINITY;
-  readonly #onTimer = (): void => {
-    this.#timer = undefined;
-    this.#timerAtMs = Number.POSITIVE_INFINITY;
-    this.#pump(this.#clock.now());
-  };
+  /** The one timer: for the earlier of the head's token time and the oldest deadline. */
+  readonly #watchdog: Watchdog;
 
   /** The rejection shared by the jobs turned away from a full queue in the current burst. */
   #flood: { promise: Promise<never>; error: QueueFullError } | undefined;
@@ -395,6 +399,7 @@ export class Scheduler {
 
   constructor(options: SchedulerOptions) {
     this.#clock = options.clock ?? systemClock;
+    this.#watchdog = new Watchdog(this.#clock, () => this.#pump(this.#clock.now()));
     const hasRate = options.rate !== undefined;
     if (!hasRate && options.concurrency === undefined) {
       throw new InvalidOptionError(
@@ -414,7 +419,7 @@ export class Scheduler {
       );
     }
     this.#concurrency = checkConcurrency(options.concurrency ?? Number.POSITIVE_INFINITY, hasRate);
-    this.#concurrencySlack = this.#concurrency * 2 ** -36;
+    this.#concurrencySlack = slackFor(this.#concurrency);
     this.#maxCost = Math.min(this.#params.capacity, this.#concurrency);
 
     const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
@@ -524,12 +529,7 @@ export class Scheduler {
     // The bucket's tokens are computed once, and only when nothing else stands in the way.
     const free =
       queue.size === 0 && !this.#paused && this.#runningCost + cost <= this.#concurrency + this.#concurrencySlack;
-    const tokens = free && bucket !== undefined ? tokensAt(bucket, this.#params, now) : 0;
-    if (free && (bucket === undefined || tokens + slackFor(this.#params.capacity) >= cost)) {
-      if (bucket !== undefined) {
-        bucket.tokens = tokens - cost;
-        if (now > bucket.updatedAtMs) bucket.updatedAtMs = now;
-      }
+    if (free && (bucket === undefined || tryCharge(bucket, this.#params, now, cost))) {
       this.#counters.admitted++;
       this.#idleOwed = true;
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
@@ -543,8 +543,8 @@ export class Scheduler {
     if (queue.size >= this.#maxQueue) return this.#queueFull(cost, priority);
 
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
-      const waitMs = this.#predictWaitMs(now, cost, priority);
-      if (waitMs > this.#maxWaitMs + EPSILON_MS) {
+      const waitMs = this.#predictWaitMs(now, cost, priority, this.#maxWaitMs);
+      if (waitMs > 0) {
         return this.#refuse(
           'waitTooLong',
           new WaitTooLongError(waitMs, this.#maxWaitMs, waitMs - this.#maxWaitMs),
@@ -654,15 +654,16 @@ export class Scheduler {
    */
   setRate(rate: RateInput): void {
     const now = this.#clock.now();
-    const { ratePerSecond } = bucketParams(rate, 1);
+    const ratePerSecond = parseRateOption(rate, 'rate');
     if (this.#bucket === undefined) {
       this.#params = { ratePerSecond, capacity: 1 };
       this.#bucket = { tokens: 1, updatedAtMs: now };
       this.#limitsChanged(now);
       return;
     }
-    advance(this.#bucket, this.#params, now);
-    this.#params = { ...this.#params, ratePerSecond };
+    const next = { ...this.#params, ratePerSecond };
+    reconfigure(this.#bucket, this.#params, now, next);
+    this.#params = next;
     this.#pump(now);
   }
 
@@ -676,11 +677,10 @@ export class Scheduler {
     if (bucket === undefined) {
       throw new InvalidOptionError('burst', burst, '`setBurst` needs a rate: call `setRate` first');
     }
-    const { capacity } = bucketParams(this.#params.ratePerSecond, burst);
+    const next = { ...this.#params, capacity: parseSizeOption(burst, 'burst') };
     const now = this.#clock.now();
-    advance(bucket, this.#params, now);
-    this.#params = { ...this.#params, capacity };
-    if (bucket.tokens > capacity) bucket.tokens = capacity;
+    reconfigure(bucket, this.#params, now, next);
+    this.#params = next;
     this.#limitsChanged(now);
   }
 
@@ -692,7 +692,7 @@ export class Scheduler {
    */
   setConcurrency(concurrency: number): void {
     this.#concurrency = checkConcurrency(concurrency, this.#bucket !== undefined);
-    this.#concurrencySlack = this.#concurrency * 2 ** -36;
+    this.#concurrencySlack = slackFor(this.#concurrency);
     const now = this.#clock.now();
     // Freed capacity counts from now, as a finished job's does.
     if (this.#concurrencyBlocked) {
@@ -799,12 +799,19 @@ export class Scheduler {
     return this.#refuse('costExceedsCapacity', error, cost, priority);
   }
 
-  /** ms until a new job of this cost and priority would have its tokens, if nothing overtakes it. */
-  #predictWaitMs(now: number, cost: number, priority: number): number {
+  /**
+   * ms until a new job of this cost and priority would have its tokens, if
+   * nothing overtakes it; 0 if they are there within `withinMs` (compared in
+   * tokens, by the one tolerance rule of meters/bucket.ts).
+   */
+  #predictWaitMs(now: number, cost: number, priority: number, withinMs = 0): number {
     const bucket = this.#bucket;
     if (bucket === undefined) return 0;
-    const ahead = this.#queue.costAtOrAbove(priority);
-    return msUntil(tokensAt(bucket, this.#params, now), ahead + cost, this.#params);
+    const params = this.#params;
+    const need = this.#queue.costAtOrAbove(priority) + cost;
+    const tokens = tokensAt(bucket, params, now);
+    if (msUntil(tokens + (withinMs * params.ratePerSecond) / 1000, need, params) === 0) return 0;
+    return msUntil(tokens, need, params);
   }
 
   /**
@@ -872,24 +879,16 @@ export class Scheduler {
         if (now > this.#floorMs) this.#floorMs = now;
       }
       const bucket = this.#bucket;
-      const params = this.#params;
       if (bucket !== undefined) {
-        // The theoretical start: when the bucket had the tokens, but not before
-        // the job arrived or could otherwise have started.
-        let startMs = bucket.updatedAtMs + msUntil(bucket.tokens, job.cost, params);
-        if (job.enqueuedAtMs > startMs) startMs = job.enqueuedAtMs;
-        if (this.#floorMs > startMs) startMs = this.#floorMs;
-        // Make up at most the lateness the bucket could not absorb (see "How much lateness is made up").
-        const lagMs = this.#catchUpMs - ((params.capacity - job.cost) * 1000) / params.ratePerSecond;
-        const earliestMs = lagMs > 0 ? now - lagMs : now;
-        if (earliestMs > startMs) startMs = earliestMs;
-        if (startMs > now + EPSILON_MS) {
-          this.#nextStartMs = startMs;
+        // The theoretical start: when the bucket had the tokens, but not before the job arrived or
+        // could otherwise have started, and making up at most the lateness the bucket could not absorb.
+        const notBeforeMs = job.enqueuedAtMs > this.#floorMs ? job.enqueuedAtMs : this.#floorMs;
+        const atMs = startAt(bucket, this.#params, now, job.cost, notBeforeMs, this.#catchUpMs);
+        if (atMs > now) {
+          this.#nextStartMs = atMs;
           return;
         }
-        const chargeMs = Math.min(startMs, now);
-        bucket.tokens = tokensAt(bucket, params, chargeMs) - job.cost;
-        if (chargeMs > bucket.updatedAtMs) bucket.updatedAtMs = chargeMs;
+        charge(bucket, this.#params, atMs, job.cost);
       }
       queue.remove(job);
       this.#detach(job);
@@ -952,15 +951,8 @@ export class Scheduler {
         wakeMs = oldest.enqueuedAtMs + this.#maxWaitMs;
       }
     }
-    if (wakeMs === this.#timerAtMs) return;
-    if (this.#timer !== undefined) {
-      this.#clock.clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
-    this.#timerAtMs = wakeMs;
-    if (wakeMs === Number.POSITIVE_INFINITY) return;
-    // Rounded up: a timer never fires before the tokens are there.
-    this.#timer = this.#clock.setTimeout(this.#onTimer, Math.max(1, Math.ceil(wakeMs - now)));
+    // Whole ms rounded up, in steps past Node's 24.8-day limit: it never wakes before the tokens are there.
+    this.#watchdog.armAt(wakeMs, now);
   }
 
   /** Emits `empty` / `idle` and resolves the promise forms when their moment has come. */
@@ -1068,12 +1060,12 @@ export class Scheduler {
     reject: (reason: unknown) => void,
   ): void {
     let open = true;
-    let timer: unknown;
+    let timer: Watchdog | undefined;
     let controller: AbortController | undefined;
     let jobSignal = signal;
     const close = (): void => {
       open = false;
-      if (timer !== undefined) this.#clock.clearTimeout(timer);
+      timer?.disarm();
       signal?.removeEventListener('abort', onAbort);
     };
     const onAbort = (): void => {
@@ -1085,15 +1077,16 @@ export class Scheduler {
       controller = new AbortController();
       const own = controller;
       jobSignal = signal === undefined ? own.signal : AbortSignal.any([signal, own.signal]);
-      timer = this.#clock.setTimeout(() => {
-        timer = undefined;
+      timer = new Watchdog(this.#clock, () => {
         if (!open) return;
         close();
         this.#counters.timedOut++;
         const error = new JobTimeoutError(timeoutMs);
         own.abort(error);
         reject(error);
-      }, timeoutMs);
+      });
+      const now = this.#clock.now();
+      timer.armAt(now + timeoutMs, now);
     }
     signal?.addEventListener('abort', onAbort, { once: true });
     this.#invoke(fn, { signal: jobSignal }, cost, priority, waitedMs).then(
