@@ -51,24 +51,46 @@ async function settleHeap(): Promise<number> {
 // ------------------------------------------------------------------ throughput
 
 /**
- * The floor: n no-op jobs from an array, `concurrency` workers, one promise per
- * job (the job's own), results kept in order. What any pool must at least do.
+ * The floor: a hand-written pool with the scheduler's shape and nothing else:
+ * `add(fn)` returns one promise per job, at most `concurrency` run, the rest
+ * wait in an array. No priorities, no bound, no options, no events.
  */
-function barePool(n: number, concurrency: number): Promise<unknown[]> {
-  const results = new Array<unknown>(n);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < n) {
-      const i = next++;
-      results[i] = await asyncNoop();
+function barePool(concurrency: number): (fn: () => Promise<unknown>) => Promise<unknown> {
+  const waiting: (() => void)[] = [];
+  let head = 0;
+  let running = 0;
+  const next = (): void => {
+    running--;
+    if (head < waiting.length) {
+      const start = waiting[head] as () => void;
+      waiting[head++] = undefined as unknown as () => void;
+      start();
+    } else if (head > 0) {
+      waiting.length = 0;
+      head = 0;
     }
   };
-  const workers = new Array<Promise<void>>(Math.min(concurrency, n));
-  for (let w = 0; w < workers.length; w++) workers[w] = worker();
-  return Promise.all(workers).then(() => results);
+  const run = (fn: () => Promise<unknown>, resolve: (v: unknown) => void, reject: (e: unknown) => void): void => {
+    running++;
+    fn().then(
+      (value) => {
+        resolve(value);
+        next();
+      },
+      (error: unknown) => {
+        reject(error);
+        next();
+      },
+    );
+  };
+  return (fn) =>
+    new Promise((resolve, reject) => {
+      if (running < concurrency) run(fn, resolve, reject);
+      else waiting.push(() => run(fn, resolve, reject));
+    });
 }
 
-const BARE_POOL = 'bare pool (workers over an array: the floor)';
+const BARE_POOL = 'bare pool (add() over an array: the floor)';
 
 /** Each run(n) submits n no-op jobs and awaits them all. */
 function throughputContenders(concurrency: number) {
@@ -77,6 +99,7 @@ function throughputContenders(concurrency: number) {
   const pq = new PQueue({ concurrency });
   const limit = pLimit(concurrency);
   const bottleneck = new Bottleneck({ maxConcurrent: concurrency });
+  const pool = barePool(concurrency);
   const all = (n: number, submit: () => Promise<unknown>) => {
     const promises = new Array<Promise<unknown>>(n);
     for (let i = 0; i < n; i++) promises[i] = submit();
@@ -84,7 +107,7 @@ function throughputContenders(concurrency: number) {
   };
   return [
     { name: 'Promise.all (no limit: the ceiling)', run: (n: number) => all(n, asyncNoop) },
-    { name: BARE_POOL, run: (n: number) => barePool(n, concurrency) },
+    { name: BARE_POOL, run: (n: number) => all(n, () => pool(asyncNoop)) },
     { name: 'tokenpace Scheduler', run: (n: number) => all(n, () => ours.schedule(asyncNoop)) },
     { name: 'p-queue', run: (n: number) => all(n, () => pq.add(asyncNoop)) },
     { name: 'p-limit', run: (n: number) => all(n, () => limit(asyncNoop)) },
