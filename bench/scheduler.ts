@@ -3,15 +3,19 @@
  *
  * 1. Throughput of no-op jobs at concurrency 1 and 16, against p-queue,
  *    p-limit and bottleneck, with an unbounded `Promise.all` of the same jobs
- *    as the ceiling (interleaved rounds, medians: see harness.ts).
+ *    as the ceiling, and a hand-written bare pool (workers over an array, one
+ *    promise per job: no queue, no options, no events) as the floor a
+ *    general scheduler is measured against (interleaved rounds, medians: see
+ *    harness.ts).
  * 2. Rate accuracy at 1000 jobs/s with burst 10 and burst 1, against p-queue
- *    (`interval`/`intervalCap`), bottleneck, p-throttle and limiter's
+ *    (`interval`/`intervalCap`, and with `strict: true`, its sliding window), bottleneck, p-throttle and limiter's
  *    RateLimiter: achieved/target over the run, and the most jobs started in
  *    any 100 ms and any 1 s next to the token bucket's bound, burst + rate * T.
  * 3. A flood of submissions against a full queue: heap retained after the
  *    flood (after a forced GC) and submissions turned away per second. Peers
  *    without a bounded queue hold every job; they get fewer submissions, and
- *    the table shows what each job costs them.
+ *    the table shows what each job costs them. p-queue is also shown bounded
+ *    the way its docs suggest: the caller checks `size` before `add`.
  *
  * Timers fire about 1.15 ms late on this machine; every contender lives with
  * the same timers. `BENCH_RATE_SECONDS` (default 10) sets the length of each
@@ -46,6 +50,48 @@ async function settleHeap(): Promise<number> {
 
 // ------------------------------------------------------------------ throughput
 
+/**
+ * The floor: a hand-written pool with the scheduler's shape and nothing else:
+ * `add(fn)` returns one promise per job, at most `concurrency` run, the rest
+ * wait in an array. No priorities, no bound, no options, no events.
+ */
+function barePool(concurrency: number): (fn: () => Promise<unknown>) => Promise<unknown> {
+  const waiting: (() => void)[] = [];
+  let head = 0;
+  let running = 0;
+  const next = (): void => {
+    running--;
+    if (head < waiting.length) {
+      const start = waiting[head] as () => void;
+      waiting[head++] = undefined as unknown as () => void;
+      start();
+    } else if (head > 0) {
+      waiting.length = 0;
+      head = 0;
+    }
+  };
+  const run = (fn: () => Promise<unknown>, resolve: (v: unknown) => void, reject: (e: unknown) => void): void => {
+    running++;
+    fn().then(
+      (value) => {
+        resolve(value);
+        next();
+      },
+      (error: unknown) => {
+        reject(error);
+        next();
+      },
+    );
+  };
+  return (fn) =>
+    new Promise((resolve, reject) => {
+      if (running < concurrency) run(fn, resolve, reject);
+      else waiting.push(() => run(fn, resolve, reject));
+    });
+}
+
+const BARE_POOL = 'bare pool (add() over an array: the floor)';
+
 /** Each run(n) submits n no-op jobs and awaits them all. */
 function throughputContenders(concurrency: number) {
   const big = 2 ** 30;
@@ -53,6 +99,7 @@ function throughputContenders(concurrency: number) {
   const pq = new PQueue({ concurrency });
   const limit = pLimit(concurrency);
   const bottleneck = new Bottleneck({ maxConcurrent: concurrency });
+  const pool = barePool(concurrency);
   const all = (n: number, submit: () => Promise<unknown>) => {
     const promises = new Array<Promise<unknown>>(n);
     for (let i = 0; i < n; i++) promises[i] = submit();
@@ -60,6 +107,7 @@ function throughputContenders(concurrency: number) {
   };
   return [
     { name: 'Promise.all (no limit: the ceiling)', run: (n: number) => all(n, asyncNoop) },
+    { name: BARE_POOL, run: (n: number) => all(n, () => pool(asyncNoop)) },
     { name: 'tokenpace Scheduler', run: (n: number) => all(n, () => ours.schedule(asyncNoop)) },
     { name: 'p-queue', run: (n: number) => all(n, () => pq.add(asyncNoop)) },
     { name: 'p-limit', run: (n: number) => all(n, () => limit(asyncNoop)) },
@@ -78,18 +126,20 @@ async function throughput(sampleMs: number): Promise<string> {
     results.push(await compare(throughputContenders(concurrency), { rounds: 7, sampleMs }));
   }
   const [c1, c16] = results as [Measured[], Measured[]];
-  const pq1 = c1.find((m) => m.name === 'p-queue')?.opsPerSecond ?? Number.NaN;
-  const pq16 = c16.find((m) => m.name === 'p-queue')?.opsPerSecond ?? Number.NaN;
+  const opsOf = (ms: Measured[], name: string) => ms.find((m) => m.name === name)?.opsPerSecond ?? Number.NaN;
+  const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
   return table(
-    ['contender', 'concurrency 1', 'vs p-queue', 'concurrency 16', 'vs p-queue'],
+    ['contender', 'concurrency 1', 'vs bare pool', 'vs p-queue', 'concurrency 16', 'vs bare pool', 'vs p-queue'],
     c1.map((m, i) => {
       const m16 = c16[i] as Measured;
       return [
         m.name,
         formatOps(m.opsPerSecond),
-        `${(m.opsPerSecond / pq1).toFixed(2)}x`,
+        ratio(m.opsPerSecond, opsOf(c1, BARE_POOL)),
+        ratio(m.opsPerSecond, opsOf(c1, 'p-queue')),
         formatOps(m16.opsPerSecond),
-        `${(m16.opsPerSecond / pq16).toFixed(2)}x`,
+        ratio(m16.opsPerSecond, opsOf(c16, BARE_POOL)),
+        ratio(m16.opsPerSecond, opsOf(c16, 'p-queue')),
       ];
     }),
   );
@@ -118,6 +168,17 @@ function rateContenders(ratePerSecond: number, burst: number): RateContender[] {
       name: `p-queue (intervalCap ${burst}, interval ${intervalMs} ms)`,
       start(record, total) {
         const q = new PQueue({ intervalCap: burst, interval: intervalMs });
+        for (let i = 0; i < total; i++) q.add(record).catch(noop);
+        return () => {
+          q.clear();
+          q.pause();
+        };
+      },
+    },
+    {
+      name: `p-queue strict (intervalCap ${burst}, interval ${intervalMs} ms, sliding window)`,
+      start(record, total) {
+        const q = new PQueue({ intervalCap: burst, interval: intervalMs, strict: true });
         for (let i = 0; i < total; i++) q.add(record).catch(noop);
         return () => {
           q.clear();
@@ -282,6 +343,27 @@ function floodContenders(): FloodContender[] {
             for (let i = 0; i < n; i++) q.add(asyncNoop).catch(noop);
           },
           rejected: () => 0,
+          stop: () => q.clear(),
+        };
+      },
+    },
+    {
+      name: 'p-queue (bounded: checks size before add)',
+      submissions: 1_000_000,
+      perTurn: PER_TURN,
+      flood() {
+        const q = new PQueue({ concurrency: 1 });
+        const c = counter();
+        q.add(never).catch(noop);
+        return {
+          submit(n) {
+            // As p-queue's docs suggest for a bounded queue: look at `size` (or await `onSizeLessThan`) first.
+            for (let i = 0; i < n; i++) {
+              if (q.size >= 1000) c.onReject();
+              else q.add(asyncNoop).catch(noop);
+            }
+          },
+          rejected: c.count,
           stop: () => q.clear(),
         };
       },

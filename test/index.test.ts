@@ -10,28 +10,66 @@ import {
   isTokenpaceError,
   type QueueFullError,
   type Reservation,
+  type ReserveOptions,
   TokenBucket,
   type TokenpaceError,
 } from '../src/index.js';
 
 describe('public exports', () => {
-  it.each([
+  // Every value the package root exports, exactly: a new export is a decision, so it shows up here.
+  const values = [
+    'AbortError',
+    'BurstTooSmallError',
+    'CostExceedsCapacityError',
+    'InvalidDurationError',
+    'InvalidOptionError',
+    'InvalidRateError',
+    'InvalidSizeError',
+    'JobTimeoutError',
+    'QueueFullError',
+    'Scheduler',
+    'StoreUnavailableError',
+    'Throttle',
+    'ThrottleGroup',
     'TokenBucket',
-    'parseRate',
-    'parseSize',
-    'parseDuration',
+    'TokenpaceError',
+    'WaitTooLongError',
+    'formatDuration',
     'formatRate',
     'formatSize',
-    'formatDuration',
-    'systemClock',
     'isTokenpaceError',
-    'TokenpaceError',
-  ])('exports %s', (name) => {
+    'parseDuration',
+    'parseRate',
+    'parseSize',
+    'systemClock',
+  ];
+
+  it.each(values)('exports %s', (name) => {
     expect(tokenpace).toHaveProperty(name);
   });
 
+  it('exports exactly these values', () => {
+    expect(Object.keys(tokenpace).sort()).toEqual([...values].sort());
+  });
+
   it('exports nothing internal', () => {
-    for (const internal of ['tokensAt', 'advance', 'msUntil', 'checkCost', 'slackFor', 'bucketParams', 'delayUntil']) {
+    for (const internal of [
+      'tokensAt',
+      'advance',
+      'msUntil',
+      'checkCost',
+      'slackFor',
+      'bucketParams',
+      'delayUntil',
+      'charge',
+      'tryCharge',
+      'refund',
+      'reconfigure',
+      'readyAt',
+      'startAt',
+      'conforms',
+      'Watchdog',
+    ]) {
       expect(tokenpace).not.toHaveProperty(internal);
     }
   });
@@ -41,6 +79,8 @@ describe('public exports', () => {
     expectTypeOf(bucket.tryTake).returns.toEqualTypeOf<boolean>();
     expectTypeOf(bucket.delayFor).returns.toEqualTypeOf<number>();
     expectTypeOf(bucket.reserve).returns.toEqualTypeOf<Reservation>();
+    expectTypeOf<Reservation['cancelAt']>().parameters.toEqualTypeOf<[nowMs: number]>();
+    expectTypeOf<ReserveOptions['maxWait']>().toEqualTypeOf<number | string | undefined>();
     expectTypeOf(bucket.take).returns.toEqualTypeOf<Promise<void>>();
     expectTypeOf(bucket.tokens).toEqualTypeOf<number>();
     expectTypeOf<Clock['now']>().returns.toEqualTypeOf<number>();

@@ -21,9 +21,10 @@
  * head's exact token shortfall and the oldest waiter's deadline. No polling;
  * an idle or empty scheduler holds no timer.
  *
- * Theoretical start times. Timers fire late (about 1.15 ms here). A scheduler
- * that charges the head when the timer fires loses that lateness on every
- * wake: at 1000 jobs/s with a burst of 1 it starts a job every 2.15 ms, not
+ * Theoretical start times. Timers fire late (about a millisecond on Node;
+ * the README's bench measures it). A scheduler that charges the head when
+ * the timer fires loses that lateness on every wake: at 1000 jobs/s with a
+ * burst of 1 and timers 1.15 ms late it starts a job every 2.15 ms, not
  * every 1 ms. Instead, each job is charged at its theoretical start: the time
  * the bucket had its tokens (and the job was at the head and fitted the
  * concurrency), never later than now. Jobs that came due while the timer was
@@ -42,286 +43,74 @@
  * is lost rather than turned into a burst, so a window sees at most
  * burst + rate * (T + lagMs).
  *
- * Worked example: rate 1000/s, burst 1, a backlog. Job 1 starts at 0 and
- * empties the bucket; job 2 is due at 1 ms, the timer fires at 2.15 ms: job 2
- * is charged at 1 ms and job 3 at 2 ms (both <= 2.15), and the timer is armed
+ * Worked example: rate 1000/s, burst 1, a backlog, timers 1.15 ms late.
+ * Job 1 starts at 0 and empties the bucket; job 2 is due at 1 ms, the timer
+ * fires at 2.15 ms: job 2 is charged at 1 ms and job 3 at 2 ms (both <= 2.15), and the timer is armed
  * for job 4 at 3 ms. A thousand jobs start in 1 s, as the rate says.
  *
- * Running: `fn({ signal })` receives the job's signal (as in p-queue). Aborting
- * a waiting job removes it at once and rejects it with the signal's reason; a
- * waiting job holds no tokens (it is charged only when it starts), so nothing
- * needs refunding. Aborting a running job, or its `timeout` passing
- * (`JobTimeoutError`, and the signal passed to `fn` aborts), rejects its
- * promise at once, but its concurrency stays taken until `fn` really settles:
- * the limit counts work that is actually running.
+ * Aborting a waiting job removes it at once and rejects it with the signal's
+ * reason; a waiting job holds no tokens (it is charged only when it starts),
+ * so nothing needs refunding.
+ *
+ * The layout: this file is the scheduling core (schedule, drain, expire,
+ * arm). The options and public types are in ./options.ts, the events and
+ * their promise forms in ./events.ts, running a job (its signal, timeout and
+ * concurrency) in ./run.ts, turning jobs away in ./refuse.ts, the queue in
+ * ./queue.ts, and the bucket's arithmetic (the theoretical start is
+ * `startAt`) in ../meters/bucket.ts.
  */
 
 import { type Clock, systemClock } from '../clock.js';
+import { AbortError, InvalidOptionError, WaitTooLongError } from '../errors.js';
 import {
-  AbortError,
-  CostExceedsCapacityError,
-  InvalidOptionError,
-  InvalidSizeError,
-  JobTimeoutError,
-  QueueFullError,
-  WaitTooLongError,
-} from '../errors.js';
-import {
-  advance,
   type BucketParams,
   type BucketState,
   bucketParams,
+  charge,
   msUntil,
+  reconfigure,
   slackFor,
+  startAt,
   tokensAt,
-} from '../meters/token-bucket.js';
-import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
-import { type Level, type Waiter, WaitQueue } from './queue.js';
+  tryCharge,
+} from '../meters/bucket.js';
+import { Watchdog } from '../timer.js';
+import { parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
+import { Emitter } from './events.js';
+import {
+  DEFAULT_CATCH_UP_MS,
+  type EventName,
+  type JobFunction,
+  parseConcurrency,
+  parseMaxQueue,
+  parseOptionalDuration,
+  parseTimeout,
+  type ScheduleOptions,
+  type SchedulerCounters,
+  type SchedulerListener,
+  type SchedulerOptions,
+  type WrapOptions,
+} from './options.js';
+import { WaitQueue } from './queue.js';
+import { costError, Refusals } from './refuse.js';
+import { Job, type JobExtra, NO_SIGNAL, Runner, rejection } from './run.js';
 
-/** Options for {@link Scheduler}. At least one of `rate` and `concurrency` must be given. */
-export interface SchedulerOptions {
-  /**
-   * Tokens per second refilled into the bucket jobs draw their cost from: a
-   * number or a string such as `'100/s'`, `'6000/min'`. Without it, only the
-   * concurrency limits the jobs.
-   */
-  rate?: RateInput;
-  /**
-   * The bucket's capacity: the largest burst of cost that starts at once after
-   * an idle spell, and the largest cost a job may have. Needs `rate`.
-   * @default 1 (jobs are spaced evenly; raise it to allow bursts and costs above 1)
-   */
-  burst?: SizeInput;
-  /**
-   * The most cost that may run at once (a weighted semaphore): a job of cost c
-   * holds c units while it runs. Any positive number.
-   * @default Infinity (only the rate limits)
-   */
-  concurrency?: number;
-  /**
-   * The most jobs that may wait. A job that arrives when this many are waiting
-   * is rejected at once with `QueueFullError` (`ERR_QUEUE_FULL`). 0 means a job
-   * either starts at once or is rejected. Must be a finite integer: a bounded
-   * queue is the point.
-   * @default 1000
-   */
-  maxQueue?: number;
-  /**
-   * The longest a job may wait to start: milliseconds or a string such as
-   * `'2s'`. A job predicted to wait longer is rejected at once with
-   * `WaitTooLongError` (`ERR_WAIT_TOO_LONG`); one that waits past it anyway is
-   * rejected then.
-   * @default Infinity
-   */
-  maxWait?: DurationInput;
-  /**
-   * The most timer lateness the scheduler makes up for, so the long-run rate
-   * stays exact (see "Theoretical start times" above). The bucket absorbs the
-   * first `(burst - cost) / rate` of it; for the rest, jobs that came due while
-   * a timer was late are charged at their due times, at most
-   * `catchUp - (burst - cost) / rate` before now, and start together. A longer
-   * stall (a blocked event loop, a GC pause) is not made up, so a window of T
-   * sees at most `burst + rate * (T + max(0, catchUp - (burst - cost) / rate))` starts. 0
-   * charges every job at the moment it starts (strict windows, but with a
-   * burst below `rate * lateness` every late wake loses rate).
-   * @default 5 (ms: Node's timers fire about 1.15 ms late, plus up to 1 ms of rounding)
-   */
-  catchUp?: DurationInput;
-  /**
-   * The default `timeout` of every job (see {@link ScheduleOptions.timeout}).
-   * @default Infinity (no timeout)
-   */
-  timeout?: DurationInput;
-  /**
-   * Start jobs as soon as they may. With false, the scheduler starts paused
-   * until {@link Scheduler.resume} (p-queue's `autoStart`).
-   * @default true
-   */
-  autoStart?: boolean;
-  /** The time source. @default systemClock */
-  clock?: Clock;
-}
+export type {
+  ActiveJob,
+  EventName,
+  JobContext,
+  JobFunction,
+  RejectedJob,
+  RejectReason,
+  ScheduleOptions,
+  SchedulerCounters,
+  SchedulerEvents,
+  SchedulerListener,
+  SchedulerOptions,
+  WrapOptions,
+} from './options.js';
 
-/** What a job's function receives. */
-export interface JobContext {
-  /**
-   * Aborts when the caller's signal aborts or the job's timeout passes.
-   * `undefined` when the job has neither.
-   */
-  readonly signal: AbortSignal | undefined;
-}
-
-/** A job: a function that returns a value or a promise of one. */
-export type JobFunction<R> = (context: JobContext) => R | PromiseLike<R>;
-
-/** Options for {@link Scheduler.schedule}. */
-export interface ScheduleOptions {
-  /**
-   * The job's weight: tokens it needs to start, and units of concurrency it
-   * holds while it runs. Any number >= 0, at most the burst and the concurrency.
-   * @default 1
-   */
-  cost?: number;
-  /**
-   * Higher runs first; equal priorities run in arrival order.
-   * @default 0
-   */
-  priority?: number;
-  /**
-   * Aborting it removes a waiting job (rejecting it with the signal's reason),
-   * and is passed to the running job's function.
-   */
-  signal?: AbortSignal;
-  /**
-   * The longest the job may run once started; past it the job's promise
-   * rejects with `JobTimeoutError` (`ERR_JOB_TIMEOUT`) and its signal aborts.
-   * @default the scheduler's `timeout`
-   */
-  timeout?: DurationInput;
-}
-
-/** Options for {@link Scheduler.wrap}. */
-export interface WrapOptions<A extends unknown[]> {
-  /** The cost of each call, or a function of the call's arguments that returns it. @default 1 */
-  cost?: number | ((...args: A) => number);
-  /** @default 0 */
-  priority?: number;
-  /** @default the scheduler's `timeout` */
-  timeout?: DurationInput;
-}
-
-/** Why the scheduler turned a job away (the key in {@link SchedulerCounters.rejected}). */
-export type RejectReason = 'queueFull' | 'waitTooLong' | 'costExceedsCapacity' | 'aborted' | 'cleared';
-
-/** Counts since the scheduler was made. */
-export interface SchedulerCounters {
-  /** Jobs accepted: started at once or queued. */
-  admitted: number;
-  /** Jobs started. */
-  started: number;
-  /** Jobs whose function fulfilled. */
-  completed: number;
-  /** Jobs whose function threw or rejected. */
-  failed: number;
-  /** Running jobs that overran their timeout. */
-  timedOut: number;
-  /** Jobs the scheduler turned away or removed before they started, by reason. */
-  rejected: Record<RejectReason, number>;
-  /** The total time started jobs waited before starting, ms. */
-  waitedMs: number;
-}
-
-/** What the `active` event tells about a job that starts. */
-export interface ActiveJob {
-  readonly cost: number;
-  readonly priority: number;
-  /** How long it waited, ms. */
-  readonly waitedMs: number;
-}
-
-/** What the `rejected` event tells about a job turned away. */
-export interface RejectedJob {
-  readonly reason: RejectReason;
-  /** What the job's promise rejects with. */
-  readonly error: unknown;
-  readonly cost: number;
-  readonly priority: number;
-}
-
-/** Each event's listener arguments. */
-export interface SchedulerEvents {
-  /** A job was queued to wait. */
-  add: [];
-  /** A job started. */
-  active: [job: ActiveJob];
-  /** A job's function fulfilled. */
-  completed: [result: unknown];
-  /** A job's function threw or rejected. */
-  error: [error: unknown];
-  /** The wait queue became empty (jobs may still be running). */
-  empty: [];
-  /** Nothing waits and nothing runs. */
-  idle: [];
-  /** A job was turned away or removed before it started. */
-  rejected: [job: RejectedJob];
-}
-
-/** The events a {@link Scheduler} emits. */
-export type EventName = keyof SchedulerEvents;
-
-/** A listener for event `E`. */
-export type SchedulerListener<E extends EventName> = (...args: SchedulerEvents[E]) => void;
-
-/** A waiting job: the queue's node and the promise's settlers in one object. */
-/**
- * A waiting job: the queue's node and its promise's settler in one object.
- * Kept small, since a full queue holds `maxQueue` of them: the rarely used
- * parts (a signal, a timeout of its own) live in `extra`, and only the
- * promise's `resolve` is kept (a rejection resolves it with a thenable that
- * rejects), so the unused `reject` function is garbage at once.
- */
-class Job implements Waiter<Job> {
-  level: Level<Job> | undefined = undefined;
-  prev: Job | undefined = undefined;
-  next: Job | undefined = undefined;
-  resolve!: (value: unknown) => void;
-  constructor(
-    readonly fn: JobFunction<unknown>,
-    readonly cost: number,
-    readonly priority: number,
-    readonly enqueuedAtMs: number,
-    readonly extra: JobExtra | undefined,
-  ) {}
-}
-
-/** The parts of a waiting job that most jobs do not have. */
-interface JobExtra {
-  readonly signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-  readonly timeoutMs: number;
-}
-
-/** A thenable that rejects with `reason`: settles a job's promise through its `resolve`. */
-function rejection(reason: unknown): PromiseLike<never> {
-  return {
-    // biome-ignore lint/suspicious/noThenProperty: a thenable is the point
-    then: (_onFulfilled, onRejected) => {
-      onRejected?.(reason);
-      return undefined as never;
-    },
-  };
-}
-
-/** A job whose theoretical start is within this of now starts now (float sums of costs differ by ulps). */
-const EPSILON_MS = 1e-6;
-const DEFAULT_MAX_QUEUE = 1000;
-const DEFAULT_CATCH_UP_MS = 5;
-const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined });
 const EMPTY: ScheduleOptions = Object.freeze({});
-
-/**
- * A queue-full error without a stack trace. A full queue is flow control, not
- * a bug: a flood produces millions of these, and capturing a stack costs more
- * than everything else a rejection does. The code and fields say what happened.
- */
-function queueFullError(maxQueue: number, retryAfterMs: number): QueueFullError {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  try {
-    return new QueueFullError(maxQueue, retryAfterMs);
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
-}
-
-function checkConcurrency(value: unknown, hasRate: boolean): number {
-  if (typeof value === 'number' && value > 0 && (value < Number.POSITIVE_INFINITY || hasRate)) return value;
-  throw new InvalidOptionError(
-    'concurrency',
-    value,
-    `Expected \`concurrency\` to be a number > 0${hasRate ? ' or Infinity' : ' (or give a `rate`)'}, got ${String(value)}`,
-  );
-}
 
 /**
  * Runs jobs under a token-bucket rate and a weighted concurrency limit, with a
@@ -347,42 +136,23 @@ export class Scheduler {
   readonly #catchUpMs: number;
   #paused: boolean;
 
-  #pending = 0;
-  #runningCost = 0;
   /** The head could not start for lack of concurrency; it may start when a job finishes. */
   #concurrencyBlocked = false;
   /** No job may be charged before this (a resume, a concurrency slot freed): it could not have started earlier. */
   #floorMs = Number.NEGATIVE_INFINITY;
   /** When the head will have its tokens (Infinity if it waits for something else or nothing waits). */
   #nextStartMs = Number.POSITIVE_INFINITY;
-
-  #timer: unknown;
-  #timerAtMs = Number.POSITIVE_INFINITY;
-  readonly #onTimer = (): void => {
-    this.#timer = undefined;
-    this.#timerAtMs = Number.POSITIVE_INFINITY;
-    this.#pump(this.#clock.now());
-  };
-
-  /** The rejection shared by the jobs turned away from a full queue in the current burst. */
-  #flood: { promise: Promise<never>; error: QueueFullError } | undefined;
-
-  /** Shared settle handlers for jobs of cost 1 (the usual cost): no closure per job. */
-  readonly #finishOne = (value: unknown): void => this.#finish(1, true, value);
-  readonly #failOne = (error: unknown): void => this.#finish(1, false, error);
+  /** The one timer: for the earlier of the head's token time and the oldest deadline. */
+  readonly #watchdog: Watchdog;
 
   /** For retry estimates when the concurrency is what holds jobs back: the mean gap between finishes. */
   #finishGapMs = 0;
   #lastFinishMs = Number.NaN;
-
   /** Something was queued since the last `empty`; something was admitted since the last `idle`. */
   #emptyOwed = false;
   #idleOwed = false;
-  #emptyWaiters: (() => void)[] = [];
-  #idleWaiters: (() => void)[] = [];
-  #sizeWaiters: { limit: number; resolve: () => void }[] = [];
 
-  readonly #listeners: { [E in EventName]?: SchedulerListener<E>[] } = {};
+  readonly #events = new Emitter();
   readonly #counters: SchedulerCounters = {
     admitted: 0,
     started: 0,
@@ -392,9 +162,12 @@ export class Scheduler {
     rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
     waitedMs: 0,
   };
+  readonly #runner: Runner;
+  readonly #refusals: Refusals;
 
   constructor(options: SchedulerOptions) {
     this.#clock = options.clock ?? systemClock;
+    this.#watchdog = new Watchdog(this.#clock, () => this.#pump(this.#clock.now()));
     const hasRate = options.rate !== undefined;
     if (!hasRate && options.concurrency === undefined) {
       throw new InvalidOptionError(
@@ -413,24 +186,16 @@ export class Scheduler {
         '`burst` needs a `rate`: give the rate the bucket refills at',
       );
     }
-    this.#concurrency = checkConcurrency(options.concurrency ?? Number.POSITIVE_INFINITY, hasRate);
-    this.#concurrencySlack = this.#concurrency * 2 ** -36;
+    this.#concurrency = parseConcurrency(options.concurrency ?? Number.POSITIVE_INFINITY, hasRate);
+    this.#concurrencySlack = slackFor(this.#concurrency);
     this.#maxCost = Math.min(this.#params.capacity, this.#concurrency);
-
-    const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
-    if (!(Number.isSafeInteger(maxQueue) && maxQueue >= 0)) {
-      throw new InvalidOptionError(
-        'maxQueue',
-        maxQueue,
-        `Expected \`maxQueue\` to be a finite integer >= 0, got ${String(maxQueue)}: the queue is bounded on purpose; ` +
-          'pick the most jobs you are willing to hold in memory',
-      );
-    }
-    this.#maxQueue = maxQueue;
-    this.#maxWaitMs = options.maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(options.maxWait);
-    this.#timeoutMs = this.#parseTimeout(options.timeout);
-    this.#catchUpMs = options.catchUp === undefined ? DEFAULT_CATCH_UP_MS : parseDuration(options.catchUp);
+    this.#maxQueue = parseMaxQueue(options.maxQueue);
+    this.#maxWaitMs = parseOptionalDuration(options.maxWait, Number.POSITIVE_INFINITY);
+    this.#timeoutMs = parseTimeout(options.timeout);
+    this.#catchUpMs = parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS);
     this.#paused = options.autoStart === false;
+    this.#runner = new Runner(this.#clock, this.#counters, this.#events, this.#finished);
+    this.#refusals = new Refusals(this.#counters, this.#events, this.#maxQueue);
   }
 
   // ---------------------------------------------------------------- state
@@ -442,12 +207,12 @@ export class Scheduler {
 
   /** Jobs running. */
   get pending(): number {
-    return this.#pending;
+    return this.#runner.pending;
   }
 
   /** The cost of the jobs running: the concurrency in use. */
   get pendingCost(): number {
-    return this.#runningCost;
+    return this.#runner.runningCost;
   }
 
   /** True while paused (see {@link pause}). */
@@ -499,58 +264,54 @@ export class Scheduler {
     const cost = options.cost ?? 1;
     const priority = options.priority ?? 0;
     const signal = options.signal;
-    if (!(typeof cost === 'number' && cost >= 0 && cost <= this.#maxCost)) return this.#refuseCost(cost, priority);
+    const refusals = this.#refusals;
+    if (!(typeof cost === 'number' && cost >= 0 && cost <= this.#maxCost)) {
+      return refusals.refuseCost(cost, priority, this.#params.capacity, this.#concurrency);
+    }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       return Promise.reject(
         new InvalidOptionError('priority', priority, `Expected \`priority\` to be a finite number, got ${priority}`),
       );
     }
-    if (signal?.aborted) return this.#refuse('aborted', signal.reason, cost, priority);
+    if (signal?.aborted) return refusals.refuse('aborted', signal.reason, cost, priority);
     const queue = this.#queue;
     // The flood path first: a full queue (with a head, so nothing could start now) rejects at once.
-    if (queue.size >= this.#maxQueue && queue.size !== 0) return this.#queueFull(cost, priority);
+    if (queue.size >= this.#maxQueue && queue.size !== 0) return refusals.queueFull(cost, priority, this.#retryAfterMs);
     let timeoutMs = this.#timeoutMs;
     if (options.timeout !== undefined) {
       try {
-        timeoutMs = this.#parseTimeout(options.timeout);
+        timeoutMs = parseTimeout(options.timeout);
       } catch (error) {
         return Promise.reject(error); // as for a bad cost or priority: the promise says it
       }
     }
     const now = this.#clock.now();
     const bucket = this.#bucket;
+    const runner = this.#runner;
 
-    // Start at once: nothing waits ahead, and the tokens and the concurrency are there.
-    // The bucket's tokens are computed once, and only when nothing else stands in the way.
-    const free =
-      queue.size === 0 && !this.#paused && this.#runningCost + cost <= this.#concurrency + this.#concurrencySlack;
-    const tokens = free && bucket !== undefined ? tokensAt(bucket, this.#params, now) : 0;
-    if (free && (bucket === undefined || tokens + slackFor(this.#params.capacity) >= cost)) {
-      if (bucket !== undefined) {
-        bucket.tokens = tokens - cost;
-        if (now > bucket.updatedAtMs) bucket.updatedAtMs = now;
-      }
+    // Start at once: nothing waits ahead, and the concurrency and the tokens are there (charged if so).
+    if (
+      queue.size === 0 &&
+      !this.#paused &&
+      runner.runningCost + cost <= this.#concurrency + this.#concurrencySlack &&
+      (bucket === undefined || tryCharge(bucket, this.#params, now, cost))
+    ) {
       this.#counters.admitted++;
       this.#idleOwed = true;
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
-        return this.#invoke(fn, NO_SIGNAL, cost, priority, 0) as Promise<R>;
+        return runner.invoke(fn, NO_SIGNAL, cost, priority, 0) as Promise<R>;
       }
       return new Promise<R>((resolve, reject) => {
-        this.#startGuarded(fn, cost, priority, signal, timeoutMs, 0, resolve as (v: unknown) => void, reject);
+        runner.invokeGuarded(fn, cost, priority, signal, timeoutMs, 0, resolve as (v: unknown) => void, reject);
       });
     }
 
-    if (queue.size >= this.#maxQueue) return this.#queueFull(cost, priority);
-
+    if (queue.size >= this.#maxQueue) return refusals.queueFull(cost, priority, this.#retryAfterMs);
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
-      const waitMs = this.#predictWaitMs(now, cost, priority);
-      if (waitMs > this.#maxWaitMs + EPSILON_MS) {
-        return this.#refuse(
-          'waitTooLong',
-          new WaitTooLongError(waitMs, this.#maxWaitMs, waitMs - this.#maxWaitMs),
-          cost,
-          priority,
-        );
+      const waitMs = this.#predictWaitMs(now, cost, priority, this.#maxWaitMs);
+      if (waitMs > 0) {
+        const error = new WaitTooLongError(waitMs, this.#maxWaitMs, waitMs - this.#maxWaitMs);
+        return refusals.refuse('waitTooLong', error, cost, priority);
       }
     }
 
@@ -569,7 +330,7 @@ export class Scheduler {
     this.#counters.admitted++;
     this.#emptyOwed = true;
     this.#idleOwed = true;
-    if (this.#listeners.add) this.#emit('add');
+    if (this.#events.has('add')) this.#events.emit('add');
     // Behind an existing head nothing changes: the head, its timer and the oldest deadline stay.
     if (queue.peek() === job) this.#pump(now);
     return promise;
@@ -637,38 +398,36 @@ export class Scheduler {
     const queue = this.#queue;
     if (queue.size === 0) return;
     for (const job of [...queue]) {
-      queue.remove(job);
-      this.#detach(job);
-      this.#rejectWaiting(
-        job,
-        'cleared',
-        new AbortError('the job was removed from the queue by Scheduler.clear() before it started'),
-      );
+      this.#unqueue(job);
+      const error = new AbortError('the job was removed from the queue by Scheduler.clear() before it started');
+      this.#refusals.rejectWaiting(job, 'cleared', error);
     }
     this.#pump(this.#clock.now());
   }
 
   /**
-   * Changes the rate from now on; tokens earned so far are kept. On a
-   * scheduler made without a rate, adds a bucket (full, burst 1).
+   * Changes the rate from now on: tokens earned so far are kept (capped at the
+   * burst), refill runs at the new rate. On a scheduler made without a rate,
+   * adds a bucket (full, burst 1).
    */
   setRate(rate: RateInput): void {
     const now = this.#clock.now();
-    const { ratePerSecond } = bucketParams(rate, 1);
+    const ratePerSecond = parseRateOption(rate, 'rate');
     if (this.#bucket === undefined) {
       this.#params = { ratePerSecond, capacity: 1 };
       this.#bucket = { tokens: 1, updatedAtMs: now };
       this.#limitsChanged(now);
       return;
     }
-    advance(this.#bucket, this.#params, now);
-    this.#params = { ...this.#params, ratePerSecond };
+    const next = { ...this.#params, ratePerSecond };
+    reconfigure(this.#bucket, this.#params, now, next);
+    this.#params = next;
     this.#pump(now);
   }
 
   /**
-   * Changes the burst from now on; tokens above a smaller burst are dropped,
-   * and waiting jobs that cost more than the new burst are rejected with
+   * Changes the burst from now on: tokens earned so far are kept, capped at the
+   * new burst, and waiting jobs that cost more than it are rejected with
    * `CostExceedsCapacityError`.
    */
   setBurst(burst: SizeInput): void {
@@ -676,11 +435,10 @@ export class Scheduler {
     if (bucket === undefined) {
       throw new InvalidOptionError('burst', burst, '`setBurst` needs a rate: call `setRate` first');
     }
-    const { capacity } = bucketParams(this.#params.ratePerSecond, burst);
+    const next = { ...this.#params, capacity: parseSizeOption(burst, 'burst') };
     const now = this.#clock.now();
-    advance(bucket, this.#params, now);
-    this.#params = { ...this.#params, capacity };
-    if (bucket.tokens > capacity) bucket.tokens = capacity;
+    reconfigure(bucket, this.#params, now, next);
+    this.#params = next;
     this.#limitsChanged(now);
   }
 
@@ -691,8 +449,8 @@ export class Scheduler {
    * `CostExceedsCapacityError`.
    */
   setConcurrency(concurrency: number): void {
-    this.#concurrency = checkConcurrency(concurrency, this.#bucket !== undefined);
-    this.#concurrencySlack = this.#concurrency * 2 ** -36;
+    this.#concurrency = parseConcurrency(concurrency, this.#bucket !== undefined);
+    this.#concurrencySlack = slackFor(this.#concurrency);
     const now = this.#clock.now();
     // Freed capacity counts from now, as a finished job's does.
     if (this.#concurrencyBlocked) {
@@ -707,145 +465,40 @@ export class Scheduler {
   /** Resolves when the queue is empty (jobs may still run). */
   onEmpty(): Promise<void> {
     if (this.#queue.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#emptyWaiters.push(resolve));
+    return this.#events.when('empty');
   }
 
   /** Resolves when nothing waits and nothing runs. */
   onIdle(): Promise<void> {
-    if (this.#queue.size === 0 && this.#pending === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+    if (this.#queue.size === 0 && this.#runner.pending === 0) return Promise.resolve();
+    return this.#events.when('idle');
   }
 
   /** Resolves when fewer than `limit` jobs wait: a producer's cue to add more. */
   onSizeLessThan(limit: number): Promise<void> {
     if (this.#queue.size < limit) return Promise.resolve();
-    return new Promise((resolve) => this.#sizeWaiters.push({ limit, resolve }));
+    return this.#events.when('next', () => this.#queue.size < limit);
   }
 
   /** Adds a listener. */
   on<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
-    const listeners = this.#listeners as { [K in EventName]?: SchedulerListener<K>[] };
-    const list = (listeners[event] ?? []) as SchedulerListener<E>[];
-    (listeners as Record<E, SchedulerListener<E>[]>)[event] = [...list, listener];
+    this.#events.on(event, listener);
     return this;
   }
 
   /** Removes a listener added with {@link on} or {@link once}. */
   off<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
-    const listeners = this.#listeners as Record<E, SchedulerListener<E>[] | undefined>;
-    const list = listeners[event];
-    if (list) {
-      const rest = list.filter((l) => l !== listener && (l as { original?: unknown }).original !== listener);
-      listeners[event] = rest.length ? rest : undefined;
-    }
+    this.#events.off(event, listener);
     return this;
   }
 
   /** Adds a listener that runs once. */
   once<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
-    const wrapped = Object.assign(
-      (...args: SchedulerEvents[E]): void => {
-        this.off(event, wrapped);
-        listener(...args);
-      },
-      { original: listener },
-    );
-    return this.on(event, wrapped);
+    this.#events.once(event, listener);
+    return this;
   }
 
-  // ---------------------------------------------------------------- internals
-
-  #emit<E extends EventName>(event: E, ...args: SchedulerEvents[E]): void {
-    const list = (this.#listeners as Record<E, SchedulerListener<E>[] | undefined>)[event];
-    if (list === undefined) return;
-    for (const listener of list) {
-      try {
-        listener(...args);
-      } catch (error) {
-        // A listener's exception must not stop the scheduler half-way through a change of
-        // state (a job counted as running whose promise never settles, a drain left undone).
-        // It surfaces on its own, as an uncaught exception on the next microtask, like a
-        // throwing timer callback's.
-        queueMicrotask(() => {
-          throw error;
-        });
-      }
-    }
-  }
-
-  #parseTimeout(timeout: DurationInput | undefined): number {
-    if (timeout === undefined) return Number.POSITIVE_INFINITY;
-    const ms = parseDuration(timeout);
-    if (ms === 0) {
-      throw new InvalidOptionError('timeout', timeout, 'Expected `timeout` to be a duration > 0 (or Infinity), got 0');
-    }
-    return ms;
-  }
-
-  #refuse(reason: RejectReason, error: unknown, cost: number, priority: number): Promise<never> {
-    this.#counters.rejected[reason]++;
-    if (this.#listeners.rejected) this.#emit('rejected', { reason, error, cost, priority });
-    return Promise.reject(error);
-  }
-
-  #refuseCost(cost: unknown, priority: number): Promise<never> {
-    if (typeof cost !== 'number' || !(cost >= 0)) {
-      return Promise.reject(new InvalidSizeError(cost, `invalid cost ${String(cost)}: expected a finite number >= 0`));
-    }
-    const error =
-      cost > this.#params.capacity
-        ? new CostExceedsCapacityError(cost, this.#params.capacity)
-        : new CostExceedsCapacityError(cost, this.#concurrency, "the scheduler's concurrency");
-    return this.#refuse('costExceedsCapacity', error, cost, priority);
-  }
-
-  /** ms until a new job of this cost and priority would have its tokens, if nothing overtakes it. */
-  #predictWaitMs(now: number, cost: number, priority: number): number {
-    const bucket = this.#bucket;
-    if (bucket === undefined) return 0;
-    const ahead = this.#queue.costAtOrAbove(priority);
-    return msUntil(tokensAt(bucket, this.#params, now), ahead + cost, this.#params);
-  }
-
-  /**
-   * Turns a job away from a full queue. The cheap path, since a flood is made
-   * of these: every job turned away in one synchronous burst shares one
-   * `QueueFullError` (no stack trace) and one underlying rejection, made in a
-   * microtask once the callers have attached their handlers. Each caller
-   * still gets a promise of its own (one derived promise per job), and Node
-   * never has to track a rejection that has no handler yet.
-   */
-  #queueFull(cost: number, priority: number): Promise<never> {
-    this.#counters.rejected.queueFull++;
-    let flood = this.#flood;
-    if (flood === undefined) {
-      const error = queueFullError(this.#maxQueue, this.#retryAfterMs());
-      let reject!: (reason: unknown) => void;
-      const promise = new Promise<never>((_, rejectShared) => {
-        reject = rejectShared;
-      });
-      flood = this.#flood = { promise, error };
-      queueMicrotask(() => {
-        this.#flood = undefined;
-        reject(error);
-      });
-    }
-    if (this.#listeners.rejected) this.#emit('rejected', { reason: 'queueFull', error: flood.error, cost, priority });
-    return flood.promise.then();
-  }
-
-  /**
-   * An estimate of when a queue slot frees up: when the head starts. Under a
-   * rate that is known exactly; under a concurrency it is the mean gap between
-   * finishes after the last one; 0 when nothing is known (paused, no history).
-   */
-  #retryAfterMs(): number {
-    if (this.#nextStartMs !== Number.POSITIVE_INFINITY) return Math.max(0, this.#nextStartMs - this.#clock.now());
-    if (this.#concurrencyBlocked && this.#finishGapMs > 0) {
-      return Math.max(0, this.#lastFinishMs + this.#finishGapMs - this.#clock.now());
-    }
-    return 0;
-  }
+  // ---------------------------------------------------------------- the scheduling core
 
   /** Starts what can start, expires what waited too long, arms the timer, and tells waiters. */
   #pump(now: number): void {
@@ -858,11 +511,10 @@ export class Scheduler {
   /** Starts waiting jobs, head first, while the concurrency and the tokens (at their theoretical times) allow. */
   #drain(now: number): void {
     this.#nextStartMs = Number.POSITIVE_INFINITY;
-    if (this.#paused) return;
     const queue = this.#queue;
     // A job started here may pause the scheduler (or change its limits) from its fn: check on every turn.
     for (let job = queue.peek(); job !== undefined && !this.#paused; job = queue.peek()) {
-      if (this.#runningCost + job.cost > this.#concurrency + this.#concurrencySlack) {
+      if (this.#runner.runningCost + job.cost > this.#concurrency + this.#concurrencySlack) {
         this.#concurrencyBlocked = true;
         return;
       }
@@ -872,69 +524,45 @@ export class Scheduler {
         if (now > this.#floorMs) this.#floorMs = now;
       }
       const bucket = this.#bucket;
-      const params = this.#params;
       if (bucket !== undefined) {
-        // The theoretical start: when the bucket had the tokens, but not before
-        // the job arrived or could otherwise have started.
-        let startMs = bucket.updatedAtMs + msUntil(bucket.tokens, job.cost, params);
-        if (job.enqueuedAtMs > startMs) startMs = job.enqueuedAtMs;
-        if (this.#floorMs > startMs) startMs = this.#floorMs;
-        // Make up at most the lateness the bucket could not absorb (see "How much lateness is made up").
-        const lagMs = this.#catchUpMs - ((params.capacity - job.cost) * 1000) / params.ratePerSecond;
-        const earliestMs = lagMs > 0 ? now - lagMs : now;
-        if (earliestMs > startMs) startMs = earliestMs;
-        if (startMs > now + EPSILON_MS) {
-          this.#nextStartMs = startMs;
+        // The theoretical start: when the bucket had the tokens, but not before the job arrived or
+        // could otherwise have started, and making up at most the lateness the bucket could not absorb.
+        const notBeforeMs = Math.max(job.enqueuedAtMs, this.#floorMs);
+        const atMs = startAt(bucket, this.#params, now, job.cost, notBeforeMs, this.#catchUpMs);
+        if (atMs > now) {
+          this.#nextStartMs = atMs;
           return;
         }
-        const chargeMs = Math.min(startMs, now);
-        bucket.tokens = tokensAt(bucket, params, chargeMs) - job.cost;
-        if (chargeMs > bucket.updatedAtMs) bucket.updatedAtMs = chargeMs;
+        charge(bucket, this.#params, atMs, job.cost);
       }
-      queue.remove(job);
-      this.#detach(job);
-      const waitedMs = now - job.enqueuedAtMs;
-      const extra = job.extra;
-      const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
-      if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
-        // The job's promise adopts the result; #invoke's own handler (attached first) frees the slot first.
-        job.resolve(this.#invoke(job.fn, NO_SIGNAL, job.cost, job.priority, waitedMs));
-      } else {
-        const resolve = job.resolve;
-        this.#startGuarded(job.fn, job.cost, job.priority, extra?.signal, timeoutMs, waitedMs, resolve, (error) =>
-          resolve(rejection(error)),
-        );
-      }
+      this.#unqueue(job);
+      this.#start(job, now - job.enqueuedAtMs);
     }
   }
 
   /** Rejects waiting jobs whose deadline has passed. True if it removed any. */
   #expire(now: number): boolean {
-    if (this.#maxWaitMs === Number.POSITIVE_INFINITY) return false;
+    const maxWaitMs = this.#maxWaitMs;
+    if (maxWaitMs === Number.POSITIVE_INFINITY) return false;
     const queue = this.#queue;
     let any = false;
-    const maxWaitMs = this.#maxWaitMs;
     for (let job = queue.oldest(); job !== undefined && job.enqueuedAtMs + maxWaitMs <= now; job = queue.oldest()) {
       const wasHead = job === queue.peek();
-      queue.remove(job);
-      this.#detach(job);
+      this.#unqueue(job);
       const waitedMs = now - job.enqueuedAtMs;
-      const retryAfterMs = Math.max(0, this.#predictWaitMs(now, job.cost, job.priority) - this.#maxWaitMs);
+      const retryAfterMs = Math.max(0, this.#predictWaitMs(now, job.cost, job.priority) - maxWaitMs);
       const why = this.#paused
         ? 'the scheduler was paused'
         : this.#concurrencyBlocked
           ? 'the concurrency stayed taken'
           : 'jobs of higher priority went first';
-      this.#rejectWaiting(
+      const message =
+        `waited ${Math.ceil(waitedMs)} ms without starting, past maxWait of ${maxWaitMs} ms (${why}); ` +
+        'retry later, raise maxWait, or lower the load';
+      this.#refusals.rejectWaiting(
         job,
         'waitTooLong',
-        new WaitTooLongError(
-          waitedMs,
-          this.#maxWaitMs,
-          retryAfterMs,
-          `waited ${Math.ceil(waitedMs)} ms without starting, past maxWait of ${this.#maxWaitMs} ms (${why}); ` +
-            'retry later, raise maxWait, or lower the load',
-        ),
+        new WaitTooLongError(waitedMs, maxWaitMs, retryAfterMs, message),
       );
       any = true;
       // A new head may start right now, at exactly its deadline: let #drain try before expiring more.
@@ -948,179 +576,44 @@ export class Scheduler {
     let wakeMs = this.#nextStartMs;
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
       const oldest = this.#queue.oldest();
-      if (oldest !== undefined && oldest.enqueuedAtMs + this.#maxWaitMs < wakeMs) {
-        wakeMs = oldest.enqueuedAtMs + this.#maxWaitMs;
-      }
+      if (oldest !== undefined) wakeMs = Math.min(wakeMs, oldest.enqueuedAtMs + this.#maxWaitMs);
     }
-    if (wakeMs === this.#timerAtMs) return;
-    if (this.#timer !== undefined) {
-      this.#clock.clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
-    this.#timerAtMs = wakeMs;
-    if (wakeMs === Number.POSITIVE_INFINITY) return;
-    // Rounded up: a timer never fires before the tokens are there.
-    this.#timer = this.#clock.setTimeout(this.#onTimer, Math.max(1, Math.ceil(wakeMs - now)));
+    // Whole ms rounded up, in steps past Node's 24.8-day limit: it never wakes before the tokens are there.
+    this.#watchdog.armAt(wakeMs, now);
   }
 
-  /** Emits `empty` / `idle` and resolves the promise forms when their moment has come. */
+  /** Emits `empty` / `idle` (and resolves their promise forms) when their moment has come. */
   #notify(): void {
-    const size = this.#queue.size;
-    if (this.#sizeWaiters.length) {
-      const due = this.#sizeWaiters.filter((w) => size < w.limit);
-      if (due.length) {
-        this.#sizeWaiters = this.#sizeWaiters.filter((w) => size >= w.limit);
-        for (const w of due) w.resolve();
-      }
-    }
-    if (size !== 0) return;
+    const events = this.#events;
+    if (events.has('next')) events.emit('next');
+    if (this.#queue.size !== 0) return;
     if (this.#emptyOwed) {
       this.#emptyOwed = false;
-      const waiters = this.#emptyWaiters;
-      this.#emptyWaiters = [];
-      for (const resolve of waiters) resolve();
-      if (this.#listeners.empty) this.#emit('empty');
+      events.emit('empty');
     }
-    if (this.#pending === 0 && this.#idleOwed) {
+    if (this.#runner.pending === 0 && this.#idleOwed) {
       this.#idleOwed = false;
-      const waiters = this.#idleWaiters;
-      this.#idleWaiters = [];
-      for (const resolve of waiters) resolve();
-      if (this.#listeners.idle) this.#emit('idle');
+      events.emit('idle');
     }
   }
 
-  /** After a limit changed: reject waiting jobs that can no longer ever start, then start what can. */
-  #limitsChanged(now: number): void {
-    this.#maxCost = Math.min(this.#params.capacity, this.#concurrency);
-    for (const job of [...this.#queue]) {
-      if (job.cost <= this.#maxCost) continue;
-      this.#queue.remove(job);
-      this.#detach(job);
-      const error =
-        job.cost > this.#params.capacity
-          ? new CostExceedsCapacityError(job.cost, this.#params.capacity)
-          : new CostExceedsCapacityError(job.cost, this.#concurrency, "the scheduler's concurrency");
-      this.#rejectWaiting(job, 'costExceedsCapacity', error);
-    }
-    this.#pump(now);
-  }
-
-  #detach(job: Job): void {
+  /** Starts a job taken from the queue; its promise adopts the result. */
+  #start(job: Job, waitedMs: number): void {
     const extra = job.extra;
-    if (extra?.onAbort !== undefined) {
-      (extra.signal as AbortSignal).removeEventListener('abort', extra.onAbort);
-      extra.onAbort = undefined;
-    }
-  }
-
-  #rejectWaiting(job: Job, reason: RejectReason, error: unknown): void {
-    this.#counters.rejected[reason]++;
-    job.resolve(rejection(error));
-    if (this.#listeners.rejected) {
-      this.#emit('rejected', { reason, error, cost: job.cost, priority: job.priority });
-    }
-  }
-
-  #abortWaiting(job: Job): void {
-    if (!this.#queue.remove(job)) return;
-    const extra = job.extra as JobExtra;
-    extra.onAbort = undefined;
-    this.#rejectWaiting(job, 'aborted', (extra.signal as AbortSignal).reason);
-    this.#pump(this.#clock.now());
-  }
-
-  /**
-   * Runs `fn`, holding `cost` of the concurrency until it settles. Returns its
-   * result as a promise (the same promise if `fn` returned a native one).
-   */
-  #invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number) {
-    this.#pending++;
-    this.#runningCost += cost;
-    const counters = this.#counters;
-    counters.started++;
-    counters.waitedMs += waitedMs;
-    if (this.#listeners.active) this.#emit('active', { cost, priority, waitedMs });
-    let result: Promise<unknown>;
-    try {
-      result = Promise.resolve(fn(context));
-    } catch (error) {
-      result = Promise.reject(error);
-    }
-    if (cost === 1) result.then(this.#finishOne, this.#failOne);
-    else
-      result.then(
-        (value) => this.#finish(cost, true, value),
-        (error) => this.#finish(cost, false, error),
-      );
-    return result;
-  }
-
-  /** Starts a job that has a signal or a timeout: its promise settles early on abort or timeout. */
-  #startGuarded(
-    fn: JobFunction<unknown>,
-    cost: number,
-    priority: number,
-    signal: AbortSignal | undefined,
-    timeoutMs: number,
-    waitedMs: number,
-    resolve: (value: unknown) => void,
-    reject: (reason: unknown) => void,
-  ): void {
-    let open = true;
-    let timer: unknown;
-    let controller: AbortController | undefined;
-    let jobSignal = signal;
-    const close = (): void => {
-      open = false;
-      if (timer !== undefined) this.#clock.clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-    };
-    const onAbort = (): void => {
-      if (!open) return;
-      close();
-      reject((signal as AbortSignal).reason);
-    };
-    if (timeoutMs !== Number.POSITIVE_INFINITY) {
-      controller = new AbortController();
-      const own = controller;
-      jobSignal = signal === undefined ? own.signal : AbortSignal.any([signal, own.signal]);
-      timer = this.#clock.setTimeout(() => {
-        timer = undefined;
-        if (!open) return;
-        close();
-        this.#counters.timedOut++;
-        const error = new JobTimeoutError(timeoutMs);
-        own.abort(error);
-        reject(error);
-      }, timeoutMs);
-    }
-    signal?.addEventListener('abort', onAbort, { once: true });
-    this.#invoke(fn, { signal: jobSignal }, cost, priority, waitedMs).then(
-      (value) => {
-        if (!open) return;
-        close();
-        resolve(value);
-      },
-      (error) => {
-        if (!open) return;
-        close();
-        reject(error);
-      },
-    );
-  }
-
-  /** A job's function settled: free its concurrency and start what may start. */
-  #finish(cost: number, ok: boolean, value: unknown): void {
-    this.#pending--;
-    this.#runningCost = this.#pending === 0 ? 0 : this.#runningCost - cost;
-    if (ok) {
-      this.#counters.completed++;
-      if (this.#listeners.completed) this.#emit('completed', value);
+    const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
+    if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
+      // The runner's own handler (attached first) frees the slot before the job's promise settles.
+      job.resolve(this.#runner.invoke(job.fn, NO_SIGNAL, job.cost, job.priority, waitedMs));
     } else {
-      this.#counters.failed++;
-      if (this.#listeners.error) this.#emit('error', value);
+      const resolve = job.resolve;
+      this.#runner.invokeGuarded(job.fn, job.cost, job.priority, extra?.signal, timeoutMs, waitedMs, resolve, (error) =>
+        resolve(rejection(error)),
+      );
     }
+  }
+
+  /** After a job's function settled: start what may start. */
+  readonly #finished = (): void => {
     if (this.#queue.size === 0) {
       this.#lastFinishMs = Number.NaN;
       this.#notify();
@@ -1133,5 +626,63 @@ export class Scheduler {
     }
     this.#lastFinishMs = now;
     this.#pump(now);
+  };
+
+  /** After a limit changed: reject waiting jobs that can no longer ever start, then start what can. */
+  #limitsChanged(now: number): void {
+    this.#maxCost = Math.min(this.#params.capacity, this.#concurrency);
+    for (const job of [...this.#queue]) {
+      if (job.cost <= this.#maxCost) continue;
+      this.#unqueue(job);
+      const error = costError(job.cost, this.#params.capacity, this.#concurrency);
+      this.#refusals.rejectWaiting(job, 'costExceedsCapacity', error);
+    }
+    this.#pump(now);
+  }
+
+  /**
+   * ms until a new job of this cost and priority would have its tokens, if
+   * nothing overtakes it; 0 if they are there within `withinMs` (compared in
+   * tokens, by the one tolerance rule of meters/bucket.ts).
+   */
+  #predictWaitMs(now: number, cost: number, priority: number, withinMs = 0): number {
+    const bucket = this.#bucket;
+    if (bucket === undefined) return 0;
+    const params = this.#params;
+    const need = this.#queue.costAtOrAbove(priority) + cost;
+    const tokens = tokensAt(bucket, params, now);
+    if (msUntil(tokens + (withinMs * params.ratePerSecond) / 1000, need, params) === 0) return 0;
+    return msUntil(tokens, need, params);
+  }
+
+  /**
+   * An estimate of when a queue slot frees up: when the head starts. Under a
+   * rate that is known exactly; under a concurrency it is the mean gap between
+   * finishes after the last one; 0 when nothing is known (paused, no history).
+   */
+  readonly #retryAfterMs = (): number => {
+    if (this.#nextStartMs !== Number.POSITIVE_INFINITY) return Math.max(0, this.#nextStartMs - this.#clock.now());
+    if (this.#concurrencyBlocked && this.#finishGapMs > 0) {
+      return Math.max(0, this.#lastFinishMs + this.#finishGapMs - this.#clock.now());
+    }
+    return 0;
+  };
+
+  /** Takes a job out of the queue and off its signal. */
+  #unqueue(job: Job): void {
+    this.#queue.remove(job);
+    const extra = job.extra;
+    if (extra?.onAbort !== undefined) {
+      (extra.signal as AbortSignal).removeEventListener('abort', extra.onAbort);
+      extra.onAbort = undefined;
+    }
+  }
+
+  #abortWaiting(job: Job): void {
+    if (!this.#queue.remove(job)) return;
+    const extra = job.extra as JobExtra;
+    extra.onAbort = undefined;
+    this.#refusals.rejectWaiting(job, 'aborted', (extra.signal as AbortSignal).reason);
+    this.#pump(this.#clock.now());
   }
 }

@@ -300,6 +300,140 @@ describe('TokenBucket', () => {
     });
   });
 
+  describe('cancel gives back only what no later reservation counts on (x/time CancelAt)', () => {
+    it("cancelling B, with C reserved after it, does not let D share C's instant", () => {
+      // rate 1/s, burst 10, emptied; B (10, due 10 s), then C (10, due 20 s); at 1 s cancel B.
+      const clock = manualClock();
+      const bucket = new TokenBucket({ rate: 1, burst: 10, tokens: 0, clock });
+      const b = bucket.reserve(10);
+      const c = bucket.reserve(10);
+      expect([b.readyAtMs, c.readyAtMs]).toEqual([10_000, 20_000]);
+      clock.set(1000);
+      b.cancel();
+      const dRes = bucket.reserve(10);
+      // C counts on B's tokens (it was due after them): nothing comes back, and D is due 10 s after C.
+      expect(dRes.readyAtMs).toBeCloseTo(30_000, 6);
+    });
+
+    it('cancelling the last reservation gives all of it back; cancelAt takes the time', () => {
+      const clock = manualClock();
+      const bucket = new TokenBucket({ rate: 1, burst: 10, tokens: 0, clock });
+      bucket.reserve(10);
+      const c = bucket.reserve(10);
+      c.cancelAt(1000);
+      expect(bucket.tokensAt(1000)).toBeCloseTo(-9, 9);
+      expect(bucket.reserveAt(1000, 10).readyAtMs).toBeCloseTo(20_000, 6);
+    });
+
+    it('take() + abort on a burst-1 bucket: the next two waiters never resolve in the same millisecond', async () => {
+      const { clock, timers } = fakeClock();
+      const bucket = new TokenBucket({ rate: 10, burst: 1, clock });
+      await bucket.take();
+      const controller = new AbortController();
+      const resolvedAt: number[] = [];
+      const first = bucket.take(1, { signal: controller.signal }).catch(() => 'aborted'); // due 100
+      const second = bucket.take().then(() => resolvedAt.push(clock.now())); // due 200
+      await timers.tickAsync(50);
+      controller.abort();
+      expect(await first).toBe('aborted');
+      const third = bucket.take().then(() => resolvedAt.push(clock.now()));
+      await timers.tickAsync(1000);
+      await Promise.all([second, third]);
+      expect(resolvedAt).toEqual([200, 300]);
+    });
+
+    it('cancel after setBurst lowered the burst below the cost does not throw, and caps at the burst', () => {
+      const clock = manualClock();
+      const bucket = new TokenBucket({ rate: 1, burst: 10, tokens: 5, clock });
+      const r = bucket.reserve(10); // due at 5 s
+      bucket.setBurst(3);
+      clock.set(1000);
+      expect(() => r.cancel()).not.toThrow();
+      expect(bucket.tokens).toBe(3);
+    });
+
+    it('take() + abort after setBurst lowered the burst: the promise rejects with the reason, nothing escapes', async () => {
+      const { clock, timers, pending } = fakeClock();
+      const bucket = new TokenBucket({ rate: 1, burst: 10, tokens: 5, clock });
+      const controller = new AbortController();
+      const waiting = bucket.take(10, { signal: controller.signal }); // due at 5 s
+      bucket.setBurst(3);
+      await timers.tickAsync(1000);
+      const reason = new Error('stop');
+      expect(() => controller.abort(reason)).not.toThrow();
+      await expect(waiting).rejects.toBe(reason);
+      expect(pending()).toBe(0);
+      expect(bucket.tokens).toBe(3);
+    });
+
+    it('a reservation due now can still be cancelled at that instant; once past due, nothing comes back', () => {
+      const clock = manualClock();
+      const bucket = new TokenBucket({ rate: 10, burst: 10, clock });
+      const now = bucket.reserve(4); // delay 0
+      now.cancel();
+      expect(bucket.tokens).toBe(10);
+      const used = bucket.reserve(4);
+      clock.advance(1);
+      used.cancel();
+      expect(bucket.tokens).toBeCloseTo(6.01, 9);
+    });
+  });
+
+  describe("long waits (beyond Node's 2^31 - 1 ms timer limit)", () => {
+    it('take() on a monthly quota waits the month, in steps, and never resolves early', async () => {
+      const { clock, timers, pending } = fakeClock();
+      const bucket = new TokenBucket({ rate: '10000/30d', burst: 10_000, clock });
+      await bucket.take(10_000);
+      let done = false;
+      const waiting = bucket.take(1000).then(() => {
+        done = true;
+      });
+      const dueMs = 3 * 24 * 3600 * 1000; // 1000 of 10000 a month: 3 days
+      expect(bucket.tokens).toBeCloseTo(-1000, 6);
+      await timers.tickAsync(1);
+      expect(done).toBe(false);
+      await timers.tickAsync(dueMs - 2);
+      expect(done).toBe(false);
+      await timers.tickAsync(1);
+      await waiting;
+      expect(done).toBe(true);
+
+      const month = 30 * 24 * 3600 * 1000;
+      let full = false;
+      const whole = bucket.take(10_000).then(() => {
+        full = true;
+      });
+      await timers.tickAsync(1);
+      expect(full).toBe(false); // Node alone would fire a 30-day timer after 1 ms
+      expect(bucket.tokens).toBeGreaterThan(-10_001);
+      await timers.tickAsync(2 ** 31); // past one step
+      expect(full).toBe(false);
+      expect(pending()).toBe(1);
+      await timers.tickAsync(month - 2 ** 31 - 2);
+      expect(full).toBe(false);
+      await timers.tickAsync(1);
+      await whole;
+      expect(full).toBe(true);
+      expect(pending()).toBe(0);
+    });
+  });
+
+  describe('maxWait (one option, as on the Scheduler)', () => {
+    it('accepts milliseconds or a duration string; maxWaitMs still works', async () => {
+      const { clock } = fakeClock();
+      const bucket = new TokenBucket({ rate: 10, burst: 1, clock });
+      await bucket.take();
+      expect(bucket.reserve(1, { maxWait: '50ms' })).toMatchObject({ ok: false, delayMs: 100 });
+      expect(bucket.reserve(1, { maxWaitMs: 50 })).toMatchObject({ ok: false, delayMs: 100 });
+      await expect(bucket.take(1, { maxWait: '0.05s' })).rejects.toMatchObject({
+        code: 'ERR_WAIT_TOO_LONG',
+        maxWaitMs: 50,
+      });
+      await expect(bucket.take(1, { maxWait: 'soon' })).rejects.toMatchObject({ code: 'ERR_INVALID_DURATION' });
+      expect(bucket.reserve(1, { maxWait: '100ms' })).toMatchObject({ ok: true, delayMs: 100 });
+    });
+  });
+
   describe('live changes', () => {
     it('setRate keeps tokens earned so far and refills at the new rate from now', () => {
       const clock = manualClock();

@@ -841,6 +841,65 @@ describe('timers', () => {
   });
 });
 
+describe("waits beyond Node's 24.8-day timer limit", () => {
+  const DAY = 24 * 3600 * 1000;
+
+  /** A fake clock that counts the timers armed. */
+  function counting() {
+    const fake = fakeClock();
+    let armed = 0;
+    const clock: Clock = {
+      ...fake.clock,
+      setTimeout: (fn, ms) => {
+        armed++;
+        return fake.clock.setTimeout(fn, ms);
+      },
+    };
+    return { ...fake, clock, armed: () => armed };
+  }
+
+  it("timeout: '30d' does not reject at once, and rejects after 30 days", async () => {
+    const { clock, timers } = counting();
+    const scheduler = new Scheduler({ concurrency: 1, clock });
+    const job = outcome(scheduler.schedule(() => new Promise(() => {}), { timeout: '30d' }));
+    let settled: string | undefined;
+    void job.then((o) => {
+      settled = o;
+    });
+    await timers.tickAsync(1000);
+    expect(settled).toBeUndefined();
+    await timers.tickAsync(30 * DAY - 1001);
+    expect(settled).toBeUndefined();
+    await timers.tickAsync(1);
+    expect(settled).toBe('ERR_JOB_TIMEOUT');
+  });
+
+  it("maxWait: '30d' holds one timer, not a 1 ms timer re-armed a thousand times a second", async () => {
+    const { clock, timers, armed, pending } = counting();
+    const scheduler = new Scheduler({ concurrency: 1, maxWait: '30d', autoStart: false, clock });
+    const job = outcome(scheduler.schedule(() => 'ran'));
+    await timers.tickAsync(1000);
+    expect(armed()).toBe(1);
+    expect(pending()).toBe(1);
+    await timers.tickAsync(30 * DAY - 1000);
+    expect(await job).toBe('ERR_WAIT_TOO_LONG');
+    expect(armed()).toBe(2); // a step of 2^31 - 1 ms, then the rest
+  });
+
+  it('a monthly rate waits the month for the next token', async () => {
+    const { clock, timers } = counting();
+    const scheduler = new Scheduler({ rate: '1/30d', clock });
+    const starts: number[] = [];
+    await scheduler.schedule(() => starts.push(clock.now()));
+    const second = scheduler.schedule(() => starts.push(clock.now()));
+    await timers.tickAsync(DAY);
+    expect(starts).toEqual([0]);
+    await timers.tickAsync(29 * DAY);
+    await second;
+    expect(starts).toEqual([0, 30 * DAY]);
+  });
+});
+
 describe('promises, events and wrap', () => {
   it('onEmpty, onIdle and onSizeLessThan resolve at their moments', async () => {
     const { scheduler, timers, sleep } = setup({ concurrency: 1 });

@@ -1,0 +1,253 @@
+/**
+ * The bucket arithmetic: the only code in tokenpace that changes a bucket's
+ * tokens and time. Pure functions over plain state, no timers, no I/O, so that
+ * `TokenBucket`, the `Scheduler`, a keyed store and a Redis script all run the
+ * same steps.
+ *
+ * A flow conforms to a token bucket of rate R and capacity B if, over any
+ * interval of length T, the cost it is admitted does not exceed B + R * T.
+ * (The same inequality opens Linux's sch_tbf.c.)
+ *
+ * State is two numbers, `tokens` and `updatedAtMs` ({@link BucketState}).
+ * Refill is computed lazily, never by a timer:
+ *
+ *   tokens(t) = min(capacity, tokens + (t - updatedAtMs) * rate / 1000)
+ *
+ * and time before `updatedAtMs` counts as no time at all (a clock that goes
+ * backwards creates no tokens; `updatedAtMs` never moves back). Tokens go
+ * negative while reservations are outstanding: the debt is paid off by refill.
+ *
+ * The steps, each one function:
+ *
+ * - {@link charge}: take `cost` at time t, in debt if need be
+ *   (`tokens = tokens(t) - cost`). {@link tryCharge}: only if it conforms.
+ * - {@link readyAt}: the first instant the bucket holds `cost`; the
+ *   scheduler's theoretical start ({@link startAt}) is built on it.
+ * - {@link refund}: give back a cancelled reservation, as x/time's
+ *   `Reservation.CancelAt` does: only what no later reservation counts on,
+ *   and never above the capacity.
+ * - {@link reconfigure}: new rate or capacity from now on; tokens earned so
+ *   far are kept, capped at the new capacity.
+ *
+ * The one tolerance rule. Floating point is exact for integer times and
+ * rates, but sums of fractional costs and times drift by ulps. Everywhere in
+ * tokenpace, an amount conforms when it is short by at most `capacity * 2^-36`
+ * ({@link slackFor}, {@link conforms}): a refill that is exactly the cost in
+ * real arithmetic but one ulp short still conforms, so a million tiny takes
+ * match the exact count. Every question about time is asked in tokens ("does
+ * the bucket hold the cost at t?"), never by comparing two computed instants;
+ * and every computed instant ({@link readyAt}, {@link delayUntil}) is the
+ * first one at which that question says yes, so a timer armed for it never
+ * wakes to find the tokens missing. A take admitted within the slack leaves
+ * the bucket that much in debt, so rounding never creates a token.
+ *
+ * Worked example: rate 10/s, capacity 2, empty at t = 0 (`{ tokens: 0,
+ * updatedAtMs: 0 }`). A reservation B of 2 is charged at 0 (tokens -2) and is
+ * ready at 200 ms; C of 1 is charged next (tokens -3), ready at 300 ms.
+ * Cancelling B at 100 ms: at B's due time the bucket still owes 1 token (C's),
+ * so 2 - 1 = 1 comes back (tokens at 100 ms: -2 + 1 = -1). Cancelling C
+ * instead would give back all of its 1: nothing came after it.
+ */
+
+import { CostExceedsCapacityError, InvalidSizeError } from '../errors.js';
+import { parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
+
+/** The variables of a bucket: all a store has to keep. */
+export interface BucketState {
+  /** Tokens at `updatedAtMs`; negative while reservations are outstanding. */
+  tokens: number;
+  /** When `tokens` was last brought up to date, in the clock's milliseconds. */
+  updatedAtMs: number;
+}
+
+/** The parameters of a bucket. */
+export interface BucketParams {
+  /** Refill rate, tokens per second. */
+  ratePerSecond: number;
+  /** Capacity (the burst), tokens. */
+  capacity: number;
+}
+
+/** The tolerance of the one comparison rule: `capacity * 2^-36` tokens (see the file's opening comment). */
+export function slackFor(capacity: number): number {
+  return capacity * 2 ** -36;
+}
+
+/** True if `available` covers `cost` within the tolerance of a quantity of size `capacity`. */
+export function conforms(available: number, cost: number, capacity: number): boolean {
+  return available + slackFor(capacity) >= cost;
+}
+
+/**
+ * Tokens in the bucket at `nowMs`, without changing the state.
+ * Time before `state.updatedAtMs` counts as no time at all.
+ */
+export function tokensAt(state: BucketState, params: BucketParams, nowMs: number): number {
+  const elapsedMs = nowMs - state.updatedAtMs;
+  if (!(elapsedMs > 0)) return state.tokens;
+  const tokens = state.tokens + (elapsedMs * params.ratePerSecond) / 1000;
+  return Math.min(tokens, params.capacity);
+}
+
+/** Brings `state` up to `nowMs` in place: refill, and move `updatedAtMs` forward (never back). */
+export function advance(state: BucketState, params: BucketParams, nowMs: number): void {
+  state.tokens = tokensAt(state, params, nowMs);
+  if (nowMs > state.updatedAtMs) state.updatedAtMs = nowMs;
+}
+
+/**
+ * Milliseconds of refill until a bucket holding `tokens` has `cost`: 0 if it
+ * has them now (within the tolerance). Linear: it does not stop at the
+ * capacity, so it also answers "when has the bucket paid for all these jobs".
+ */
+export function msUntil(tokens: number, cost: number, params: BucketParams): number {
+  const deficit = cost - tokens;
+  return deficit > slackFor(params.capacity) ? (deficit * 1000) / params.ratePerSecond : 0;
+}
+
+/**
+ * The first instant `fromMs + delayMs` (delayMs >= the estimate given) at
+ * which the bucket holds `cost`: the estimate, nudged up by ulps where float
+ * rounding lands it a hair early. Bounded: the estimate is within a few ulps.
+ */
+function firstConforming(
+  state: BucketState,
+  params: BucketParams,
+  cost: number,
+  fromMs: number,
+  estimateMs: number,
+): number {
+  let delayMs = estimateMs;
+  let nudge = Math.max(Math.abs(fromMs), delayMs) * Number.EPSILON;
+  for (let i = 0; i < 64 && !conforms(tokensAt(state, params, fromMs + delayMs), cost, params.capacity); i++) {
+    delayMs += nudge;
+    nudge *= 2;
+  }
+  return delayMs;
+}
+
+/**
+ * The first instant, at or after `state.updatedAtMs`, at which the bucket
+ * holds `cost` (`cost` at most the capacity): when a reservation charged now
+ * may act, and the earliest a waiting job may start.
+ */
+export function readyAt(state: BucketState, params: BucketParams, cost: number): number {
+  const fromMs = state.updatedAtMs;
+  return fromMs + firstConforming(state, params, cost, fromMs, msUntil(state.tokens, cost, params));
+}
+
+/**
+ * Milliseconds from `nowMs` until the bucket holds `cost`, such that reading
+ * the bucket at exactly `nowMs + delay` finds them (0 = now). A `nowMs`
+ * earlier than the last update waits from the last update: time before it
+ * counts as no time, so nothing is admitted that the bucket did not earn.
+ */
+export function delayUntil(state: BucketState, params: BucketParams, nowMs: number, cost: number): number {
+  if (conforms(tokensAt(state, params, nowMs), cost, params.capacity)) return 0;
+  return firstConforming(state, params, cost, nowMs, readyAt(state, params, cost) - nowMs);
+}
+
+/** Takes `cost` at `atMs`, in debt if the tokens are not there. `updatedAtMs` moves forward only. */
+export function charge(state: BucketState, params: BucketParams, atMs: number, cost: number): void {
+  state.tokens = tokensAt(state, params, atMs) - cost;
+  if (atMs > state.updatedAtMs) state.updatedAtMs = atMs;
+}
+
+/** Takes `cost` at `atMs` if the bucket holds it then; returns false and changes nothing if not. */
+export function tryCharge(state: BucketState, params: BucketParams, atMs: number, cost: number): boolean {
+  const tokens = tokensAt(state, params, atMs);
+  if (!conforms(tokens, cost, params.capacity)) return false;
+  state.tokens = tokens - cost;
+  if (atMs > state.updatedAtMs) state.updatedAtMs = atMs;
+  return true;
+}
+
+/**
+ * Gives back a reservation of `cost`, charged earlier and due at `readyAtMs`,
+ * that will not be used; returns the tokens given back. The rule is x/time's
+ * `CancelAt`:
+ *
+ * - a reservation that came due before `nowMs` gives nothing back (it was used);
+ * - the tokens that later reservations count on stay taken: that is the debt
+ *   the bucket still has at `readyAtMs` (`-tokensAt(readyAtMs)`, the tokens
+ *   reserved after this one), so `cost - debt` comes back, or nothing;
+ * - the bucket never goes above its capacity, whatever the cost (a burst
+ *   lowered since the reservation was made is not an error).
+ *
+ * At a constant rate the debt at `readyAtMs` is exactly x/time's
+ * `limit * (lastEvent - timeToAct)`; it needs no third state variable, and
+ * after a rate change it is measured at the current rate (see the README).
+ */
+export function refund(
+  state: BucketState,
+  params: BucketParams,
+  nowMs: number,
+  cost: number,
+  readyAtMs: number,
+): number {
+  if (readyAtMs < nowMs) return 0;
+  const debtAtReady = -tokensAt(state, params, readyAtMs);
+  const back = debtAtReady > 0 ? cost - debtAtReady : cost;
+  if (!(back > 0)) return 0;
+  advance(state, params, nowMs);
+  const before = state.tokens;
+  state.tokens = Math.min(params.capacity, before + back);
+  return Math.max(0, state.tokens - before);
+}
+
+/**
+ * Changes a bucket's parameters from `nowMs` on: tokens earned so far (at the
+ * old rate) are kept, capped at the new capacity, and refill runs at the new
+ * rate from now. (Linux's `tbf_change` refills the bucket to the new burst
+ * instead; we keep what was earned, so a change never hands out a burst.)
+ */
+export function reconfigure(state: BucketState, params: BucketParams, nowMs: number, next: BucketParams): void {
+  advance(state, params, nowMs);
+  if (state.tokens > next.capacity) state.tokens = next.capacity;
+}
+
+/**
+ * The scheduler's theoretical start for the head job of `cost`: when to
+ * charge it, so that jobs that came due while a timer was late start together,
+ * each charged at its own due time (see src/scheduler/scheduler.ts).
+ *
+ * Returns a time `<= nowMs` when the job may start now (charge it then, with
+ * {@link charge}), or the time `> nowMs` to wake up at when the bucket does not
+ * hold `cost` yet. The start is the latest of: when the bucket had the tokens
+ * ({@link readyAt}); `notBeforeMs` (when the job arrived, or could otherwise
+ * have started); and `nowMs - lagMs`, where `lagMs = catchUpMs - (capacity -
+ * cost) / rate` is the lateness the bucket itself could not absorb (its tokens
+ * keep accumulating while a timer is late, up to the capacity).
+ */
+export function startAt(
+  state: BucketState,
+  params: BucketParams,
+  nowMs: number,
+  cost: number,
+  notBeforeMs: number,
+  catchUpMs: number,
+): number {
+  const readyMs = readyAt(state, params, cost);
+  if (!conforms(tokensAt(state, params, nowMs), cost, params.capacity)) return readyMs;
+  const lagMs = catchUpMs - ((params.capacity - cost) * 1000) / params.ratePerSecond;
+  const earliestMs = lagMs > 0 ? nowMs - lagMs : nowMs;
+  return Math.min(nowMs, Math.max(readyMs, notBeforeMs, earliestMs));
+}
+
+/** Validates a cost against a capacity: a finite number, >= 0, and <= capacity. */
+export function checkCost(cost: number, capacity: number): void {
+  if (cost <= capacity) {
+    if (cost >= 0) return;
+  } else if (cost > capacity) {
+    throw new CostExceedsCapacityError(cost, capacity);
+  }
+  throw new InvalidSizeError(cost, `invalid cost ${cost}: expected a finite number >= 0`);
+}
+
+/**
+ * Parses and validates `rate` and `burst` options into bucket parameters.
+ * The error names the option, so a message reads "invalid rate ..." or "invalid burst ...".
+ */
+export function bucketParams(rate: RateInput, burst: SizeInput): BucketParams {
+  return { ratePerSecond: parseRateOption(rate, 'rate'), capacity: parseSizeOption(burst, 'burst') };
+}

@@ -1,0 +1,80 @@
+/**
+ * The Scheduler's events: listeners, and the promise forms (`onEmpty`,
+ * `onIdle`, `onSizeLessThan`) built on the same listeners, as p-queue builds
+ * them on one `#onEvent`: a promise form is a listener that resolves its
+ * promise the first time the event comes with its condition true, and then
+ * removes itself.
+ *
+ * A throwing listener must not stop the scheduler half-way through a change
+ * of state (a job counted as running whose promise never settles, a drain
+ * left undone): its exception surfaces on its own, as an uncaught exception
+ * on the next microtask, like a throwing timer callback's.
+ */
+
+import type { SchedulerEvents } from './options.js';
+
+/** The public events, and `next`: the queue may have shrunk (for `onSizeLessThan`; not public). */
+export type Events = SchedulerEvents & { next: [] };
+
+type Listener<E extends keyof Events> = ((...args: Events[E]) => void) & { original?: unknown };
+
+/** Listeners per event; an event with none costs one property read to emit. */
+export class Emitter {
+  readonly #lists: { [E in keyof Events]?: Listener<E>[] } = {};
+
+  /** True if `event` has a listener (so its arguments are worth building). */
+  has(event: keyof Events): boolean {
+    return this.#lists[event] !== undefined;
+  }
+
+  on<E extends keyof Events>(event: E, listener: Listener<E>): void {
+    const lists = this.#lists as Record<E, Listener<E>[] | undefined>;
+    lists[event] = [...(lists[event] ?? []), listener];
+  }
+
+  /** Removes `listener`, or the {@link once} wrapper made for it. */
+  off<E extends keyof Events>(event: E, listener: Listener<E>): void {
+    const lists = this.#lists as Record<E, Listener<E>[] | undefined>;
+    const list = lists[event];
+    if (list === undefined) return;
+    const rest = list.filter((l) => l !== listener && l.original !== listener);
+    lists[event] = rest.length ? rest : undefined;
+  }
+
+  once<E extends keyof Events>(event: E, listener: Listener<E>): void {
+    const wrapped: Listener<E> = Object.assign(
+      (...args: Events[E]): void => {
+        this.off(event, wrapped);
+        listener(...args);
+      },
+      { original: listener },
+    );
+    this.on(event, wrapped);
+  }
+
+  /** A promise that resolves the first time `event` comes with `condition()` true. */
+  when(event: keyof Events, condition?: () => boolean): Promise<void> {
+    return new Promise((resolve) => {
+      const listener = (): void => {
+        if (condition !== undefined && !condition()) return;
+        this.off(event, listener);
+        resolve();
+      };
+      this.on(event, listener);
+    });
+  }
+
+  emit<E extends keyof Events>(event: E, ...args: Events[E]): void {
+    const list = (this.#lists as Record<E, Listener<E>[] | undefined>)[event];
+    if (list === undefined) return;
+    for (const listener of list) {
+      try {
+        listener(...args);
+      } catch (error) {
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
+  }
+}

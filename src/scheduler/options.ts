@@ -1,0 +1,225 @@
+/**
+ * The Scheduler's options and public types, and the checks that turn options
+ * into numbers. What each option means is written here, once; the scheduler
+ * (./scheduler.ts) only uses the parsed values.
+ */
+
+import type { Clock } from '../clock.js';
+import { InvalidOptionError } from '../errors.js';
+import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
+
+/** Options for {@link Scheduler}. At least one of `rate` and `concurrency` must be given. */
+export interface SchedulerOptions {
+  /**
+   * Tokens per second refilled into the bucket jobs draw their cost from: a
+   * number or a string such as `'100/s'`, `'6000/min'`. Without it, only the
+   * concurrency limits the jobs.
+   */
+  rate?: RateInput;
+  /**
+   * The bucket's capacity: the largest burst of cost that starts at once after
+   * an idle spell, and the largest cost a job may have. Needs `rate`.
+   * @default 1 (jobs are spaced evenly; raise it to allow bursts and costs above 1)
+   */
+  burst?: SizeInput;
+  /**
+   * The most cost that may run at once (a weighted semaphore): a job of cost c
+   * holds c units while it runs. Any positive number.
+   * @default Infinity (only the rate limits)
+   */
+  concurrency?: number;
+  /**
+   * The most jobs that may wait. A job that arrives when this many are waiting
+   * is rejected at once with `QueueFullError` (`ERR_QUEUE_FULL`). 0 means a job
+   * either starts at once or is rejected. Must be a finite integer: a bounded
+   * queue is the point.
+   * @default 1000
+   */
+  maxQueue?: number;
+  /**
+   * The longest a job may wait to start: milliseconds or a string such as
+   * `'2s'`. A job predicted to wait longer is rejected at once with
+   * `WaitTooLongError` (`ERR_WAIT_TOO_LONG`); one that waits past it anyway is
+   * rejected then.
+   * @default Infinity
+   */
+  maxWait?: DurationInput;
+  /**
+   * The most timer lateness the scheduler makes up for, so the long-run rate
+   * stays exact (see "Theoretical start times" in ./scheduler.ts). The bucket absorbs the
+   * first `(burst - cost) / rate` of it; for the rest, jobs that came due while
+   * a timer was late are charged at their due times, at most
+   * `catchUp - (burst - cost) / rate` before now, and start together. A longer
+   * stall (a blocked event loop, a GC pause) is not made up, so a window of T
+   * sees at most `burst + rate * (T + max(0, catchUp - (burst - cost) / rate))` starts. 0
+   * charges every job at the moment it starts (strict windows, but with a
+   * burst below `rate * lateness` every late wake loses rate).
+   * @default 5 (ms: Node's timers fire about 1.15 ms late, plus up to 1 ms of rounding)
+   */
+  catchUp?: DurationInput;
+  /**
+   * The default `timeout` of every job (see {@link ScheduleOptions.timeout}).
+   * @default Infinity (no timeout)
+   */
+  timeout?: DurationInput;
+  /**
+   * Start jobs as soon as they may. With false, the scheduler starts paused
+   * until {@link Scheduler.resume} (p-queue's `autoStart`).
+   * @default true
+   */
+  autoStart?: boolean;
+  /** The time source. @default systemClock */
+  clock?: Clock;
+}
+
+/** What a job's function receives. */
+export interface JobContext {
+  /**
+   * Aborts when the caller's signal aborts or the job's timeout passes.
+   * `undefined` when the job has neither.
+   */
+  readonly signal: AbortSignal | undefined;
+}
+
+/** A job: a function that returns a value or a promise of one. */
+export type JobFunction<R> = (context: JobContext) => R | PromiseLike<R>;
+
+/** Options for {@link Scheduler.schedule}. */
+export interface ScheduleOptions {
+  /**
+   * The job's weight: tokens it needs to start, and units of concurrency it
+   * holds while it runs. Any number >= 0, at most the burst and the concurrency.
+   * @default 1
+   */
+  cost?: number;
+  /**
+   * Higher runs first; equal priorities run in arrival order.
+   * @default 0
+   */
+  priority?: number;
+  /**
+   * Aborting it removes a waiting job (rejecting it with the signal's reason),
+   * and is passed to the running job's function.
+   */
+  signal?: AbortSignal;
+  /**
+   * The longest the job may run once started; past it the job's promise
+   * rejects with `JobTimeoutError` (`ERR_JOB_TIMEOUT`) and its signal aborts.
+   * @default the scheduler's `timeout`
+   */
+  timeout?: DurationInput;
+}
+
+/** Options for {@link Scheduler.wrap}. */
+export interface WrapOptions<A extends unknown[]> {
+  /** The cost of each call, or a function of the call's arguments that returns it. @default 1 */
+  cost?: number | ((...args: A) => number);
+  /** @default 0 */
+  priority?: number;
+  /** @default the scheduler's `timeout` */
+  timeout?: DurationInput;
+}
+
+/** Why the scheduler turned a job away (the key in {@link SchedulerCounters.rejected}). */
+export type RejectReason = 'queueFull' | 'waitTooLong' | 'costExceedsCapacity' | 'aborted' | 'cleared';
+
+/** Counts since the scheduler was made. */
+export interface SchedulerCounters {
+  /** Jobs accepted: started at once or queued. */
+  admitted: number;
+  /** Jobs started. */
+  started: number;
+  /** Jobs whose function fulfilled. */
+  completed: number;
+  /** Jobs whose function threw or rejected. */
+  failed: number;
+  /** Running jobs that overran their timeout. */
+  timedOut: number;
+  /** Jobs the scheduler turned away or removed before they started, by reason. */
+  rejected: Record<RejectReason, number>;
+  /** The total time started jobs waited before starting, ms. */
+  waitedMs: number;
+}
+
+/** What the `active` event tells about a job that starts. */
+export interface ActiveJob {
+  readonly cost: number;
+  readonly priority: number;
+  /** How long it waited, ms. */
+  readonly waitedMs: number;
+}
+
+/** What the `rejected` event tells about a job turned away. */
+export interface RejectedJob {
+  readonly reason: RejectReason;
+  /** What the job's promise rejects with. */
+  readonly error: unknown;
+  readonly cost: number;
+  readonly priority: number;
+}
+
+/** Each event's listener arguments. */
+export interface SchedulerEvents {
+  /** A job was queued to wait. */
+  add: [];
+  /** A job started. */
+  active: [job: ActiveJob];
+  /** A job's function fulfilled. */
+  completed: [result: unknown];
+  /** A job's function threw or rejected. */
+  error: [error: unknown];
+  /** The wait queue became empty (jobs may still be running). */
+  empty: [];
+  /** Nothing waits and nothing runs. */
+  idle: [];
+  /** A job was turned away or removed before it started. */
+  rejected: [job: RejectedJob];
+}
+
+/** The events a {@link Scheduler} emits. */
+export type EventName = keyof SchedulerEvents;
+
+/** A listener for event `E`. */
+export type SchedulerListener<E extends EventName> = (...args: SchedulerEvents[E]) => void;
+
+/** The default bound on waiting jobs. */
+export const DEFAULT_MAX_QUEUE = 1000;
+/** The default timer lateness made up for, ms (see {@link SchedulerOptions.catchUp}). */
+export const DEFAULT_CATCH_UP_MS = 5;
+
+/** `concurrency`: a number > 0; Infinity only with a rate (something must limit). */
+export function parseConcurrency(value: unknown, hasRate: boolean): number {
+  if (typeof value === 'number' && value > 0 && (value < Number.POSITIVE_INFINITY || hasRate)) return value;
+  throw new InvalidOptionError(
+    'concurrency',
+    value,
+    `Expected \`concurrency\` to be a number > 0${hasRate ? ' or Infinity' : ' (or give a `rate`)'}, got ${String(value)}`,
+  );
+}
+
+/** `maxQueue`: a finite integer >= 0. */
+export function parseMaxQueue(value: number | undefined): number {
+  const maxQueue = value ?? DEFAULT_MAX_QUEUE;
+  if (Number.isSafeInteger(maxQueue) && maxQueue >= 0) return maxQueue;
+  throw new InvalidOptionError(
+    'maxQueue',
+    maxQueue,
+    `Expected \`maxQueue\` to be a finite integer >= 0, got ${String(maxQueue)}: the queue is bounded on purpose; ` +
+      'pick the most jobs you are willing to hold in memory',
+  );
+}
+
+/** `timeout`: a duration > 0, or Infinity when absent. */
+export function parseTimeout(timeout: DurationInput | undefined): number {
+  if (timeout === undefined) return Number.POSITIVE_INFINITY;
+  const ms = parseDuration(timeout);
+  if (ms === 0) {
+    throw new InvalidOptionError('timeout', timeout, 'Expected `timeout` to be a duration > 0 (or Infinity), got 0');
+  }
+  return ms;
+}
+
+/** A duration option that may be absent: `fallback` when it is. */
+export function parseOptionalDuration(value: DurationInput | undefined, fallback: number): number {
+  return value === undefined ? fallback : parseDuration(value);
+}

@@ -1,0 +1,97 @@
+/**
+ * Turning jobs away: a cost that can never start, a full queue, a wait past
+ * `maxWait`, an abort, `clear()`. Each refusal is counted by reason, told to
+ * `rejected` listeners, and rejects the job's promise.
+ *
+ * The flood path. A full queue is flow control, not a bug: a flood produces
+ * millions of refusals, so this one is cheap. Every job turned away in one
+ * synchronous burst shares one `QueueFullError` (without a stack trace:
+ * capturing one costs more than everything else a refusal does) and one
+ * underlying rejection, made in a microtask once the callers have attached
+ * their handlers. Each caller still gets a promise of its own (one derived
+ * promise per job), and Node never has to track a rejection that has no
+ * handler yet.
+ */
+
+import { CostExceedsCapacityError, InvalidSizeError, QueueFullError } from '../errors.js';
+import type { Emitter } from './events.js';
+import type { RejectReason, SchedulerCounters } from './options.js';
+import { type Job, rejection } from './run.js';
+
+/** A queue-full error without a stack trace (see the file's opening comment). */
+function queueFullError(maxQueue: number, retryAfterMs: number): QueueFullError {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return new QueueFullError(maxQueue, retryAfterMs);
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
+/** Why a cost can never start: above the burst, or above the concurrency. */
+export function costError(cost: number, burst: number, concurrency: number): CostExceedsCapacityError {
+  return cost > burst
+    ? new CostExceedsCapacityError(cost, burst)
+    : new CostExceedsCapacityError(cost, concurrency, "the scheduler's concurrency");
+}
+
+export class Refusals {
+  readonly #counters: SchedulerCounters;
+  readonly #events: Emitter;
+  readonly #maxQueue: number;
+  /** The rejection shared by the jobs turned away from a full queue in the current burst. */
+  #flood: { promise: Promise<never>; error: QueueFullError } | undefined;
+
+  constructor(counters: SchedulerCounters, events: Emitter, maxQueue: number) {
+    this.#counters = counters;
+    this.#events = events;
+    this.#maxQueue = maxQueue;
+  }
+
+  /** Turns a new job away: counted, told, and rejected. */
+  refuse(reason: RejectReason, error: unknown, cost: number, priority: number): Promise<never> {
+    this.#counters.rejected[reason]++;
+    if (this.#events.has('rejected')) this.#events.emit('rejected', { reason, error, cost, priority });
+    return Promise.reject(error);
+  }
+
+  /** Turns a new job away for its cost: not a number >= 0, or one that can never start. */
+  refuseCost(cost: unknown, priority: number, burst: number, concurrency: number): Promise<never> {
+    if (typeof cost !== 'number' || !(cost >= 0)) {
+      return Promise.reject(new InvalidSizeError(cost, `invalid cost ${String(cost)}: expected a finite number >= 0`));
+    }
+    return this.refuse('costExceedsCapacity', costError(cost, burst, concurrency), cost, priority);
+  }
+
+  /** Rejects a job that was waiting (the caller has taken it out of the queue). */
+  rejectWaiting(job: Job, reason: RejectReason, error: unknown): void {
+    this.#counters.rejected[reason]++;
+    job.resolve(rejection(error));
+    if (this.#events.has('rejected')) {
+      this.#events.emit('rejected', { reason, error, cost: job.cost, priority: job.priority });
+    }
+  }
+
+  /** Turns a new job away from a full queue: the flood path (see the file's opening comment). */
+  queueFull(cost: number, priority: number, retryAfterMs: () => number): Promise<never> {
+    this.#counters.rejected.queueFull++;
+    let flood = this.#flood;
+    if (flood === undefined) {
+      const error = queueFullError(this.#maxQueue, retryAfterMs());
+      let reject!: (reason: unknown) => void;
+      const promise = new Promise<never>((_, rejectShared) => {
+        reject = rejectShared;
+      });
+      flood = this.#flood = { promise, error };
+      queueMicrotask(() => {
+        this.#flood = undefined;
+        reject(error);
+      });
+    }
+    if (this.#events.has('rejected')) {
+      this.#events.emit('rejected', { reason: 'queueFull', error: flood.error, cost, priority });
+    }
+    return flood.promise.then();
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * Running a job: `fn({ signal })` is called, the job holds its cost of the
+ * concurrency until `fn` really settles, and its promise settles with `fn`'s
+ * result, or earlier when its signal aborts or its `timeout` passes
+ * (`JobTimeoutError`; the signal passed to `fn` aborts too). Either way the
+ * concurrency stays taken until `fn` settles: the limit counts work that is
+ * actually running.
+ *
+ * Also here: the waiting job itself ({@link Job}), kept small since a full
+ * queue holds `maxQueue` of them.
+ */
+
+import type { Clock } from '../clock.js';
+import { JobTimeoutError } from '../errors.js';
+import { Watchdog } from '../timer.js';
+import type { Emitter } from './events.js';
+import type { JobContext, JobFunction, SchedulerCounters } from './options.js';
+import type { Level, Waiter } from './queue.js';
+
+/**
+ * A waiting job: the queue's node and its promise's settler in one object.
+ * The rarely used parts (a signal, a timeout of its own) live in `extra`,
+ * and only the promise's `resolve` is kept (a rejection resolves it with a
+ * thenable that rejects, {@link rejection}), so the unused `reject` function
+ * is garbage at once.
+ */
+export class Job implements Waiter<Job> {
+  level: Level<Job> | undefined = undefined;
+  prev: Job | undefined = undefined;
+  next: Job | undefined = undefined;
+  resolve!: (value: unknown) => void;
+  constructor(
+    readonly fn: JobFunction<unknown>,
+    readonly cost: number,
+    readonly priority: number,
+    readonly enqueuedAtMs: number,
+    readonly extra: JobExtra | undefined,
+  ) {}
+}
+
+/** The parts of a waiting job that most jobs do not have. */
+export interface JobExtra {
+  readonly signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  readonly timeoutMs: number;
+}
+
+/** A thenable that rejects with `reason`: settles a job's promise through its `resolve`. */
+export function rejection(reason: unknown): PromiseLike<never> {
+  return {
+    // biome-ignore lint/suspicious/noThenProperty: a thenable is the point
+    then: (_onFulfilled, onRejected) => {
+      onRejected?.(reason);
+      return undefined as never;
+    },
+  };
+}
+
+/** The context of a job with neither a signal nor a timeout. */
+export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined });
+
+/** Runs jobs and counts what runs; `onFinish` runs after each job's function settles. */
+export class Runner {
+  /** Jobs running. */
+  pending = 0;
+  /** The cost of the jobs running. */
+  runningCost = 0;
+
+  readonly #clock: Clock;
+  readonly #counters: SchedulerCounters;
+  readonly #events: Emitter;
+  readonly #onFinish: () => void;
+  /** Shared settle handlers for jobs of cost 1 (the usual cost): no closure per job. */
+  readonly #finishOne = (value: unknown): void => this.#finish(1, true, value);
+  readonly #failOne = (error: unknown): void => this.#finish(1, false, error);
+
+  constructor(clock: Clock, counters: SchedulerCounters, events: Emitter, onFinish: () => void) {
+    this.#clock = clock;
+    this.#counters = counters;
+    this.#events = events;
+    this.#onFinish = onFinish;
+  }
+
+  /**
+   * Runs `fn`, holding `cost` of the concurrency until it settles. Returns its
+   * result as a promise (the same promise if `fn` returned a native one).
+   */
+  invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number) {
+    this.pending++;
+    this.runningCost += cost;
+    const counters = this.#counters;
+    counters.started++;
+    counters.waitedMs += waitedMs;
+    if (this.#events.has('active')) this.#events.emit('active', { cost, priority, waitedMs });
+    let result: Promise<unknown>;
+    try {
+      result = Promise.resolve(fn(context));
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    if (cost === 1) result.then(this.#finishOne, this.#failOne);
+    else
+      result.then(
+        (value) => this.#finish(cost, true, value),
+        (error) => this.#finish(cost, false, error),
+      );
+    return result;
+  }
+
+  /** Starts a job that has a signal or a timeout: its promise settles early on abort or timeout. */
+  invokeGuarded(
+    fn: JobFunction<unknown>,
+    cost: number,
+    priority: number,
+    signal: AbortSignal | undefined,
+    timeoutMs: number,
+    waitedMs: number,
+    resolve: (value: unknown) => void,
+    reject: (reason: unknown) => void,
+  ): void {
+    let open = true;
+    let timer: Watchdog | undefined;
+    let jobSignal = signal;
+    const close = (): void => {
+      open = false;
+      timer?.disarm();
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onAbort = (): void => {
+      if (!open) return;
+      close();
+      reject((signal as AbortSignal).reason);
+    };
+    if (timeoutMs !== Number.POSITIVE_INFINITY) {
+      const own = new AbortController();
+      jobSignal = signal === undefined ? own.signal : AbortSignal.any([signal, own.signal]);
+      timer = new Watchdog(this.#clock, () => {
+        if (!open) return;
+        close();
+        this.#counters.timedOut++;
+        const error = new JobTimeoutError(timeoutMs);
+        own.abort(error);
+        reject(error);
+      });
+      const now = this.#clock.now();
+      timer.armAt(now + timeoutMs, now);
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.invoke(fn, { signal: jobSignal }, cost, priority, waitedMs).then(
+      (value) => {
+        if (!open) return;
+        close();
+        resolve(value);
+      },
+      (error) => {
+        if (!open) return;
+        close();
+        reject(error);
+      },
+    );
+  }
+
+  /** A job's function settled: free its concurrency, count it, tell. */
+  #finish(cost: number, ok: boolean, value: unknown): void {
+    this.pending--;
+    this.runningCost = this.pending === 0 ? 0 : this.runningCost - cost;
+    if (ok) {
+      this.#counters.completed++;
+      if (this.#events.has('completed')) this.#events.emit('completed', value);
+    } else {
+      this.#counters.failed++;
+      if (this.#events.has('error')) this.#events.emit('error', value);
+    }
+    this.#onFinish();
+  }
+}

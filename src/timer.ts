@@ -1,0 +1,135 @@
+/**
+ * The watchdog: one timer armed for an exact instant, like sch_tbf.c's
+ * qdisc watchdog (`qdisc_watchdog_schedule_ns(&q->watchdog, now + shortfall)`).
+ * Every wait in tokenpace that is not a stream's goes through it: the
+ * scheduler's wake-up for its head, a job's timeout, `TokenBucket.take`.
+ *
+ * What it guarantees:
+ *
+ * - **Never early.** It is armed for an instant (`dueMs`), in whole
+ *   milliseconds rounded up (at least 1), and calls back only once the clock
+ *   has reached that instant. Node's timers may fire up to a millisecond
+ *   early by `performance.now()` (their start is the event loop's cached
+ *   time); a wake-up before `dueMs` re-arms for the rest instead of calling
+ *   back.
+ * - **Any length.** Node fires a timer longer than 2^31 - 1 ms (24.8 days)
+ *   after 1 ms, with a `TimeoutOverflowWarning`. A longer wait is armed in
+ *   steps of at most {@link MAX_TIMER_MS}, so `timeout: '30d'` waits 30 days.
+ * - **One at a time.** Arming again replaces the pending wake-up; arming for
+ *   the instant already pending keeps it (no clear and set on every call).
+ * - **Lateness, measured.** Each wake-up records how late it came
+ *   ({@link Lateness}), for callers that size their work to the timers they
+ *   really get.
+ *
+ * The clock module owns the raw timers (`Clock.setTimeout`); this module is
+ * the policy on top of them, so it sits beside `clock.ts`, not in `meters/`
+ * (pure arithmetic, no timers).
+ */
+
+import type { Clock } from './clock.js';
+
+/** The longest single timer Node arms as asked: 2^31 - 1 ms. Longer waits are armed in steps. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * How late wake-ups have been coming lately: the largest lateness seen,
+ * decaying by a fifth at each wake-up. A GC pause or a busy event loop raises
+ * it at once; punctual timers bring it back down.
+ */
+export class Lateness {
+  #ms = 0;
+
+  /** The estimate, ms (0 when punctual). */
+  get ms(): number {
+    return this.#ms;
+  }
+
+  /** Records one wake-up `lateMs` after it was due; returns true if the estimate changed by 0.5 ms or more. */
+  observe(lateMs: number): boolean {
+    const next = Math.max(0, lateMs, this.#ms * 0.8);
+    const changed = Math.abs(next - this.#ms) >= 0.5;
+    this.#ms = next < 0.5 ? 0 : next;
+    return changed;
+  }
+}
+
+/** One timer for an exact instant; see the file's opening comment. */
+export class Watchdog {
+  #timer: unknown = undefined;
+  #armed = false;
+  /** The instant asked for. */
+  #dueMs = Number.POSITIVE_INFINITY;
+  /** When the current step's timer should fire (whole ms after it was armed): lateness is measured from it. */
+  #stepDueMs = 0;
+  readonly #lateness = new Lateness();
+  readonly #clock: Clock;
+  readonly #onWake: (latenessChanged: boolean) => void;
+
+  /** `onWake(latenessChanged)` runs once the clock has reached the armed instant. */
+  constructor(clock: Clock, onWake: (latenessChanged: boolean) => void) {
+    this.#clock = clock;
+    this.#onWake = onWake;
+  }
+
+  /** True while a wake-up is pending. */
+  get armed(): boolean {
+    return this.#armed;
+  }
+
+  /** The instant the pending wake-up is for (Infinity when none). */
+  get dueMs(): number {
+    return this.#armed ? this.#dueMs : Number.POSITIVE_INFINITY;
+  }
+
+  /** How late wake-ups have been coming lately, ms (0 when punctual). */
+  get latenessMs(): number {
+    return this.#lateness.ms;
+  }
+
+  /**
+   * Arms for the instant `dueMs` (clock time); `nowMs` is the clock's time now.
+   * A pending wake-up for the same instant is kept, another is replaced.
+   * `Infinity` disarms.
+   */
+  armAt(dueMs: number, nowMs: number): void {
+    if (this.#armed) {
+      if (this.#dueMs === dueMs) return;
+      this.disarm();
+    }
+    if (dueMs === Number.POSITIVE_INFINITY) return;
+    this.#armed = true;
+    this.#dueMs = dueMs;
+    this.#step(nowMs);
+  }
+
+  /** Arms for `delayMs` after `nowMs` (at least 1 ms, whole milliseconds rounded up). */
+  arm(nowMs: number, delayMs: number): void {
+    this.armAt(nowMs + Math.max(1, Math.ceil(delayMs)), nowMs);
+  }
+
+  /** Cancels a pending wake-up, if any. */
+  disarm(): void {
+    if (!this.#armed) return;
+    this.#clock.clearTimeout(this.#timer);
+    this.#armed = false;
+    this.#timer = undefined;
+  }
+
+  #step(nowMs: number): void {
+    const wholeMs = Math.min(MAX_TIMER_MS, Math.max(1, Math.ceil(this.#dueMs - nowMs)));
+    this.#stepDueMs = nowMs + wholeMs;
+    this.#timer = this.#clock.setTimeout(this.#fire, wholeMs);
+  }
+
+  readonly #fire = (): void => {
+    this.#timer = undefined;
+    const nowMs = this.#clock.now();
+    if (nowMs < this.#dueMs) {
+      // A step of a long wait, or a timer that fired early: arm for the rest.
+      this.#step(nowMs);
+      return;
+    }
+    this.#armed = false;
+    this.#onWake(this.#lateness.observe(nowMs - this.#stepDueMs));
+  };
+}

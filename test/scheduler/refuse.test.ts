@@ -1,0 +1,55 @@
+/**
+ * Turning jobs away (src/scheduler/refuse.ts): counted by reason, told to
+ * `rejected` listeners, and the flood path's one shared error per burst.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { Emitter } from '../../src/scheduler/events.js';
+import type { RejectedJob, SchedulerCounters } from '../../src/scheduler/options.js';
+import { costError, Refusals } from '../../src/scheduler/refuse.js';
+
+function counters(): SchedulerCounters {
+  return {
+    admitted: 0,
+    started: 0,
+    completed: 0,
+    failed: 0,
+    timedOut: 0,
+    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
+    waitedMs: 0,
+  };
+}
+
+describe('Refusals', () => {
+  it('a burst of queue-full refusals shares one stackless error, each caller with its own promise', async () => {
+    const c = counters();
+    const events = new Emitter();
+    const told: RejectedJob[] = [];
+    events.on('rejected', (job) => told.push(job));
+    const refusals = new Refusals(c, events, 10);
+    let estimates = 0;
+    const retryAfter = () => {
+      estimates++;
+      return 42;
+    };
+    const promises = [1, 2, 3].map((cost) => refusals.queueFull(cost, 0, retryAfter));
+    expect(new Set(promises).size).toBe(3);
+    const errors = await Promise.all(promises.map((p) => p.catch((error: unknown) => error)));
+    expect(new Set(errors).size).toBe(1);
+    expect(errors[0]).toMatchObject({ code: 'ERR_QUEUE_FULL', maxQueue: 10, retryAfterMs: 42 });
+    expect(estimates).toBe(1);
+    expect(c.rejected.queueFull).toBe(3);
+    expect(told.map((j) => j.cost)).toEqual([1, 2, 3]);
+    // The next burst gets a fresh error.
+    const next = await refusals.queueFull(1, 0, retryAfter).catch((error: unknown) => error);
+    expect(next).not.toBe(errors[0]);
+  });
+
+  it('refuseCost names the limit the cost exceeds, and refuses a cost that is not a number >= 0', async () => {
+    const refusals = new Refusals(counters(), new Emitter(), 10);
+    await expect(refusals.refuseCost(5, 0, 4, 10)).rejects.toMatchObject({ cost: 5, capacity: 4 });
+    await expect(refusals.refuseCost(5, 0, 10, 4)).rejects.toThrow(/concurrency/);
+    await expect(refusals.refuseCost(-1, 0, 10, 4)).rejects.toMatchObject({ code: 'ERR_INVALID_SIZE' });
+    expect(costError(3, 2, 10).message).toMatch(/3/);
+  });
+});
