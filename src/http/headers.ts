@@ -84,6 +84,9 @@ export function parseRetryAfter(
   if (value === undefined) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // An HTTP-date starts with a day name (IMF-fixdate, RFC 850 and asctime forms alike);
+  // Date.parse alone would also accept '-5' or '2026'.
+  if (!/^(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,? /i.test(text)) return undefined;
   const at = Date.parse(text);
   if (Number.isNaN(at)) return undefined;
   const reference = dateHeader === undefined ? Number.NaN : Date.parse(dateHeader);

@@ -26,7 +26,7 @@
  * never conform and answers 500, naming both numbers in the log channel.
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, isTokenpaceError } from '../errors.js';
 import {
@@ -158,6 +158,9 @@ export type RateLimitMiddleware = (req: IncomingMessage, res: ServerResponse, ne
 /** The parts of a Fastify request the hook uses (structural, so fastify is not a dependency). */
 export interface FastifyRequestLike {
   readonly raw: IncomingMessage;
+  readonly headers: IncomingHttpHeaders;
+  readonly method: string;
+  readonly url: string;
 }
 
 /** The parts of a Fastify reply the hook uses. */
