@@ -191,6 +191,8 @@ const NO_HEADERS: ReadonlyArray<readonly [string, string]> = Object.freeze([]);
 const DEFAULT_MAX_QUEUE = 1000;
 const PROBLEM_TYPE = 'application/problem+json';
 
+const immediate = (decision: Decision): [Decision, number] => [decision, 0];
+
 class StageError {
   constructor(
     readonly stage: ErrorInfo['stage'],
@@ -288,7 +290,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
   });
 
   const decide = async (key: string, cost: number, res: ServerResponse): Promise<[Decision, number] | undefined> => {
-    if (maxWaitMs <= 0 || held >= maxQueue) return [await limiter.tryTake(key, cost), 0];
+    if (maxWaitMs <= 0 || held >= maxQueue) return limiter.tryTake(key, cost).then(immediate);
     held++;
     const abort = new AbortController();
     const onClose = (): void => abort.abort();
@@ -334,7 +336,8 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
       if (skipFn !== undefined) {
         let skipped: boolean;
         try {
-          skipped = await skipFn(req);
+          const result = skipFn(req);
+          skipped = typeof result === 'boolean' ? result : await result;
         } catch (error) {
           throw new StageError('skip', error);
         }
@@ -342,7 +345,11 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
       }
       let key: string;
       try {
-        key = keyFn === undefined ? addressKey(clientAddress(raw, trust, proxyHeader)) : await keyFn(req);
+        if (keyFn === undefined) key = addressKey(clientAddress(raw, trust, proxyHeader));
+        else {
+          const result = keyFn(req);
+          key = typeof result === 'string' ? result : await result; // no microtask for a plain string
+        }
         if (typeof key !== 'string') throw new TypeError(`key(req) must return a string, got ${typeof key}`);
       } catch (error) {
         throw new StageError('key', error);
@@ -350,7 +357,8 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
       let cost = 1;
       if (costFn !== undefined) {
         try {
-          cost = await costFn(req);
+          const result = costFn(req);
+          cost = typeof result === 'number' ? result : await result;
           if (typeof cost !== 'number' || !(cost >= 0) || cost === Number.POSITIVE_INFINITY) {
             throw new TypeError(`cost(req) must return a finite number >= 0, got ${String(cost)}`);
           }
