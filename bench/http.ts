@@ -11,7 +11,7 @@
  * on the same server code. The server runs in a child process of its own, so
  * the load generator and the server do not share a core. Contenders run in
  * interleaved rounds (a b c, a b c) and the table gives medians of requests
- * per second and of p99 latency. `BENCH_HTTP_SECONDS` (default 4) sets each
+ * per second and of p99 latency. `BENCH_HTTP_SECONDS` (default 3) sets each
  * round's length; five rounds each plus a warm-up keep the section near 1 min.
  * On a shared, loaded machine the rounds swing widely: compare medians only.
  */
@@ -101,7 +101,7 @@ async function load(port: number, seconds: number): Promise<Round> {
 }
 
 async function run(): Promise<string> {
-  const seconds = Number(process.env.BENCH_HTTP_SECONDS ?? 4);
+  const seconds = Number(process.env.BENCH_HTTP_SECONDS ?? 3);
   const modes: Mode[] = ['bare', 'tokenpace', 'express-rate-limit'];
   const servers = new Map<Mode, { port: number; child: ChildProcess }>();
   for (const mode of modes) servers.set(mode, await startServer(mode));
