@@ -66,9 +66,14 @@ export function retryAfterSeconds(retryAfterMs: number): number {
 
 /** `"default";r=10;t=2` for a decision (see the opening comment for `t`). */
 export function formatRateLimit(name: string, decision: Decision): string {
+  return formatRateLimitQuoted(sfString(name), decision);
+}
+
+/** {@link formatRateLimit} with the name already quoted by {@link sfString} (the per-request path). */
+export function formatRateLimitQuoted(quotedName: string, decision: Decision): string {
   const remaining = Math.max(0, Math.floor(decision.remaining));
   const t = decision.allowed ? ceilSeconds(decision.resetAfterMs) : retryAfterSeconds(decision.retryAfterMs);
-  return `${sfString(name)};r=${remaining};t=${t}`;
+  return `${quotedName};r=${remaining};t=${t}`;
 }
 
 /**

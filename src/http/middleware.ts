@@ -42,7 +42,7 @@ import { addressKey, clientAddress, compileTrust, type ProxyHeader, type TrustPr
 import { createDefaultLimiter } from './default-limiter.js';
 import {
   formatPolicy,
-  formatRateLimit,
+  formatRateLimitQuoted,
   type PolicyWindow,
   policyWindow,
   retryAfterSeconds,
@@ -249,7 +249,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
   }
   const clock = options.clock ?? systemClock;
   const policyName = options.policyName ?? 'default';
-  sfString(policyName); // validates
+  const quotedName = sfString(policyName); // validates, once
   const sendHeaders = options.headers !== false;
   const policyHeader = sendHeaders && policy !== undefined ? formatPolicy(policyName, policy) : undefined;
   const maxWaitMs = options.maxWait === undefined ? 0 : parseDuration(options.maxWait);
@@ -277,7 +277,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
     if (!sendHeaders) return [];
     const list: Array<[string, string]> = [];
     if (policyHeader !== undefined) list.push(['RateLimit-Policy', policyHeader]);
-    list.push(['RateLimit', formatRateLimit(policyName, decision)]);
+    list.push(['RateLimit', formatRateLimitQuoted(quotedName, decision)]);
     return list;
   };
 
