@@ -95,6 +95,7 @@ type Dispatch = Dispatcher['dispatch'];
 
 const DEFAULT_MAX_PAUSE_MS = 300_000;
 const BODY_HIGH_WATER_MARK = 16 * 1024;
+const MAX_CACHED_ORIGINS = 1024;
 
 /** One origin: its scheduler and its pause. */
 class OriginState {
@@ -375,6 +376,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): D
     group === undefined ? undefined : () => (group as ThrottleGroup).throttle({ highWaterMark: BODY_HIGH_WATER_MARK });
 
   const states = new Map<string, OriginState>();
+  const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
   const stateFor = (origin: string): OriginState => {
     let state = states.get(origin);
     if (state === undefined) {
@@ -387,7 +389,12 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): D
 
   return (dispatch: Dispatch): Dispatch => {
     return function throttleDispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
-      const origin = originOf(opts.origin);
+      const raw = opts.origin;
+      let origin = typeof raw === 'string' ? originCache.get(raw) : undefined;
+      if (origin === undefined) {
+        origin = originOf(raw);
+        if (typeof raw === 'string' && originCache.size < MAX_CACHED_ORIGINS) originCache.set(raw, origin);
+      }
       const state = stateFor(origin);
       const controller = new PacedController();
       const enqueuedAtMs = clock.now();

@@ -4,6 +4,8 @@
  */
 
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StoreUnavailableError, WaitTooLongError } from '../../src/errors.js';
@@ -192,6 +194,25 @@ describe('rateLimit: keys', () => {
       ]);
     } finally {
       watch.stop();
+    }
+  });
+
+  it('groups a real IPv6 peer (::1) by its /64', async () => {
+    const watch = watchDecisions();
+    const limit = rateLimit({ rate: 1, burst: 1, clock: fake.clock });
+    const server = createServer((req, res) => limit(req, res, () => res.end('ok')));
+    await new Promise<void>((resolve) => server.listen(0, '::1', resolve));
+    try {
+      const url = `http://[::1]:${(server.address() as AddressInfo).port}/`;
+      expect((await call(url, { dispatcher: client })).status).toBe(200);
+      expect((await call(url, { dispatcher: client })).status).toBe(429);
+      expect(watch.keys).toEqual(['0:0:0:0::/64', '0:0:0:0::/64']);
+    } finally {
+      watch.stop();
+      await client.close();
+      client = agent();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 
