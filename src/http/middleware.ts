@@ -191,15 +191,6 @@ const NO_HEADERS: ReadonlyArray<readonly [string, string]> = Object.freeze([]);
 const DEFAULT_MAX_QUEUE = 1000;
 const PROBLEM_TYPE = 'application/problem+json';
 
-const immediate = (decision: Decision): [Decision, number] => [decision, 0];
-
-class StageError {
-  constructor(
-    readonly stage: ErrorInfo['stage'],
-    readonly error: unknown,
-  ) {}
-}
-
 /** The framework-neutral part: from a request to an outcome. */
 function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
   if (options === null || typeof options !== 'object') {
@@ -289,8 +280,8 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
     limit: policy?.quota ?? 0,
   });
 
-  const decide = async (key: string, cost: number, res: ServerResponse): Promise<[Decision, number] | undefined> => {
-    if (maxWaitMs <= 0 || held >= maxQueue) return limiter.tryTake(key, cost).then(immediate);
+  /** Holds the request (with `maxWait`) until it conforms; `undefined` if the client went away meanwhile. */
+  const hold = async (key: string, cost: number, res: ServerResponse): Promise<[Decision, number] | undefined> => {
     held++;
     const abort = new AbortController();
     const onClose = (): void => abort.abort();
@@ -331,68 +322,127 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
     return { kind: 'error', error, info: { stage, statusCode, problem } };
   };
 
-  const run = async (req: Req, raw: IncomingMessage, res: ServerResponse): Promise<Outcome> => {
+  /** The outcome of a decision. */
+  const outcomeOf = (
+    raw: IncomingMessage,
+    key: string,
+    cost: number,
+    decision: Decision,
+    waitedMs: number,
+  ): Outcome => {
+    if (decisionChannel.hasSubscribers) {
+      decisionChannel.publish({ req: raw, key, cost, decision, waitedMs } satisfies DecisionMessage);
+    }
+    if (decision.allowed) return { kind: 'allow', headers: sendHeaders ? rateHeaders(decision) : NO_HEADERS };
+    const seconds = retryAfterSeconds(decision.retryAfterMs);
+    const headers = rateHeaders(decision);
+    headers.push(['Retry-After', String(seconds)]);
+    const problem: ProblemDetails = {
+      type: QUOTA_EXCEEDED,
+      title: 'Too Many Requests',
+      status: 429,
+      detail: `Rate limit exceeded; retry in ${seconds} s.`,
+      'violated-policies': [policyName],
+    };
+    return { kind: 'limit', info: { key, cost, decision, retryAfterSeconds: seconds, headers, problem } };
+  };
+
+  // From a request to an outcome. Written as a chain of steps that stay synchronous as long as the
+  // user's functions return plain values, so the common path costs one promise: the limiter's.
+
+  const decideNow = (
+    raw: IncomingMessage,
+    res: ServerResponse,
+    key: string,
+    cost: number,
+  ): Outcome | Promise<Outcome> => {
+    if (maxWaitMs > 0 && held < maxQueue) {
+      return hold(key, cost, res).then(
+        (decided) => (decided === undefined ? GONE : outcomeOf(raw, key, cost, decided[0], decided[1])),
+        (error: unknown) => errorOutcome('limiter', error, raw),
+      );
+    }
+    return decideAsync(raw, key, cost);
+  };
+
+  // An async function rather than .then() callbacks: no closure is made per request.
+  const decideAsync = async (raw: IncomingMessage, key: string, cost: number): Promise<Outcome> => {
+    let decision: Decision;
     try {
-      if (skipFn !== undefined) {
-        let skipped: boolean;
-        try {
-          const result = skipFn(req);
-          skipped = typeof result === 'boolean' ? result : await result;
-        } catch (error) {
-          throw new StageError('skip', error);
-        }
-        if (skipped === true) return SKIP;
-      }
-      let key: string;
-      try {
-        if (keyFn === undefined) key = addressKey(clientAddress(raw, trust, proxyHeader));
-        else {
-          const result = keyFn(req);
-          key = typeof result === 'string' ? result : await result; // no microtask for a plain string
-        }
-        if (typeof key !== 'string') throw new TypeError(`key(req) must return a string, got ${typeof key}`);
-      } catch (error) {
-        throw new StageError('key', error);
-      }
-      let cost = 1;
-      if (costFn !== undefined) {
-        try {
-          const result = costFn(req);
-          cost = typeof result === 'number' ? result : await result;
-          if (typeof cost !== 'number' || !(cost >= 0) || cost === Number.POSITIVE_INFINITY) {
-            throw new TypeError(`cost(req) must return a finite number >= 0, got ${String(cost)}`);
-          }
-        } catch (error) {
-          throw new StageError('cost', error);
-        }
-      }
-      let decided: [Decision, number] | undefined;
-      try {
-        decided = await decide(key, cost, res);
-      } catch (error) {
-        throw new StageError('limiter', error);
-      }
-      if (decided === undefined) return GONE;
-      const [decision, waitedMs] = decided;
-      if (decisionChannel.hasSubscribers) {
-        decisionChannel.publish({ req: raw, key, cost, decision, waitedMs } satisfies DecisionMessage);
-      }
-      if (decision.allowed) return { kind: 'allow', headers: sendHeaders ? rateHeaders(decision) : NO_HEADERS };
-      const seconds = retryAfterSeconds(decision.retryAfterMs);
-      const headers = rateHeaders(decision);
-      headers.push(['Retry-After', String(seconds)]);
-      const problem: ProblemDetails = {
-        type: QUOTA_EXCEEDED,
-        title: 'Too Many Requests',
-        status: 429,
-        detail: `Rate limit exceeded; retry in ${seconds} s.`,
-        'violated-policies': [policyName],
-      };
-      return { kind: 'limit', info: { key, cost, decision, retryAfterSeconds: seconds, headers, problem } };
+      decision = await limiter.tryTake(key, cost);
     } catch (error) {
-      if (error instanceof StageError) return errorOutcome(error.stage, error.error, raw);
       return errorOutcome('limiter', error, raw);
     }
+    return outcomeOf(raw, key, cost, decision, 0);
+  };
+
+  const checkCost = (value: unknown): number => {
+    if (typeof value !== 'number' || !(value >= 0) || value === Number.POSITIVE_INFINITY) {
+      throw new TypeError(`cost(req) must return a finite number >= 0, got ${String(value)}`);
+    }
+    return value;
+  };
+
+  const withKey = (req: Req, raw: IncomingMessage, res: ServerResponse, key: string): Outcome | Promise<Outcome> => {
+    if (costFn === undefined) return decideNow(raw, res, key, 1);
+    let result: number | Promise<number>;
+    try {
+      result = costFn(req);
+      if (typeof result === 'number') return decideNow(raw, res, key, checkCost(result));
+    } catch (error) {
+      return errorOutcome('cost', error, raw);
+    }
+    return Promise.resolve(result).then(
+      (cost) => {
+        try {
+          return decideNow(raw, res, key, checkCost(cost));
+        } catch (error) {
+          return errorOutcome('cost', error, raw);
+        }
+      },
+      (error: unknown) => errorOutcome('cost', error, raw),
+    );
+  };
+
+  const checkKey = (value: unknown): string => {
+    if (typeof value !== 'string') throw new TypeError(`key(req) must return a string, got ${typeof value}`);
+    return value;
+  };
+
+  const unskipped = (req: Req, raw: IncomingMessage, res: ServerResponse): Outcome | Promise<Outcome> => {
+    let result: string | Promise<string>;
+    try {
+      if (keyFn === undefined) return withKey(req, raw, res, addressKey(clientAddress(raw, trust, proxyHeader)));
+      result = keyFn(req);
+      if (typeof result === 'string') return withKey(req, raw, res, result);
+    } catch (error) {
+      return errorOutcome('key', error, raw);
+    }
+    return Promise.resolve(result).then(
+      (key) => {
+        try {
+          return withKey(req, raw, res, checkKey(key));
+        } catch (error) {
+          return errorOutcome('key', error, raw);
+        }
+      },
+      (error: unknown) => errorOutcome('key', error, raw),
+    );
+  };
+
+  const run = (req: Req, raw: IncomingMessage, res: ServerResponse): Outcome | Promise<Outcome> => {
+    if (skipFn === undefined) return unskipped(req, raw, res);
+    let result: boolean | Promise<boolean>;
+    try {
+      result = skipFn(req);
+    } catch (error) {
+      return errorOutcome('skip', error, raw);
+    }
+    if (typeof result === 'boolean') return result ? SKIP : unskipped(req, raw, res);
+    return Promise.resolve(result).then(
+      (skipped) => (skipped === true ? SKIP : unskipped(req, raw, res)),
+      (error: unknown) => errorOutcome('skip', error, raw),
+    );
   };
 
   return { run, onLimit: options.onLimit, onError: options.onError };
@@ -441,12 +491,13 @@ function salvage(res: ServerResponse): void {
  */
 export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
   const engine = createEngine(options);
-  const apply = async (
+  // Synchronous for the common outcomes; only a user's onLimit/onError may return a promise.
+  const apply = (
     outcome: Outcome,
     req: IncomingMessage,
     res: ServerResponse,
     next: () => void,
-  ): Promise<void> => {
+  ): void | Promise<void> => {
     switch (outcome.kind) {
       case 'skip':
         next();
@@ -462,25 +513,45 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
           return;
         }
         if (!res.headersSent) for (const [name, value] of info.headers) res.setHeader(name, value);
-        await engine.onLimit(req, res, info);
-        return;
+        return engine.onLimit(req, res, info);
       }
       case 'error':
         if (engine.onError === undefined) {
           sendProblem(res, outcome.info.problem, outcome.info.statusCode === 503 ? [['Retry-After', '1']] : NO_HEADERS);
           return;
         }
-        await engine.onError(outcome.error, req, res, next, outcome.info);
-        return;
+        return engine.onError(outcome.error, req, res, next, outcome.info);
       case 'gone':
         return;
     }
   };
+  const settle = (outcome: Outcome, req: IncomingMessage, res: ServerResponse, next: () => void): void => {
+    try {
+      const pending = apply(outcome, req, res, next);
+      if (pending !== undefined) Promise.resolve(pending).catch(() => salvage(res));
+    } catch {
+      salvage(res);
+    }
+  };
+  const finish = async (
+    pending: Promise<Outcome>,
+    req: IncomingMessage,
+    res: ServerResponse,
+    next: () => void,
+  ): Promise<void> => {
+    let outcome: Outcome;
+    try {
+      outcome = await pending;
+    } catch {
+      salvage(res);
+      return;
+    }
+    settle(outcome, req, res, next);
+  };
   return (req, res, next) => {
-    engine
-      .run(req, req, res)
-      .then((outcome) => apply(outcome, req, res, () => next()))
-      .catch(() => salvage(res));
+    const outcome = engine.run(req, req, res);
+    if (outcome instanceof Promise) void finish(outcome, req, res, next);
+    else settle(outcome, req, res, next);
   };
 }
 
