@@ -3,6 +3,8 @@
  * autocannon (programmatic API), with
  *
  * - no limiter (the ceiling),
+ * - no limiter but the two header fields a limited response carries, with
+ *   fixed values (what the extra header bytes cost, limiter aside),
  * - tokenpace's `rateLimit` (memory, 10 000 keys: every request carries one
  *   of 10 000 API keys in turn, each allowed 100/s with bursts of 200, so
  *   every request is admitted and the figures are the cost of deciding),
@@ -12,7 +14,7 @@
  * the load generator and the server do not share a core. Contenders run in
  * interleaved rounds (a b c, a b c) and the table gives medians of requests
  * per second and of p99 latency. `BENCH_HTTP_SECONDS` (default 3) sets each
- * round's length; five rounds each plus a warm-up keep the section near 1 min.
+ * round's length; five rounds each plus a warm-up keep the section under 1.5 min.
  * On a shared, loaded machine the rounds swing widely: compare medians only.
  */
 
@@ -25,14 +27,28 @@ import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import { rateLimit } from '../src/index.js';
 import { median, type Section, table } from './harness.js';
 
-type Mode = 'bare' | 'tokenpace' | 'express-rate-limit';
+type Mode = 'bare' | 'headers' | 'tokenpace' | 'express-rate-limit';
 const KEYS = 10_000;
 const ROUNDS = 5;
+const LABELS: Record<Mode, string> = {
+  bare: 'no limiter',
+  headers: 'no limiter, the 2 header fields set',
+  tokenpace: 'tokenpace rateLimit',
+  'express-rate-limit': 'express-rate-limit 8',
+};
 
 type Handler = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
 
 function middlewareFor(mode: Mode): Handler | undefined {
   const key = (req: IncomingMessage): string => String(req.headers['x-key']);
+  if (mode === 'headers') {
+    // No limiter, only the two header fields a limited response carries (fixed values): what the bytes cost.
+    return (_req, res, next) => {
+      res.setHeader('RateLimit-Policy', '"default";q=200;w=2');
+      res.setHeader('RateLimit', '"default";r=199;t=1');
+      next();
+    };
+  }
   if (mode === 'tokenpace') return rateLimit({ rate: 100, burst: 200, key, maxKeys: 2 * KEYS });
   if (mode === 'express-rate-limit') {
     const erl = expressRateLimit({
@@ -102,7 +118,7 @@ async function load(port: number, seconds: number): Promise<Round> {
 
 async function run(): Promise<string> {
   const seconds = Number(process.env.BENCH_HTTP_SECONDS ?? 3);
-  const modes: Mode[] = ['bare', 'tokenpace', 'express-rate-limit'];
+  const modes: Mode[] = ['bare', 'headers', 'tokenpace', 'express-rate-limit'];
   const servers = new Map<Mode, { port: number; child: ChildProcess }>();
   for (const mode of modes) servers.set(mode, await startServer(mode));
   const rounds = new Map<Mode, Round[]>(modes.map((m) => [m, []]));
@@ -129,7 +145,7 @@ async function run(): Promise<string> {
   });
   const bare = summary[0]?.rps ?? 1;
   const rows = summary.map((s) => [
-    s.mode === 'bare' ? 'no limiter' : s.mode === 'tokenpace' ? 'tokenpace rateLimit' : 'express-rate-limit 8',
+    LABELS[s.mode],
     `${Math.round(s.rps)}`,
     s.mode === 'bare' ? '-' : `${(((bare - s.rps) / bare) * 100).toFixed(1)} %`,
     `${s.p99} ms`,
