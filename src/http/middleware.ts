@@ -23,7 +23,8 @@
  * limiter that rejects (a store that failed with a fail-closed policy)
  * answers 503 with `Retry-After: 1`; `onError` can answer otherwise (for
  * example call `next()` to fail open). A cost above the limiter's burst can
- * never conform and answers 500, naming both numbers in the log channel.
+ * never conform and answers 500 (the error, naming both numbers, is published
+ * on `tokenpace:http:error`).
  */
 
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
@@ -198,6 +199,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
   }
   let limiter: RateLimitDecider;
   let policy: PolicyWindow | undefined;
+  let advertisedBurst = 0; // the burst, when known: the `limit` of a refusal made from a WaitTooLongError
   if (options.limiter !== undefined) {
     if (options.rate !== undefined || options.burst !== undefined || options.global !== undefined) {
       throw new InvalidOptionError(
@@ -216,8 +218,10 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
     }
     const own = limiter as { rate?: unknown; burst?: unknown };
     if (options.policy) {
-      policy = policyWindow(parseRate(options.policy.rate), parseSizeOption(options.policy.burst, 'burst'));
+      advertisedBurst = parseSizeOption(options.policy.burst, 'burst');
+      policy = policyWindow(parseRate(options.policy.rate), advertisedBurst);
     } else if (options.policy === undefined && typeof own.rate === 'number' && typeof own.burst === 'number') {
+      advertisedBurst = own.burst;
       policy = policyWindow(own.rate, own.burst);
     }
   } else {
@@ -236,6 +240,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
       clock: options.clock,
     });
     limiter = made;
+    advertisedBurst = made.burst;
     if (options.policy !== false) policy = policyWindow(made.rate, made.burst);
   }
   const clock = options.clock ?? systemClock;
@@ -277,7 +282,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
     remaining: 0,
     retryAfterMs,
     resetAfterMs: retryAfterMs,
-    limit: policy?.quota ?? 0,
+    limit: advertisedBurst,
   });
 
   /** Holds the request (with `maxWait`) until it conforms; `undefined` if the client went away meanwhile. */

@@ -6,6 +6,7 @@
 
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import { Agent, type Dispatcher, interceptors, request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isTokenpaceError } from '../../src/errors.js';
@@ -265,6 +266,44 @@ describe('throttleInterceptor: bandwidth', () => {
     await reading;
     expect(received).toBe(size);
     expect(fake.clock.now() - startMs).toBeGreaterThanOrEqual(((size - 32 * 1024) / (256 * 1024)) * 1000 - 50);
+  });
+
+  it('paces streamed request bodies (a Readable, an async iterable) and delivers them whole', async () => {
+    const received: number[] = [];
+    const s = await listen((req, res) => {
+      let bytes = 0;
+      req.on('data', (c: Buffer) => {
+        bytes += c.length;
+      });
+      req.on('end', () => {
+        received.push(bytes);
+        res.end('ok');
+      });
+    });
+    cleanups.push(() => s.close());
+    const dispatcher = client({
+      bandwidth: new ThrottleGroup({ rate: 64 * 1024, burst: 8 * 1024, clock: fake.clock }),
+    });
+    async function* pieces() {
+      for (let i = 0; i < 8; i++) yield Buffer.alloc(8 * 1024, i);
+    }
+    const uploads = [
+      request(s.url, {
+        dispatcher,
+        method: 'POST',
+        body: Readable.from([Buffer.alloc(32 * 1024), Buffer.alloc(32 * 1024)]),
+      }),
+      request(s.url, { dispatcher, method: 'POST', body: pieces() as unknown as Readable }), // undici sends async iterables; its types omit them
+    ];
+    await settle(100);
+    expect(received).toEqual([]); // 128 KiB cannot pass on an 8 KiB burst with the clock stopped
+    for (let i = 0; i < 100 && received.length < 2; i++) {
+      fake.timers.tick(100);
+      await settle(2);
+    }
+    for (const response of await Promise.all(uploads)) await response.body.text();
+    expect(received.sort()).toEqual([64 * 1024, 64 * 1024]);
+    expect(fake.clock.now() - 1_000_000).toBeGreaterThanOrEqual(((128 - 8) / 64) * 1000);
   });
 
   it('paces a request body through the same bucket, with its content-length', async () => {

@@ -234,6 +234,43 @@ describe('rateLimit: keys', () => {
   });
 });
 
+describe('rateLimit: memory bound and async functions', () => {
+  const byHeader = (req: { headers: Record<string, string | string[] | undefined> }) =>
+    String(req.headers['x-api-key']);
+
+  it('keeps at most maxKeys keys, dropping a bucket that has refilled first', async () => {
+    const { url } = await start({ rate: 1, burst: 1, maxKeys: 2, key: byHeader });
+    const send = async (key: string) => (await call(url, { dispatcher: client, headers: { 'x-api-key': key } })).status;
+    expect(await send('a')).toBe(200);
+    fake.timers.tick(1000); // a is full again: it holds no information
+    expect(await send('b')).toBe(200);
+    expect(await send('c')).toBe(200); // a third key: a (full) is dropped, not b
+    expect(await send('b')).toBe(429); // b still remembers its request
+    expect(await send('d')).toBe(200); // nothing is full now: the oldest (b) goes, forgiven
+    expect(await send('b')).toBe(200);
+  });
+
+  it('awaits key, cost and skip functions that return promises, and answers 500 when one rejects', async () => {
+    const { url } = await start({
+      rate: 1,
+      burst: 5,
+      key: async (req) => {
+        if (req.headers['x-api-key'] === 'bad') throw new Error('lookup failed');
+        return byHeader(req);
+      },
+      cost: async (req) => Number(req.headers['x-cost'] ?? 1),
+      skip: async (req) => req.headers['x-skip'] === '1',
+    });
+    const send = (headers: Record<string, string>) => call(url, { dispatcher: client, headers });
+    expect((await send({ 'x-api-key': 'a', 'x-cost': '4' })).headers.ratelimit).toBe('"default";r=1;t=4');
+    expect((await send({ 'x-api-key': 'a', 'x-cost': '2' })).status).toBe(429);
+    expect((await send({ 'x-api-key': 'a', 'x-skip': '1' })).status).toBe(200);
+    expect((await send({ 'x-api-key': 'bad' })).status).toBe(500);
+    expect((await send({ 'x-api-key': 'a', 'x-cost': '-1' })).status).toBe(500);
+    expect((await send({ 'x-api-key': 'a', 'x-cost': '1' })).status).toBe(200);
+  });
+});
+
 describe('rateLimit: maxWait', () => {
   it('holds requests up to maxWait in a bounded queue, refuses beyond it at once', async () => {
     const server = await start({ rate: 10, burst: 1, maxWait: 350, maxQueue: 3 });
