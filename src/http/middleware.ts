@@ -141,8 +141,8 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   headers?: boolean;
   /**
    * Answers a refused request instead of the default 429. It must end the
-   * response. For node:http and Express the rate-limit fields and
-   * `Retry-After` are already set on `res`.
+   * response (send the reply). The rate-limit fields and `Retry-After` are
+   * already set on the response (the reply, for Fastify).
    */
   onLimit?: (req: Req, res: Res, info: LimitInfo) => void | Promise<void>;
   /**
@@ -592,7 +592,10 @@ function fastifyHook<
         return undefined;
       case 'limit':
         if (engine.onLimit === undefined) send(reply, outcome.info.problem, outcome.info.headers);
-        else await engine.onLimit(request, reply, outcome.info);
+        else {
+          for (const [name, value] of outcome.info.headers) reply.header(name, value);
+          await engine.onLimit(request, reply, outcome.info);
+        }
         return reply;
       case 'error': {
         if (engine.onError === undefined) {

@@ -110,6 +110,40 @@ describe('Fastify', () => {
     expect((await send(1, 'b'))[0]?.status).toBe(200); // another key is untouched
   });
 
+  it('lets onLimit answer with the reply, and onError fail open', async () => {
+    const { clock } = fakeClock();
+    const app = Fastify();
+    const failing = () => Promise.reject(new Error('store down'));
+    app.addHook('onRequest', async (request, reply) => {
+      const hook =
+        request.url === '/open'
+          ? rateLimit.fastify({ limiter: { tryTake: failing, take: failing }, onError: (_e, _q, _r, next) => next() })
+          : limited;
+      return hook(request, reply);
+    });
+    const limited = rateLimit.fastify({
+      rate: 1,
+      burst: 1,
+      clock,
+      onLimit: (_request, reply, info) => {
+        reply.code(429).send(`wait ${info.retryAfterSeconds}s`);
+      },
+    });
+    app.get('/*', async () => 'ok');
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const client = agent();
+    cleanups.push(async () => {
+      await client.close();
+      await app.close();
+    });
+    const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    expect((await call(`${base}/a`, { dispatcher: client })).status).toBe(200);
+    const refused = await call(`${base}/a`, { dispatcher: client });
+    expect(refused).toMatchObject({ status: 429, body: 'wait 1s' });
+    expect(refused.headers['retry-after']).toBe('1');
+    expect((await call(`${base}/open`, { dispatcher: client })).status).toBe(200);
+  });
+
   it('answers 503 when the limiter fails (alias rateLimitHook)', async () => {
     const app = Fastify();
     const fail = () => Promise.reject(new Error('store down'));
