@@ -24,6 +24,29 @@ export {
   WaitTooLongError,
 } from './errors.js';
 export {
+  type ClientPauseMessage,
+  type ClientRefusedMessage,
+  type ClientStartMessage,
+  channelNames,
+  type DecisionMessage,
+  type ErrorMessage,
+} from './http/channels.js';
+export type { ProxyHeader, TrustProxy } from './http/client-address.js';
+export { type OriginLimits, type ThrottleInterceptorOptions, throttleInterceptor } from './http/interceptor.js';
+export {
+  type ErrorInfo,
+  type FastifyReplyLike,
+  type FastifyRequestLike,
+  type LimitInfo,
+  type ProblemDetails,
+  type RateLimitHook,
+  type RateLimitMiddleware,
+  type RateLimitOptions,
+  rateLimit,
+  rateLimitHook,
+} from './http/middleware.js';
+export type { DeciderTakeOptions, Decision, RateLimitDecider } from './http/types.js';
+export {
   type BucketParams,
   type BucketState,
   type Reservation,

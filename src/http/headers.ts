@@ -1,0 +1,188 @@
+/**
+ * The rate-limit header fields, written by the server middleware and read by
+ * the client interceptor.
+ *
+ * Format followed: the IETF httpapi working group's "RateLimit header fields
+ * for HTTP", draft-ietf-httpapi-ratelimit-headers-11 (23 May 2026; the text
+ * of -10 and -11 define the same syntax): two Structured Fields (RFC 9651)
+ * lists,
+ *
+ *   RateLimit-Policy: "default";q=40;w=2     quota q per window w seconds
+ *   RateLimit: "default";r=10;t=2            r units available, effective window t seconds
+ *
+ * A token bucket of rate R and burst B is advertised as the policy
+ * w = max(1, ceil(B / R)) seconds and q = floor(R * w): q / w is the
+ * sustained rate, and when B / R is a whole number of seconds (20/s with 40,
+ * 100/s with 200), q is the burst as well. `r` is the whole tokens left after
+ * this request; `t` is the seconds until the bucket is full again on an
+ * admitted request, and the seconds until the request would conform (equal to
+ * Retry-After, which the draft says must not be earlier) on a refused one.
+ *
+ * Reading (client side): `Retry-After` as delay-seconds or an HTTP-date
+ * (RFC 9110 section 10.2.3; a date is taken relative to the response's `Date`
+ * field when there is one, so the two machines' clocks need not agree), and
+ * `RateLimit` items with `r=0`, whose `t` says how long nothing more is
+ * available. Malformed fields are ignored, as the draft requires.
+ */
+
+import type { Decision } from './types.js';
+
+/** How a token bucket is advertised in `RateLimit-Policy`. */
+export interface PolicyWindow {
+  /** The quota per window, quota units. */
+  readonly quota: number;
+  /** The window, whole seconds >= 1. */
+  readonly windowSeconds: number;
+}
+
+/** The policy window that advertises a bucket of `ratePerSecond` and `burst` (see the opening comment). */
+export function policyWindow(ratePerSecond: number, burst: number): PolicyWindow {
+  const windowSeconds = Math.max(1, Math.ceil(burst / ratePerSecond - 1e-9));
+  return { quota: Math.max(1, Math.floor(ratePerSecond * windowSeconds + 1e-9)), windowSeconds };
+}
+
+/** A Structured Fields String: printable ASCII, with `"` and `\` escaped. */
+export function sfString(value: string): string {
+  if (!/^[\x20-\x7e]*$/.test(value)) {
+    throw new TypeError(`a policy name must be printable ASCII, got ${JSON.stringify(value)}`);
+  }
+  return `"${value.replace(/[\\"]/g, '\\$&')}"`;
+}
+
+/** `"default";q=40;w=2` */
+export function formatPolicy(name: string, policy: PolicyWindow): string {
+  return `${sfString(name)};q=${policy.quota};w=${policy.windowSeconds}`;
+}
+
+/** Whole seconds, rounded up, for a delay in ms (0 stays 0). */
+export function ceilSeconds(ms: number): number {
+  return ms > 0 ? Math.ceil(ms / 1000 - 1e-9) : 0;
+}
+
+/** `Retry-After` for a refusal: whole seconds, rounded up, at least 1. */
+export function retryAfterSeconds(retryAfterMs: number): number {
+  return Math.max(1, ceilSeconds(retryAfterMs));
+}
+
+/** `"default";r=10;t=2` for a decision (see the opening comment for `t`). */
+export function formatRateLimit(name: string, decision: Decision): string {
+  return formatRateLimitQuoted(sfString(name), decision);
+}
+
+/** {@link formatRateLimit} with the name already quoted by {@link sfString} (the per-request path). */
+export function formatRateLimitQuoted(quotedName: string, decision: Decision): string {
+  const remaining = Math.max(0, Math.floor(decision.remaining));
+  const t = decision.allowed ? ceilSeconds(decision.resetAfterMs) : retryAfterSeconds(decision.retryAfterMs);
+  return `${quotedName};r=${remaining};t=${t}`;
+}
+
+/**
+ * Milliseconds a `Retry-After` value asks to wait, or `undefined` if it is
+ * malformed. `dateHeader` is the response's `Date` field; `nowMs` the local
+ * wall-clock time, used only when the response has no `Date`.
+ */
+export function parseRetryAfter(
+  value: string | undefined,
+  dateHeader: string | undefined,
+  nowMs: number,
+): number | undefined {
+  if (value === undefined) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // An HTTP-date starts with a day name (IMF-fixdate, RFC 850 and asctime forms alike);
+  // Date.parse alone would also accept '-5' or '2026'.
+  if (!/^(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,? /i.test(text)) return undefined;
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return undefined;
+  const reference = dateHeader === undefined ? Number.NaN : Date.parse(dateHeader);
+  return Math.max(0, at - (Number.isNaN(reference) ? nowMs : reference));
+}
+
+/** One item of a `RateLimit` field. */
+export interface ServiceLimit {
+  readonly policy: string;
+  /** Available quota units. */
+  readonly remaining: number;
+  /** Effective window, seconds (absent when the server gave none). */
+  readonly windowSeconds: number | undefined;
+}
+
+/**
+ * Parses a `RateLimit` field value (a Structured Fields list of strings or
+ * tokens with integer parameters). Returns `undefined` if it is malformed:
+ * the draft says to ignore such a field as a whole.
+ */
+export function parseRateLimit(value: string | undefined): ServiceLimit[] | undefined {
+  if (value === undefined) return undefined;
+  const items: ServiceLimit[] = [];
+  for (const member of splitList(value)) {
+    const match =
+      /^("(?:[^"\\]|\\.)*"|[A-Za-z*][\w:./*!#$%&'+^`|~-]*)((?:\s*;\s*[a-z*][a-z0-9_.*-]*(?:=[^;]*)?)*)$/.exec(member);
+    if (match === null) return undefined;
+    const [, rawName = '', rawParams = ''] = match;
+    const policy = rawName.startsWith('"') ? rawName.slice(1, -1).replace(/\\(.)/g, '$1') : rawName;
+    let remaining: number | undefined;
+    let windowSeconds: number | undefined;
+    for (const param of rawParams.split(';').slice(1)) {
+      const [key = '', val] = param.trim().split('=');
+      if (key === 'r' || key === 't') {
+        if (val === undefined || !/^\d{1,15}$/.test(val.trim())) return undefined;
+        if (key === 'r') remaining = Number(val);
+        else windowSeconds = Number(val);
+      }
+    }
+    if (remaining === undefined) return undefined;
+    items.push({ policy, remaining, windowSeconds });
+  }
+  return items.length > 0 ? items : undefined;
+}
+
+/** Splits a Structured Fields list on the commas outside quoted strings. */
+function splitList(value: string): string[] {
+  const members: string[] = [];
+  let current = '';
+  let quoted = false;
+  for (let i = 0; i < value.length; i++) {
+    const ch = value[i];
+    if (quoted && ch === '\\') {
+      current += ch + (value[i + 1] ?? '');
+      i++;
+      continue;
+    }
+    if (ch === '"') quoted = !quoted;
+    if (ch === ',' && !quoted) {
+      members.push(current.trim());
+      current = '';
+    } else {
+      current += ch;
+    }
+  }
+  members.push(current.trim());
+  return members.filter((m) => m !== '');
+}
+
+/**
+ * How long a response asks the client to send nothing more to its origin, ms,
+ * or `undefined` if it does not. `Retry-After` takes precedence (the draft
+ * says so); otherwise the longest `t` of the `RateLimit` items with `r=0`.
+ */
+export function pauseRequested(
+  headers: Record<string, string | string[] | undefined>,
+  nowMs: number,
+): { delayMs: number; source: 'retry-after' | 'ratelimit' } | undefined {
+  const first = (name: string): string | undefined => {
+    const v = headers[name];
+    return Array.isArray(v) ? v.join(', ') : v;
+  };
+  const retryAfter = parseRetryAfter(first('retry-after'), first('date'), nowMs);
+  if (retryAfter !== undefined) return { delayMs: retryAfter, source: 'retry-after' };
+  const limits = parseRateLimit(first('ratelimit'));
+  if (limits === undefined) return undefined;
+  let delayMs: number | undefined;
+  for (const item of limits) {
+    if (item.remaining === 0 && item.windowSeconds !== undefined) {
+      delayMs = Math.max(delayMs ?? 0, item.windowSeconds * 1000);
+    }
+  }
+  return delayMs === undefined ? undefined : { delayMs, source: 'ratelimit' };
+}

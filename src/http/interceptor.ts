@@ -1,0 +1,542 @@
+/**
+ * `throttleInterceptor`: an undici interceptor (for `dispatcher.compose(...)`)
+ * that paces requests per origin and obeys the origin's own pushback.
+ *
+ * Each origin (`https://api.example.com:443`) gets its own `Scheduler`
+ * (rate, burst, concurrency, maxQueue, maxWait; `origins` overrides them per
+ * origin). A request is a job of cost 1 that holds its concurrency unit from
+ * the moment it is sent until its response has been delivered in full (or has
+ * failed). A request the scheduler refuses fails with the scheduler's own
+ * error (`QueueFullError`, `WaitTooLongError`), delivered to the handler as
+ * any dispatch error is; no request is sent for it.
+ *
+ * Pushback: when an origin answers 429 or 503 (`pauseOn`) with `Retry-After`
+ * (delay-seconds or an HTTP-date) or with a `RateLimit` field whose item has
+ * `r=0` (its `t` seconds), that origin's scheduler is paused until then (at
+ * most `maxPause`). The response itself still reaches the caller: retrying is
+ * the job of undici's retry interceptor, and composed outside this one
+ * (`compose(throttleInterceptor(...), interceptors.retry())`) each retry goes
+ * through the paused origin's queue and leaves when the origin said so. A
+ * request that arrives while its origin is paused for longer than its
+ * `maxWait` is refused at once with `WaitTooLongError`. No timer is armed for
+ * a pause unless requests are waiting behind it.
+ *
+ * Bandwidth: with `bandwidth` (a rate such as `'1MiB/s'`, or a
+ * `ThrottleGroup` to share with other streams), response bodies pass through
+ * a member `Throttle` of that group: when its buffer is full (its
+ * highWaterMark, 16 KiB), the connection is paused through the handler's
+ * controller (`controller.pause()`, undici stops reading the socket) and
+ * resumed on `drain`: backpressure, never buffering the body. Request bodies
+ * that are a Buffer, a string, a Uint8Array, a Readable or an async iterable
+ * are piped through a member of the same group (a byte-array body gets a
+ * `content-length` if it had none, so it is not sent chunked); FormData and
+ * Blob bodies are sent unpaced. A rate (not a group) makes one group for
+ * all requests of this interceptor, so uploads and downloads share the cap.
+ *
+ * Handlers: the undici 7 hooks (`onRequestStart` ... `onResponseError`).
+ * The downstream handler is given this interceptor's own controller at once,
+ * before the request is sent, so aborting a request that is still waiting
+ * (its `signal`) takes it out of the queue at once; once sent, the controller
+ * forwards to the connection's.
+ */
+
+import { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import { type Clock, systemClock } from '../clock.js';
+import { InvalidOptionError, WaitTooLongError } from '../errors.js';
+import { Scheduler, type SchedulerOptions } from '../scheduler/scheduler.js';
+import { ThrottleGroup } from '../stream/group.js';
+import type { Throttle } from '../stream/throttle.js';
+import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
+import {
+  type ClientPauseMessage,
+  type ClientRefusedMessage,
+  type ClientStartMessage,
+  clientPauseChannel,
+  clientRefusedChannel,
+  clientStartChannel,
+} from './channels.js';
+import { pauseRequested } from './headers.js';
+
+/** The limits of one origin. */
+export interface OriginLimits {
+  /** Requests per second to the origin: a number or a string such as `'600/min'`. */
+  rate?: RateInput;
+  /** Requests that may start at once after an idle spell. @default 1 */
+  burst?: SizeInput;
+  /** Requests in flight at once. @default Infinity (only the rate limits) */
+  concurrency?: number;
+  /** Requests that may wait; beyond that a request fails with `QueueFullError`. @default 1000 */
+  maxQueue?: number;
+  /** The longest a request may wait to be sent (ms or `'2s'`); beyond it, `WaitTooLongError`. @default Infinity */
+  maxWait?: DurationInput;
+}
+
+/** Options for {@link throttleInterceptor}. */
+export interface ThrottleInterceptorOptions extends OriginLimits {
+  /** Limits per origin (`'https://api.example.com'`), each field over the defaults above. */
+  origins?: Record<string, OriginLimits>;
+  /** Cap on body bytes, requests and responses together: a rate (`'1MiB/s'`) or a `ThrottleGroup`. */
+  bandwidth?: RateInput | ThrottleGroup;
+  /** Statuses whose `Retry-After`/`RateLimit` pause the origin. @default [429, 503] */
+  pauseOn?: readonly number[];
+  /** The longest pause an origin can ask for (ms or `'5min'`). @default 300000 (5 minutes) */
+  maxPause?: DurationInput;
+  /** The time source of the schedulers and pauses. @default systemClock */
+  clock?: Clock;
+  /** Wall-clock milliseconds, for an HTTP-date `Retry-After` on a response without `Date`. @default Date.now */
+  wallClock?: () => number;
+}
+
+type DispatchHandler = Dispatcher.DispatchHandler;
+type DispatchController = Dispatcher.DispatchController;
+type DispatchOptions = Dispatcher.DispatchOptions;
+type Dispatch = Dispatcher['dispatch'];
+
+const DEFAULT_MAX_PAUSE_MS = 300_000;
+const BODY_HIGH_WATER_MARK = 16 * 1024;
+const MAX_CACHED_ORIGINS = 1024;
+
+/** One origin: its scheduler and its pause. */
+class OriginState {
+  pausedUntilMs = 0;
+  #timer: unknown = undefined;
+  readonly maxWaitMs: number;
+
+  constructor(
+    readonly origin: string,
+    readonly scheduler: Scheduler,
+    readonly clock: Clock,
+    maxWait: DurationInput | undefined,
+  ) {
+    this.maxWaitMs = maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(maxWait);
+  }
+
+  /** Ms left of the current pause (0 if none), resuming a pause that is over. */
+  pauseLeftMs(nowMs: number): number {
+    const left = this.pausedUntilMs - nowMs;
+    if (left > 0) return left;
+    if (this.scheduler.isPaused) this.#resume();
+    return 0;
+  }
+
+  pauseFor(nowMs: number, delayMs: number): boolean {
+    const until = nowMs + delayMs;
+    if (until <= this.pausedUntilMs) return false;
+    this.pausedUntilMs = until;
+    this.scheduler.pause();
+    if (this.#timer !== undefined) {
+      this.clock.clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    this.armIfWaiting();
+    return true;
+  }
+
+  /** Arms the resume timer if requests wait behind the pause (an idle paused origin holds no timer). */
+  armIfWaiting(): void {
+    if (this.#timer !== undefined || !this.scheduler.isPaused || this.scheduler.size === 0) return;
+    const delayMs = Math.max(0, this.pausedUntilMs - this.clock.now());
+    this.#timer = this.clock.setTimeout(() => {
+      this.#timer = undefined;
+      this.#resume();
+    }, delayMs);
+  }
+
+  #resume(): void {
+    if (this.#timer !== undefined) {
+      this.clock.clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    this.scheduler.resume();
+  }
+}
+
+/**
+ * The controller the downstream handler holds for the whole request: it
+ * exists before the request is sent (so an abort can take a waiting request
+ * out of the queue) and forwards to the connection's controller once sent.
+ * The connection is paused while the caller paused it or the bandwidth
+ * throttle's buffer is full.
+ */
+class PacedController implements DispatchController {
+  #target: DispatchController | undefined = undefined;
+  #callerPaused = false;
+  #throttleFull = false;
+  #targetPaused = false;
+  #aborted = false;
+  #reason: Error | null = null;
+  onAbortWaiting: ((reason: Error) => void) | undefined = undefined;
+  onCallerPause: ((paused: boolean) => void) | undefined = undefined;
+
+  set target(target: DispatchController) {
+    this.#target = target;
+    this.#targetPaused = false;
+    if (this.#aborted && this.#reason !== null) {
+      target.abort(this.#reason);
+      return;
+    }
+    this.#sync();
+  }
+
+  set throttleFull(full: boolean) {
+    this.#throttleFull = full;
+    this.#sync();
+  }
+
+  #sync(): void {
+    const target = this.#target;
+    if (target === undefined) return;
+    const pause = this.#callerPaused || this.#throttleFull;
+    if (pause && !this.#targetPaused) {
+      this.#targetPaused = true;
+      target.pause();
+    } else if (!pause && this.#targetPaused) {
+      this.#targetPaused = false;
+      target.resume();
+    }
+  }
+
+  pause(): void {
+    this.#callerPaused = true;
+    this.onCallerPause?.(true);
+    this.#sync();
+  }
+
+  resume(): void {
+    this.#callerPaused = false;
+    this.onCallerPause?.(false);
+    this.#sync();
+  }
+
+  abort(reason: Error): void {
+    if (this.#target !== undefined) {
+      this.#target.abort(reason);
+      return;
+    }
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.onAbortWaiting?.(reason);
+  }
+
+  get paused(): boolean {
+    return this.#callerPaused || (this.#target?.paused ?? false);
+  }
+
+  get aborted(): boolean {
+    return this.#target?.aborted ?? this.#aborted;
+  }
+
+  get reason(): Error | null {
+    return this.#target?.reason ?? this.#reason;
+  }
+
+  get rawHeaders(): DispatchController['rawHeaders'] {
+    return this.#target?.rawHeaders ?? null;
+  }
+
+  set rawHeaders(value: DispatchController['rawHeaders']) {
+    if (this.#target) this.#target.rawHeaders = value;
+  }
+
+  get rawTrailers(): DispatchController['rawTrailers'] {
+    return this.#target?.rawTrailers ?? null;
+  }
+
+  set rawTrailers(value: DispatchController['rawTrailers']) {
+    if (this.#target) this.#target.rawTrailers = value;
+  }
+}
+
+/** The `Scheduler` options of one origin, from the defaults and its override. */
+function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerOptions {
+  const options: SchedulerOptions = { clock };
+  if (limits.rate !== undefined) {
+    options.rate = limits.rate;
+    options.burst = limits.burst ?? 1;
+  }
+  if (limits.concurrency !== undefined) options.concurrency = limits.concurrency;
+  else if (limits.rate === undefined) options.concurrency = Number.MAX_SAFE_INTEGER; // pushback only
+  if (limits.maxQueue !== undefined) options.maxQueue = limits.maxQueue;
+  if (limits.maxWait !== undefined) options.maxWait = limits.maxWait;
+  return options;
+}
+
+/** The defaults with an origin's override on top (an override's undefined fields keep the default). */
+function merge(defaults: OriginLimits, override: OriginLimits | undefined): OriginLimits {
+  if (override === undefined) return defaults;
+  const merged: OriginLimits = { ...defaults };
+  for (const [name, value] of Object.entries(override) as Array<[keyof OriginLimits, never]>) {
+    if (value !== undefined) merged[name] = value;
+  }
+  return merged;
+}
+
+/** `https://Example.com:443/` -> `https://example.com` (the URL standard's origin serialisation). */
+function originOf(origin: string | URL | undefined): string {
+  if (origin === undefined) return '';
+  try {
+    return (origin instanceof URL ? origin : new URL(origin)).origin;
+  } catch {
+    return String(origin);
+  }
+}
+
+/** Does a header list (object or flat array) name `content-length`? */
+function hasContentLength(headers: DispatchOptions['headers']): boolean | undefined {
+  if (headers == null) return false;
+  if (Array.isArray(headers)) {
+    for (let i = 0; i < headers.length; i += 2) if (String(headers[i]).toLowerCase() === 'content-length') return true;
+    return false;
+  }
+  if (typeof headers === 'object' && !(Symbol.iterator in headers)) {
+    return Object.keys(headers).some((k) => k.toLowerCase() === 'content-length');
+  }
+  return undefined; // an iterable of pairs: left as it is
+}
+
+/**
+ * The dispatch options with the request body piped through `throttle`, or
+ * `undefined` (and `throttle` unused) if the body is absent or of a kind that
+ * is sent unpaced.
+ */
+function throttleRequestBody(opts: DispatchOptions, throttle: () => Throttle): DispatchOptions | undefined {
+  const body = opts.body as unknown;
+  if (body == null) return undefined;
+  let source: Readable;
+  let headers = opts.headers;
+  if (typeof body === 'string' || body instanceof Uint8Array) {
+    const has = hasContentLength(headers);
+    if (has === undefined) return undefined;
+    const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+    if (!has) {
+      const length = String(bytes.byteLength);
+      headers = Array.isArray(headers)
+        ? [...headers, 'content-length', length]
+        : { ...(headers as Record<string, string>), 'content-length': length };
+    }
+    source = Readable.from([bytes], { objectMode: false });
+  } else if (body instanceof Readable) {
+    source = body;
+  } else if (typeof body === 'object' && Symbol.asyncIterator in body && !(body instanceof Blob)) {
+    source = Readable.from(body as AsyncIterable<Uint8Array>, { objectMode: false });
+  } else {
+    return undefined;
+  }
+  const paced = throttle();
+  source.on('error', (error) => paced.destroy(error));
+  source.pipe(paced);
+  return { ...opts, headers, body: paced };
+}
+
+/**
+ * An undici interceptor that paces requests per origin and obeys 429/503
+ * pushback; see the file's opening comment.
+ *
+ * @example
+ * import { Agent, interceptors } from 'undici';
+ * const dispatcher = new Agent().compose(
+ *   throttleInterceptor({ rate: 36, burst: 8, concurrency: 8, maxWait: '10s' }),
+ *   interceptors.retry({ maxRetries: 3 }),
+ * );
+ */
+export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): Dispatcher.DispatcherComposeInterceptor {
+  const clock = options.clock ?? systemClock;
+  const wallClock = options.wallClock ?? Date.now;
+  const pauseOn = new Set(options.pauseOn ?? [429, 503]);
+  const maxPauseMs = options.maxPause === undefined ? DEFAULT_MAX_PAUSE_MS : parseDuration(options.maxPause);
+  const { origins: overrides = {}, bandwidth } = options;
+  const defaults: OriginLimits = {
+    rate: options.rate,
+    burst: options.burst,
+    concurrency: options.concurrency,
+    maxQueue: options.maxQueue,
+    maxWait: options.maxWait,
+  };
+  const overrideByOrigin = new Map<string, OriginLimits>();
+  for (const [origin, limits] of Object.entries(overrides)) overrideByOrigin.set(originOf(origin), limits);
+  // Validate every configuration now, not at the first request to that origin.
+  new Scheduler(schedulerOptions(defaults, clock));
+  for (const [origin, limits] of overrideByOrigin) {
+    try {
+      new Scheduler(schedulerOptions(merge(defaults, limits), clock));
+    } catch (error) {
+      throw new InvalidOptionError(
+        'origins',
+        origin,
+        `invalid limits for origin ${origin}: ${(error as Error).message}`,
+      );
+    }
+  }
+  let group: ThrottleGroup | undefined;
+  if (bandwidth instanceof ThrottleGroup) group = bandwidth;
+  else if (bandwidth !== undefined) group = new ThrottleGroup({ rate: bandwidth, clock });
+  const member =
+    group === undefined ? undefined : () => (group as ThrottleGroup).throttle({ highWaterMark: BODY_HIGH_WATER_MARK });
+
+  const states = new Map<string, OriginState>();
+  const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
+  const stateFor = (origin: string): OriginState => {
+    let state = states.get(origin);
+    if (state === undefined) {
+      const limits = merge(defaults, overrideByOrigin.get(origin));
+      state = new OriginState(origin, new Scheduler(schedulerOptions(limits, clock)), clock, limits.maxWait);
+      states.set(origin, state);
+    }
+    return state;
+  };
+
+  return (dispatch: Dispatch): Dispatch => {
+    return function throttleDispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
+      const raw = opts.origin;
+      let origin = typeof raw === 'string' ? originCache.get(raw) : undefined;
+      if (origin === undefined) {
+        origin = originOf(raw);
+        if (typeof raw === 'string' && originCache.size < MAX_CACHED_ORIGINS) originCache.set(raw, origin);
+      }
+      const state = stateFor(origin);
+      const controller = new PacedController();
+      const enqueuedAtMs = clock.now();
+      const method = String(opts.method);
+      const path = opts.path;
+
+      const refuse = (error: unknown, publish: boolean): void => {
+        if (publish && clientRefusedChannel.hasSubscribers) {
+          clientRefusedChannel.publish({ origin, method, path, error } satisfies ClientRefusedMessage);
+        }
+        handler.onResponseError?.(controller, error as Error);
+      };
+
+      handler.onRequestStart?.(controller, undefined);
+      if (controller.aborted) {
+        refuse(controller.reason, false);
+        return true;
+      }
+
+      const pauseLeftMs = state.pauseLeftMs(enqueuedAtMs);
+      if (pauseLeftMs > state.maxWaitMs) {
+        refuse(new WaitTooLongError(pauseLeftMs, state.maxWaitMs, pauseLeftMs), true);
+        return true;
+      }
+
+      const waiting = new AbortController();
+      controller.onAbortWaiting = (reason) => waiting.abort(reason);
+      let started = false;
+      state.scheduler
+        .schedule(
+          () =>
+            new Promise<void>((done) => {
+              started = true;
+              controller.onAbortWaiting = undefined;
+              if (clientStartChannel.hasSubscribers) {
+                clientStartChannel.publish({
+                  origin,
+                  method,
+                  path,
+                  waitedMs: clock.now() - enqueuedAtMs,
+                } satisfies ClientStartMessage);
+              }
+              send(dispatch, opts, handler, controller, state, done);
+            }),
+          { signal: waiting.signal },
+        )
+        .catch((error: unknown) => {
+          if (!started) refuse(error, !waiting.signal.aborted);
+        });
+      state.armIfWaiting();
+      return true;
+    };
+  };
+
+  /** Sends the request and relays its response; `done` when the caller has it all (or an error). */
+  function send(
+    dispatch: Dispatch,
+    opts: DispatchOptions,
+    handler: DispatchHandler,
+    controller: PacedController,
+    state: OriginState,
+    done: () => void,
+  ): void {
+    let finished = false;
+    let throttle: Throttle | undefined;
+    const finish = (): void => {
+      if (finished) return;
+      finished = true;
+      done();
+    };
+    const fail = (error: Error): void => {
+      if (finished) return;
+      throttle?.destroy();
+      handler.onResponseError?.(controller, error);
+      finish();
+    };
+    const inner: DispatchHandler = {
+      onRequestStart(connection) {
+        controller.target = connection;
+      },
+      onRequestUpgrade(_connection, statusCode, headers, socket) {
+        handler.onRequestUpgrade?.(controller, statusCode, headers, socket);
+        finish();
+      },
+      onResponseStart(_connection, statusCode, headers, statusMessage) {
+        if (pauseOn.has(statusCode)) {
+          const asked = pauseRequested(headers as Record<string, string | string[] | undefined>, wallClock());
+          if (asked !== undefined && asked.delayMs > 0) {
+            const delayMs = Math.min(asked.delayMs, maxPauseMs);
+            if (state.pauseFor(clock.now(), delayMs) && clientPauseChannel.hasSubscribers) {
+              clientPauseChannel.publish({
+                origin: state.origin,
+                statusCode,
+                delayMs,
+                source: asked.source,
+              } satisfies ClientPauseMessage);
+            }
+          }
+        }
+        if (member !== undefined && opts.method !== 'HEAD') {
+          const paced = member();
+          throttle = paced;
+          paced.on('data', (chunk: Buffer) => handler.onResponseData?.(controller, chunk));
+          paced.on('drain', () => {
+            controller.throttleFull = false;
+          });
+          paced.on('error', (error: Error) => fail(error));
+          controller.onCallerPause = (paused) => {
+            if (paused) paced.pause();
+            else paced.resume();
+          };
+        }
+        handler.onResponseStart?.(controller, statusCode, headers, statusMessage);
+      },
+      onResponseData(_connection, chunk) {
+        if (throttle === undefined) {
+          handler.onResponseData?.(controller, chunk);
+        } else if (!throttle.write(chunk)) {
+          controller.throttleFull = true;
+        }
+      },
+      onResponseEnd(_connection, trailers) {
+        if (throttle === undefined) {
+          handler.onResponseEnd?.(controller, trailers);
+          finish();
+          return;
+        }
+        throttle.once('end', () => {
+          handler.onResponseEnd?.(controller, trailers);
+          finish();
+        });
+        throttle.end();
+      },
+      onResponseError(_connection, error) {
+        fail(error);
+      },
+    };
+    try {
+      const paced = member === undefined ? undefined : throttleRequestBody(opts, member);
+      dispatch(paced ?? opts, inner);
+    } catch (error) {
+      fail(error as Error);
+    }
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * rateLimit in Express 5 (as middleware) and Fastify 5 (as an onRequest hook),
+ * each on a real loopback port.
+ */
+
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import Fastify from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { rateLimit, rateLimitHook } from '../../src/http/middleware.js';
+import { fakeClock } from '../helpers/fake-clock.js';
+import { agent, call } from './support.js';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+describe('Express', () => {
+  it('limits per client, passes headers to the route, and answers 429 itself', async () => {
+    const { clock } = fakeClock();
+    const app = express();
+    app.use(rateLimit({ rate: 20, burst: 40, clock }));
+    app.get('/items', (_req, res) => {
+      res.json({ ok: true });
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const client = agent();
+    cleanups.push(async () => {
+      await client.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    });
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/items`;
+    const replies = await Promise.all(Array.from({ length: 45 }, () => call(url, { dispatcher: client })));
+    const ok = replies.filter((r) => r.status === 200);
+    expect(ok).toHaveLength(40);
+    expect(ok[0]?.body).toBe('{"ok":true}');
+    expect(ok[0]?.headers['ratelimit-policy']).toBe('"default";q=40;w=2');
+    const refused = replies.filter((r) => r.status === 429);
+    expect(refused).toHaveLength(5);
+    expect(refused[0]?.headers['retry-after']).toBe('1');
+    expect(refused[0]?.headers['content-type']).toBe('application/problem+json');
+  });
+
+  it('answers 500 from a throwing key function and keeps serving', async () => {
+    const app = express();
+    app.use(
+      rateLimit({
+        rate: 10,
+        burst: 10,
+        key: (req) => {
+          if (req.url === '/bad') throw new Error('boom');
+          return 'k';
+        },
+      }),
+    );
+    app.get('/{*path}', (_req, res) => {
+      res.send('ok');
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const client = agent();
+    cleanups.push(async () => {
+      await client.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    });
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    expect((await call(`${base}/bad`, { dispatcher: client })).status).toBe(500);
+    expect((await call(`${base}/good`, { dispatcher: client })).status).toBe(200);
+  });
+});
+
+describe('Fastify', () => {
+  it('works as an onRequest hook: headers on 200, 429 with problem+json, route not run when refused', async () => {
+    const { clock } = fakeClock();
+    const app = Fastify();
+    let routeRuns = 0;
+    app.addHook(
+      'onRequest',
+      rateLimit.fastify({ rate: 20, burst: 40, clock, key: (request) => String(request.headers['x-api-key']) }),
+    );
+    app.get('/items', async () => {
+      routeRuns++;
+      return { ok: true };
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const client = agent();
+    cleanups.push(async () => {
+      await client.close();
+      await app.close();
+    });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/items`;
+    const send = (n: number, key: string) =>
+      Promise.all(Array.from({ length: n }, () => call(url, { dispatcher: client, headers: { 'x-api-key': key } })));
+    const first = await send(30, 'a');
+    expect(first.every((r) => r.status === 200)).toBe(true);
+    expect(first[0]?.headers['ratelimit-policy']).toBe('"default";q=40;w=2');
+    expect(first[0]?.headers.ratelimit).toMatch(/^"default";r=\d+;t=\d+$/);
+    const second = await send(30, 'a');
+    expect(second.filter((r) => r.status === 200)).toHaveLength(10);
+    const refused = second.filter((r) => r.status === 429);
+    expect(refused).toHaveLength(20);
+    expect(refused[0]?.headers['retry-after']).toBe('1');
+    expect(refused[0]?.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(JSON.parse(refused[0]?.body ?? '{}')).toMatchObject({ status: 429 });
+    expect(routeRuns).toBe(40);
+    expect((await send(1, 'b'))[0]?.status).toBe(200); // another key is untouched
+  });
+
+  it('lets onLimit answer with the reply, and onError fail open', async () => {
+    const { clock } = fakeClock();
+    const app = Fastify();
+    const failing = () => Promise.reject(new Error('store down'));
+    app.addHook('onRequest', async (request, reply) => {
+      const hook =
+        request.url === '/open'
+          ? rateLimit.fastify({ limiter: { tryTake: failing, take: failing }, onError: (_e, _q, _r, next) => next() })
+          : limited;
+      return hook(request, reply);
+    });
+    const limited = rateLimit.fastify({
+      rate: 1,
+      burst: 1,
+      clock,
+      onLimit: (_request, reply, info) => {
+        reply.code(429).send(`wait ${info.retryAfterSeconds}s`);
+      },
+    });
+    app.get('/*', async () => 'ok');
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const client = agent();
+    cleanups.push(async () => {
+      await client.close();
+      await app.close();
+    });
+    const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    expect((await call(`${base}/a`, { dispatcher: client })).status).toBe(200);
+    const refused = await call(`${base}/a`, { dispatcher: client });
+    expect(refused).toMatchObject({ status: 429, body: 'wait 1s' });
+    expect(refused.headers['retry-after']).toBe('1');
+    expect((await call(`${base}/open`, { dispatcher: client })).status).toBe(200);
+  });
+
+  it('answers 503 when the limiter fails (alias rateLimitHook)', async () => {
+    const app = Fastify();
+    const fail = () => Promise.reject(new Error('store down'));
+    app.addHook('onRequest', rateLimitHook({ limiter: { tryTake: fail, take: fail } }));
+    app.get('/', async () => 'ok');
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const client = agent();
+    cleanups.push(async () => {
+      await client.close();
+      await app.close();
+    });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/`;
+    const reply = await call(url, { dispatcher: client });
+    expect(reply.status).toBe(503);
+    expect(reply.headers['retry-after']).toBe('1');
+  });
+});
