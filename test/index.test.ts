@@ -34,6 +34,7 @@ describe('public exports', () => {
     'TokenBucket',
     'TokenpaceError',
     'WaitTooLongError',
+    'channelNames',
     'formatDuration',
     'formatRate',
     'formatSize',
@@ -41,7 +42,10 @@ describe('public exports', () => {
     'parseDuration',
     'parseRate',
     'parseSize',
+    'rateLimit',
+    'rateLimitHook',
     'systemClock',
+    'throttleInterceptor',
   ];
 
   it.each(values)('exports %s', (name) => {
