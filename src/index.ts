@@ -23,6 +23,16 @@ export {
   TokenpaceError,
   WaitTooLongError,
 } from './errors.js';
+export type { Decision } from './meters/decision.js';
+export { LeakyBucket, type LeakyBucketOptions, type LeakyDecision } from './meters/leaky-bucket.js';
+export {
+  type Color,
+  type ColorMode,
+  type SrTcmOptions,
+  srTCM,
+  type TrTcmOptions,
+  trTCM,
+} from './meters/tcm.js';
 export {
   type BucketParams,
   type BucketState,
@@ -32,6 +42,12 @@ export {
   TokenBucket,
   type TokenBucketOptions,
 } from './meters/token-bucket.js';
+export {
+  FixedWindow,
+  SlidingWindow,
+  type SlidingWindowOptions,
+  type WindowOptions,
+} from './meters/windows.js';
 export {
   type ActiveJob,
   type EventName,
