@@ -188,10 +188,7 @@ export function formatLookAt(sim: Simulation): string {
   if (fw || sw) {
     const parts = [fw, sw]
       .filter((r): r is AlgorithmResult => r !== undefined)
-      .map(
-        (r) =>
-          `${r.label} refused ${r.totals.rejected} and let ${r.totals.mostInAnySecond} through in its busiest second`,
-      );
+      .map((r) => `${r.label} refused ${r.totals.rejected}, and at most ${r.totals.mostInAnySecond} passed in any 1 s`);
     lines.push(
       `  - windows have no reserve: every request over ${formatRate(sim.ratePerSecond)} in a window is refused (${parts.join('; ')});`,
     );
@@ -214,5 +211,12 @@ export function formatLookAt(sim: Simulation): string {
       '  - add --compare all to see a fixed window, a sliding window, a leaky bucket and an unbounded queue beside it.',
     );
   }
+  lines.push('');
+  lines.push(
+    `All of this ran on simulated time (${sim.trace.durationS} s of traffic, computed at once). For a picture add --html plot.html;`,
+  );
+  lines.push(
+    `for the numbers behind a configuration: tokenpace explain --rate ${formatRate(sim.ratePerSecond)} --burst ${sim.burst}.`,
+  );
   return `${lines.join('\n')}\n`;
 }
