@@ -130,7 +130,9 @@ async function explainCommand(p: Parsed, io: Io): Promise<number> {
   const burst = sizeFlag(p, 'burst', true);
   const instances = integerFlag(p, 'instances', 1, 1_000_000) ?? 1;
   const calls = parseCalls(stringFlag(p, 'calls'));
-  const e = explain(ratePerSecond, burst, instances, calls);
+  // A rate in bytes or bits (10MiB/s, 8mbit, 100Mbps) explains bytes; a plain count explains requests.
+  const unit = /B|bit|bps/i.test(stringFlag(p, 'rate', true).replace(/\bper\b/gi, '')) ? 'bytes' : 'requests';
+  const e = explain(ratePerSecond, burst, instances, calls, unit);
   io.stdout.write(p.values.json ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
   return EXIT_OK;
 }

@@ -8,7 +8,7 @@
 
 import { TokenBucket } from '../meters/token-bucket.js';
 import { minBurstBytes, TIMER_SLACK_MS } from '../stream/pacing.js';
-import { formatDuration, formatRate } from '../units.js';
+import { formatDuration, formatRate, formatSize } from '../units.js';
 
 /** One window of the "most admitted" table. */
 export interface WindowBound {
@@ -34,7 +34,9 @@ export interface CallGroup {
 export interface Explanation {
   ratePerSecond: number;
   burst: number;
-  /** The rate written for people: `'100/s'`, `'100/min'`. */
+  /** What a token is: a request (the default) or a byte (a rate given in B/s or bits). */
+  unit: 'requests' | 'bytes';
+  /** The rate written for people: `'100/s'`, `'100/min'`, `'10 MiB/s'`. */
   rate: string;
   /** Milliseconds between tokens. */
   tokenIntervalMs: number;
@@ -86,19 +88,27 @@ function runCalls(ratePerSecond: number, burst: number, groups: number[]): CallG
 }
 
 /** Works out what a bucket of `ratePerSecond` and `burst` allows. */
-export function explain(ratePerSecond: number, burst: number, instances = 1, calls?: number[]): Explanation {
+export function explain(
+  ratePerSecond: number,
+  burst: number,
+  instances = 1,
+  calls?: number[],
+  unit: 'requests' | 'bytes' = 'requests',
+): Explanation {
+  const amount = (n: number): string => describeAmount(n, unit);
+  const rateText = (perSecond: number): string => describeRate(perSecond, unit);
   const minBurst = minBurstBytes(ratePerSecond);
   const warnings: string[] = [];
   if (burst < 1) {
     warnings.push(
-      `a burst of ${burst} holds less than one token, so a request of cost 1 never passes: use a burst of at least 1`,
+      `a burst of ${amount(burst)} holds less than one token, so a request of cost 1 never passes: use a burst of at least 1`,
     );
   } else if (burst < minBurst) {
     warnings.push(
-      `a burst of ${burst} cannot sustain ${formatRate(ratePerSecond)} for a waiter that sleeps on a timer ` +
+      `a burst of ${amount(burst)} cannot sustain ${rateText(ratePerSecond)} for a waiter that sleeps on a timer ` +
         `(a Scheduler's queue, take(), a Throttle): Node's timers tick in whole milliseconds and fire up to ` +
         `${TIMER_SLACK_MS} ms late, the bucket fills in ${formatDuration((burst * 1000) / ratePerSecond)} and ` +
-        `overflows while the waiter sleeps, so tokens are lost. Use a burst of at least ${minBurst} ` +
+        `overflows while the waiter sleeps, so tokens are lost. Use a burst of at least ${unit === 'bytes' ? `${minBurst} bytes (${amount(minBurst)})` : amount(minBurst)} ` +
         `(${2 * TIMER_SLACK_MS} ms of the rate). Requests refused at once (tryTake) are not affected.`,
     );
   }
@@ -106,7 +116,7 @@ export function explain(ratePerSecond: number, burst: number, instances = 1, cal
     instances > 1
       ? {
           ratePerSecond: ratePerSecond * instances,
-          rate: formatRate(ratePerSecond * instances),
+          rate: rateText(ratePerSecond * instances),
           largestBurst: Math.floor(burst) * instances,
           windows: windowBounds(ratePerSecond, burst).map((w) => ({
             windowMs: w.windowMs,
@@ -118,7 +128,8 @@ export function explain(ratePerSecond: number, burst: number, instances = 1, cal
   return {
     ratePerSecond,
     burst,
-    rate: formatRate(ratePerSecond),
+    unit,
+    rate: rateText(ratePerSecond),
     tokenIntervalMs: 1000 / ratePerSecond,
     largestBurst: Math.floor(burst),
     refillFromEmptyMs: (burst * 1000) / ratePerSecond,
@@ -131,6 +142,25 @@ export function explain(ratePerSecond: number, burst: number, instances = 1, cal
   };
 }
 
+/** A count for people (`6,200`), or bytes (`64 KiB`, `~600.1 MiB`). */
+export function describeAmount(n: number, unit: 'requests' | 'bytes'): string {
+  if (unit === 'requests') return count(n);
+  const exact = formatSize(n);
+  if (exact.length <= 10) return exact;
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  let scaled = n;
+  while (scaled >= 1024 && i < units.length - 1) {
+    scaled /= 1024;
+    i++;
+  }
+  return `~${Number(scaled.toPrecision(4))} ${units[i]}`;
+}
+
+function describeRate(perSecond: number, unit: 'requests' | 'bytes'): string {
+  return unit === 'requests' ? formatRate(perSecond) : `${describeAmount(perSecond, 'bytes')}/s`;
+}
+
 function count(n: number): string {
   return Number.isInteger(n) ? n.toLocaleString('en-US') : Number(n.toPrecision(6)).toLocaleString('en-US');
 }
@@ -139,29 +169,47 @@ function windowName(ms: number): string {
   return ms === 60_000 ? '1 min' : formatDuration(ms);
 }
 
+/** Splits `text` into lines of at most `width` characters (words are not broken), each indented. */
+function wrap(text: string, width: number, indent: string): string[] {
+  const out: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && indent.length + line.length + 1 + word.length > width) {
+      out.push(indent + line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) out.push(indent + line);
+  return out;
+}
+
 /** The explanation in plain words, as `explain` prints it. */
 export function formatExplanation(e: Explanation): string {
+  const bytes = e.unit === 'bytes';
+  const amount = (n: number): string => describeAmount(n, e.unit);
   const lines: string[] = [];
-  lines.push(`A token bucket with rate ${e.rate} and burst ${count(e.burst)}:`);
+  lines.push(`A token bucket with rate ${e.rate} and burst ${amount(e.burst)}:`);
   lines.push('');
   lines.push(
-    `  Sustained rate     ${e.rate} (${count(e.ratePerSecond * 60)}/min): over a long run, no more than this gets through.`,
+    `  Sustained rate     ${e.rate} (${amount(e.ratePerSecond * 60)}/min): over a long run, no more than this gets through.`,
   );
   lines.push(
-    `  Largest burst      ${count(e.largestBurst)} requests at once, from a full bucket (a new bucket starts full).`,
+    `  Largest burst      ${amount(e.largestBurst)}${bytes ? '' : ' requests'} at once, from a full bucket (a new bucket starts full).`,
   );
   lines.push(
-    `  Refill from empty  ${formatDuration(e.refillFromEmptyMs)} (${count(e.burst)} / ${e.rate}); a token every ${formatDuration(e.tokenIntervalMs)}.`,
+    `  Refill from empty  ${formatDuration(e.refillFromEmptyMs)} (${amount(e.burst)} / ${e.rate})${bytes ? '' : `; a token every ${formatDuration(e.tokenIntervalMs)}`}.`,
   );
   lines.push(
-    `  So                 after an idle spell of ${formatDuration(e.refillFromEmptyMs)} or more, ${count(e.largestBurst)} quick calls pass, then one every ${formatDuration(e.tokenIntervalMs)}:`,
+    bytes
+      ? `  So                 after an idle spell of ${formatDuration(e.refillFromEmptyMs)} or more, ${amount(e.largestBurst)} pass at once, then ${e.rate}:`
+      : `  So                 after an idle spell of ${formatDuration(e.refillFromEmptyMs)} or more, ${amount(e.largestBurst)} quick calls pass, then one every ${formatDuration(e.tokenIntervalMs)}:`,
   );
-  lines.push(`                     ${count(e.burst)} is a reserve, not a rate.`);
+  lines.push(`                     ${amount(e.burst)} is a reserve, not a rate.`);
   lines.push('');
-  lines.push('  Most requests admitted in any window (burst + rate x window):');
+  lines.push(`  Most ${bytes ? 'bytes' : 'requests'} admitted in any window (burst + rate x window):`);
   for (const w of e.windows) {
     lines.push(
-      `    ${windowName(w.windowMs).padEnd(6)} ${count(w.most).padStart(10)}   (the rate alone: ${count(w.average)})`,
+      `    ${windowName(w.windowMs).padEnd(6)} ${amount(w.most).padStart(12)}   (the rate alone: ${amount(w.average)})`,
     );
   }
   if (e.calls) {
@@ -182,20 +230,20 @@ export function formatExplanation(e: Explanation): string {
     const f = e.fleet;
     lines.push('');
     lines.push(`  ${e.instances} independent instances, each with its own bucket (traffic spread over all of them):`);
-    lines.push(`    together they allow about ${f.rate} sustained and ${count(f.largestBurst)} at once;`);
+    lines.push(`    together they allow about ${f.rate} sustained and ${amount(f.largestBurst)} at once;`);
     lines.push(
-      `    most in any window: ${f.windows.map((w) => `${count(w.most)} in ${windowName(w.windowMs)}`).join(', ')}.`,
+      `    most in any window: ${f.windows.map((w) => `${amount(w.most)} in ${windowName(w.windowMs)}`).join(', ')}.`,
     );
     lines.push(
-      `    The total moves with the number of instances and the routing. For one limit across them, keep the bucket`,
+      '    The total moves with the number of instances and the routing. For one limit across them, keep the bucket',
     );
     lines.push(
-      `    in a shared store, or give each instance ${formatRate(e.ratePerSecond / e.instances)} and a burst of ${count(e.burst / e.instances)}.`,
+      `    in a shared store, or give each instance ${describeRate(e.ratePerSecond / e.instances, e.unit)} and a burst of ${amount(e.burst / e.instances)}.`,
     );
   }
   for (const warning of e.warnings) {
     lines.push('');
-    lines.push(`  Warning: ${warning}`);
+    lines.push(...wrap(`Warning: ${warning}`, 100, '  '));
   }
   return `${lines.join('\n')}\n`;
 }

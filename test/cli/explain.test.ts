@@ -55,7 +55,12 @@ describe('explain: the worked numbers', () => {
     const tight = explain(1024 * 1024, 1024); // 1 MiB/s with 1 KiB: fills in ~1 ms
     expect(tight.minBurstForTimers).toBe(10486);
     expect(tight.warnings).toHaveLength(1);
-    expect(formatExplanation(tight)).toContain('Use a burst of at least 10486');
+    expect(formatExplanation(tight).replace(/\s+/g, ' ')).toContain('Use a burst of at least 10,486');
+    const bytes = explain(1024 * 1024, 1024, 1, undefined, 'bytes');
+    const text = formatExplanation(bytes).replace(/\s+/g, ' ');
+    expect(text).toContain('A token bucket with rate 1 MiB/s and burst 1 KiB');
+    expect(text).toContain('Use a burst of at least 10486 bytes (~10.24 KiB)');
+    for (const line of formatExplanation(bytes).split('\n')) expect(line.length).toBeLessThanOrEqual(110);
     expect(explain(1024 * 1024, 10486).warnings).toEqual([]);
     expect(explain(100, 0.5).warnings[0]).toContain('never passes');
   });
