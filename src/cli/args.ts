@@ -34,6 +34,10 @@ export function parseFlags(argv: string[], options: FlagSpec, allowPositionals: 
       const flag = /'([^']+)'/.exec(message)?.[1] ?? '';
       throw new UsageError(`unknown option ${flag}`);
     }
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && message.includes('does not take an argument')) {
+      const flag = /'(-[^']*)'/.exec(message)?.[1] ?? 'this option';
+      throw new UsageError(`option ${flag} takes no value`);
+    }
     if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
       const flag = /'(-[^']*)'/.exec(message)?.[1] ?? /Option '([^']+)'/.exec(message)?.[1] ?? 'an option';
       throw new UsageError(`option ${flag.split(' ')[0]} needs a value`);

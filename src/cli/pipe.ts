@@ -119,7 +119,8 @@ export async function runPipe(options: PipeOptions, io: Io): Promise<number> {
       return EXIT_OK; // the reader went away: stop quietly, as `cat | head` does
     }
     if (timer) io.stderr.write('\n');
-    io.stderr.write(`tokenpace pipe: ${file ?? 'stdin'}: ${describeFsError(error)}\n`);
+    const path = (error as NodeJS.ErrnoException).path;
+    io.stderr.write(`tokenpace pipe: ${path ? `${path}: ` : ''}${describeFsError(error)}\n`);
     return EXIT_FAILURE;
   } finally {
     if (timer) clearInterval(timer);

@@ -215,6 +215,7 @@ describe('tokenpace in-process: flags and help', () => {
     [['pipe', '--rate', '1MiB/s', 'a', 'b'], /at most one FILE/],
     [['pipe', '--rate', '1MiB/s', '--peak-rate', '512KiB/s'], /peakRate .* must be above rate/],
     [['frobnicate'], /unknown command "frobnicate"/],
+    [['explain', '--rate', '100/s', '--burst', '2', '--json=yes'], /option --json takes no value/],
   ])('%j exits 2 with a one-line reason', async (args, reason) => {
     const r = await inProcess(args as string[]);
     expect(r.code).toBe(2);
@@ -256,6 +257,34 @@ describe('tokenpace in-process: flags and help', () => {
     const sim = JSON.parse(c.stdout) as { results: { totals: { admitted: number; rejected: number } }[] };
     expect(sim.results[0]?.totals.admitted).toBeLessThanOrEqual(50 + 100 * 3);
     expect(sim.results[0]?.totals.rejected).toBeGreaterThan(0);
+  });
+
+  it('pipe: a directory or a missing FILE exits 1 with one line; --peak-rate passes the bytes unchanged', async () => {
+    const d = await inProcess(['pipe', '--rate', '1MiB/s', dir]);
+    expect(d).toMatchObject({ code: 1, stdout: '', stderr: `tokenpace pipe: ${dir}: is a directory\n` });
+    const m = await inProcess(['pipe', '--rate', '1MiB/s', join(dir, 'missing')]);
+    expect(m.code).toBe(1);
+    expect(m.stderr).toBe(`tokenpace pipe: cannot read ${join(dir, 'missing')}: no such file\n`);
+    const data = randomBytes(200 * 1024);
+    const p = await inProcess(['pipe', '--rate', '32MiB/s', '--burst', '1MiB', '--peak-rate', '64MiB/s', '-'], {
+      stdin: data,
+    });
+    expect(p.code).toBe(0);
+    expect(sha(p.bytes)).toBe(sha(data));
+  });
+
+  it('simulate --svg and --html write the plot; a path that cannot be written exits 1', async () => {
+    const svg = join(dir, 'plot.svg');
+    const html = join(dir, 'plot.html');
+    const args = ['simulate', '--rate', '100/s', '--burst', '200', '--scenario', 'ramp', '--compare', 'all'];
+    const r = await inProcess([...args, '--svg', svg, '--html', html]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe(`tokenpace simulate: wrote ${svg}\ntokenpace simulate: wrote ${html}\n`);
+    expect(readFileSync(svg, 'utf8')).toMatch(/^<svg /);
+    expect(readFileSync(html, 'utf8')).toMatch(/^<!doctype html>/);
+    const bad = await inProcess([...args, '--svg', join(dir, 'no', 'such', 'dir', 'plot.svg')]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^tokenpace simulate: cannot write the plot: /);
   });
 
   it('the progress bar is drawn on a terminal: bytes, rate, and ETA with a bar when the size is known', async () => {
