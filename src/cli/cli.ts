@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { isTokenpaceError } from '../errors.js';
+import { formatRate } from '../units.js';
 import { integerFlag, type Parsed, parseFlags, rateFlag, sizeFlag, stringFlag } from './args.js';
 import { explain, formatExplanation } from './explain.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type Io, UsageError } from './io.js';
@@ -58,7 +59,7 @@ real waiting) and prints, per second, what was offered, let through,
 rejected, queued, and the longest wait; then a chart and a summary.
 
 Options:
-  --rate RATE        the limit: 100/s, 6000/min (required)
+  --rate RATE        the limit: 100/s, 6000/min; from 1/s to 10000/s (required)
   --burst SIZE       the token bucket's capacity; also the leaky bucket's size (required)
   --scenario NAME    ${SCENARIOS.join(', ')}, or a CSV file: one column of arrival
                      times in seconds, or two columns "second,count" (required)
@@ -164,14 +165,14 @@ async function simulateCommand(p: Parsed, io: Io): Promise<number> {
   const variant = integerFlag(p, 'variant', 0, 2 ** 32 - 1) ?? 1;
   const svg = stringFlag(p, 'svg');
   const html = stringFlag(p, 'html');
-  if (ratePerSecond < 1 || ratePerSecond > 100_000) {
+  if (ratePerSecond < 1 || ratePerSecond > 10_000) {
     throw new UsageError(
-      `--rate: the simulator works in requests per second from 1/s to 100000/s, got ${ratePerSecond}/s`,
+      `--rate: the simulator takes rates from 1/s to 10000/s (requests per second), got ${formatRate(ratePerSecond)}`,
     );
   }
   const trace = await loadTrace(scenarioName, ratePerSecond, variant);
-  if (trace.arrivalsMs.length > 5_000_000)
-    throw new UsageError('--scenario: more than 5 million requests; use a shorter trace');
+  if (trace.arrivalsMs.length > 2_000_000)
+    throw new UsageError('--scenario: more than 2 million requests; use a shorter trace');
   const sim = await simulate(trace, ratePerSecond, burst, algorithms);
   if (p.values.json) {
     io.stdout.write(`${JSON.stringify({ simulatedTime: true, ...sim }, null, 2)}\n`);

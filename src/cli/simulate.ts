@@ -91,8 +91,12 @@ interface Contender {
   config: string;
   /** Offers request `id` at the clock's now. */
   offer(id: number, nowMs: number): void;
-  /** True if the contender settles asynchronously (microtasks must run before time moves on). */
-  async: boolean;
+  /**
+   * True while a request has left the contender's queue but its outcome is
+   * not recorded yet (it settles in a microtask): time must not move on
+   * until it is, or its start would be recorded late.
+   */
+  unsettled(): boolean;
 }
 
 function makeContender(
@@ -109,7 +113,7 @@ function makeContender(
       return {
         algorithm,
         config: `TokenBucket({ rate: ${ratePerSecond}, burst: ${burst} })`,
-        async: false,
+        unsettled: () => false,
         offer(id, nowMs) {
           outcomes[id] = bucket.tryTakeAt(nowMs) ? nowMs : Number.NaN;
         },
@@ -120,7 +124,7 @@ function makeContender(
       return {
         algorithm,
         config: `FixedWindow({ limit: ${limit}, window: '1s' })`,
-        async: false,
+        unsettled: () => false,
         offer(id, nowMs) {
           outcomes[id] = w.tryTakeAt(nowMs).allowed ? nowMs : Number.NaN;
         },
@@ -131,7 +135,7 @@ function makeContender(
       return {
         algorithm,
         config: `SlidingWindow({ limit: ${limit}, window: '1s' })`,
-        async: false,
+        unsettled: () => false,
         offer(id, nowMs) {
           outcomes[id] = w.tryTakeAt(nowMs).allowed ? nowMs : Number.NaN;
         },
@@ -142,7 +146,7 @@ function makeContender(
       return {
         algorithm,
         config: `LeakyBucket({ rate: ${ratePerSecond}, maxQueue: ${Math.max(1, burst)} })`,
-        async: false,
+        unsettled: () => false,
         offer(id, nowMs) {
           const d = b.tryTakeAt(nowMs);
           outcomes[id] = d.allowed ? nowMs + d.delayMs : Number.NaN;
@@ -151,17 +155,22 @@ function makeContender(
     }
     case 'queue': {
       const scheduler = new Scheduler({ rate: ratePerSecond, burst: 1, maxQueue: Number.MAX_SAFE_INTEGER, clock });
+      let offered = 0;
+      let settled = 0;
       return {
         algorithm,
         config: `Scheduler({ rate: ${ratePerSecond}, burst: 1, maxQueue: unbounded })`,
-        async: true,
+        unsettled: () => offered - scheduler.size - settled > 0,
         offer(id) {
+          offered++;
           scheduler
             .schedule(() => {
               outcomes[id] = clock.now();
+              settled++;
             })
             .catch(() => {
               outcomes[id] = Number.NaN;
+              settled++;
             });
         },
       };
@@ -169,12 +178,19 @@ function makeContender(
   }
 }
 
-/** Lets every pending microtask (and promise continuation) run. */
-function settle(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+/**
+ * Waits until `contender` has recorded every outcome that is due: a few turns
+ * of the microtask queue are usually enough (cheap); if not, whole event-loop
+ * turns.
+ */
+async function settle(contender: Contender): Promise<void> {
+  for (let turns = 0; contender.unsettled(); turns++) {
+    if (turns < 64) await Promise.resolve();
+    else await new Promise((resolve) => setImmediate(resolve));
+  }
 }
 
-function percentile(sorted: number[], p: number): number {
+function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return 0;
   const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[index] ?? 0;
@@ -196,76 +212,93 @@ function summarise(
     queued: 0,
     maxWaitMs: 0,
   }));
-  const waits: number[] = [];
-  const starts: number[] = [];
-  // Queue length changes: +1 when a request starts waiting, -1 when it is let through.
-  const changes: [number, number][] = [];
+  const n = arrivalsMs.length;
+  const waits = new Float64Array(n);
+  const starts = new Float64Array(n);
+  // The queue: requests join it at their arrival (sorted already) and leave at their start.
+  const joins = new Float64Array(n);
+  const leaves = new Float64Array(n);
+  let admitted = 0;
+  let rejected = 0;
+  let joined = 0;
+  let left = 0;
   let queuedAtEnd = 0;
-  for (const [id, arrival] of arrivalsMs.entries()) {
+  for (let id = 0; id < n; id++) {
+    const arrival = arrivalsMs[id] as number;
     const row = rows[Math.floor(arrival / 1000)];
     if (row) row.offered++;
     const start = outcomes[id];
     if (start === undefined) {
       queuedAtEnd++;
-      changes.push([arrival, 1]);
+      joins[joined++] = arrival;
       continue;
     }
     if (Number.isNaN(start)) {
+      rejected++;
       if (row) row.rejected++;
       continue;
     }
     const wait = start - arrival;
-    waits.push(wait);
-    starts.push(start);
+    waits[admitted] = wait;
+    starts[admitted++] = start;
     const startRow = rows[Math.floor(start / 1000)];
     if (startRow) {
       startRow.admitted++;
       if (wait > startRow.maxWaitMs) startRow.maxWaitMs = wait;
     }
-    if (wait > 0) changes.push([arrival, 1], [start, -1]);
+    if (wait > 0) {
+      joins[joined++] = arrival;
+      leaves[left++] = start;
+    }
   }
-  // Queue length at each second's end, and its peak.
-  changes.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const leaveTimes = leaves.subarray(0, left).sort();
+  // Walk joins and leaves in time order (a leave first on a tie): the queue at each second's end, and its peak.
   let queued = 0;
   let peakQueued = 0;
-  let c = 0;
-  for (const row of rows) {
-    const endMs = (row.second + 1) * 1000;
-    while (c < changes.length && (changes[c] as [number, number])[0] < endMs) {
-      queued += (changes[c] as [number, number])[1];
-      if (queued > peakQueued) peakQueued = queued;
-      c++;
+  let i = 0;
+  let j = 0;
+  const step = (untilMs: number): void => {
+    while (true) {
+      const nextJoin = i < joined ? (joins[i] as number) : Number.POSITIVE_INFINITY;
+      const nextLeave = j < left ? (leaveTimes[j] as number) : Number.POSITIVE_INFINITY;
+      if (nextLeave <= nextJoin && nextLeave < untilMs) {
+        queued--;
+        j++;
+      } else if (nextJoin < nextLeave && nextJoin < untilMs) {
+        queued++;
+        i++;
+        if (queued > peakQueued) peakQueued = queued;
+      } else return;
     }
+  };
+  for (const row of rows) {
+    step((row.second + 1) * 1000);
     row.queued = queued;
   }
-  for (; c < changes.length; c++) {
-    queued += (changes[c] as [number, number])[1];
-    if (queued > peakQueued) peakQueued = queued;
-  }
+  step(Number.POSITIVE_INFINITY);
   // The most let through in any window of 1 s: two pointers over the sorted start times.
-  starts.sort((a, b) => a - b);
+  const startTimes = starts.subarray(0, admitted).sort();
   let most = 0;
-  for (let i = 0, j = 0; j < starts.length; j++) {
-    while ((starts[j] as number) - (starts[i] as number) >= 1000) i++;
-    most = Math.max(most, j - i + 1);
+  for (let a = 0, b = 0; b < admitted; b++) {
+    while ((startTimes[b] as number) - (startTimes[a] as number) >= 1000) a++;
+    most = Math.max(most, b - a + 1);
   }
-  waits.sort((a, b) => a - b);
-  const rejected = outcomes.filter((o) => o !== undefined && Number.isNaN(o)).length;
+  const waitTimes = waits.subarray(0, admitted).sort();
   return {
     algorithm,
     label: LABELS[algorithm],
     config,
     seconds: rows,
     totals: {
-      offered: arrivalsMs.length,
-      admitted: starts.length,
+      offered: n,
+      admitted,
       rejected,
       queuedAtEnd,
       mostInAnySecond: most,
       peakQueued,
-      waitP50Ms: percentile(waits, 50),
-      waitP99Ms: percentile(waits, 99),
-      maxWaitMs: waits.length ? (waits[waits.length - 1] as number) : 0,
+      waitP50Ms: percentile(waitTimes, 50),
+      waitP99Ms: percentile(waitTimes, 99),
+      maxWaitMs: admitted ? (waitTimes[admitted - 1] as number) : 0,
     },
   };
 }
@@ -292,15 +325,15 @@ export async function simulate(
       // Timers due before this arrival fire first, each at its own time.
       while (clock.nextTimerAtMs() <= arrival) {
         clock.fireNext();
-        if (contender.async) await settle();
+        await settle(contender);
       }
       clock.set(arrival);
       contender.offer(id, arrival);
-      if (contender.async && arrivalsMs[id + 1] !== arrival) await settle();
+      if (arrivalsMs[id + 1] !== arrival) await settle(contender);
     }
     while (clock.nextTimerAtMs() < stopMs) {
       clock.fireNext();
-      if (contender.async) await settle();
+      await settle(contender);
     }
     // Requests let through after the stop are still waiting as far as the simulation goes.
     for (let id = 0; id < outcomes.length; id++) {
