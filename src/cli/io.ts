@@ -12,8 +12,10 @@ export interface Io {
   stderr: Writable;
   /** True if stderr is a terminal (the progress bar is drawn only then). */
   stderrIsTty: boolean;
-  /** The terminal's width in columns, when known. */
+  /** The width of the terminal stdout goes to, in columns, when known. */
   columns?: number;
+  /** The width of the terminal stderr goes to (for the progress bar), when known. */
+  stderrColumns?: number;
 }
 
 /**

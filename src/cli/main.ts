@@ -11,5 +11,6 @@ process.exitCode = await run(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
   stderrIsTty: process.stderr.isTTY === true,
-  columns: process.stdout.columns ?? process.stderr.columns,
+  columns: process.stdout.columns || undefined,
+  stderrColumns: process.stderr.columns || undefined,
 });

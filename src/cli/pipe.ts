@@ -60,7 +60,8 @@ export function progressLine(
   const eta = bytesPerSecond > 0 ? (total - bytes) / bytesPerSecond : Number.POSITIVE_INFINITY;
   const left = `${short(bytes)} / ${short(total)} ${String(Math.floor(share * 100)).padStart(3)}% `;
   const right = ` ${rate}  ETA ${clock(eta)}`;
-  const barWidth = Math.max(10, Math.min(40, columns - left.length - right.length - 3));
+  const width = columns > 0 ? columns : 80;
+  const barWidth = Math.max(10, Math.min(40, width - left.length - right.length - 3));
   const filled = Math.round(share * barWidth);
   return `${left}[${'#'.repeat(filled)}${'.'.repeat(barWidth - filled)}]${right}`;
 }
@@ -101,7 +102,7 @@ export async function runPipe(options: PipeOptions, io: Io): Promise<number> {
     const c = throttle.counters;
     const bytesPerSecond = final ? c.averageBytesPerSecond : c.currentBytesPerSecond;
     io.stderr.write(
-      `\r\x1b[K${progressLine(c.bytes, total, bytesPerSecond, c.elapsedMs, io.columns)}${final ? '\n' : ''}`,
+      `\r\x1b[K${progressLine(c.bytes, total, bytesPerSecond, c.elapsedMs, io.stderrColumns)}${final ? '\n' : ''}`,
     );
   };
   if (io.stderrIsTty) {

@@ -45,7 +45,7 @@ type Column = { head: string; width: number; get: (row: SecondStats) => string; 
 function columnsFor(result: AlgorithmResult): Column[] {
   const any = (pick: (r: SecondStats) => number): boolean => result.seconds.some((r) => pick(r) > 0);
   const all: Column[] = [
-    { head: 'pass', width: 6, get: (r) => String(r.admitted), used: true },
+    { head: 'admit', width: 6, get: (r) => String(r.admitted), used: true },
     { head: 'rej', width: 5, get: (r) => String(r.rejected), used: any((r) => r.rejected) },
     { head: 'queue', width: 6, get: (r) => String(r.queued), used: any((r) => r.queued) },
     { head: 'wait', width: 6, get: (r) => seconds(r.maxWaitMs), used: any((r) => r.maxWaitMs) },
@@ -76,7 +76,7 @@ export function formatTable(sim: Simulation): string {
     });
     lines.push(`${`${s}s`.padStart(5)}${String(offered[s]?.offered ?? 0).padStart(8)} │ ${cells.join(' │ ')}`);
   }
-  return `${lines.join('\n')}\n`;
+  return `${lines.map((line) => line.trimEnd()).join('\n')}\n`;
 }
 
 /** The terminal chart: offered and let through per second, rejections, and waits, one row per contender. */
@@ -175,7 +175,7 @@ export function formatLookAt(sim: Simulation): string {
   const by = new Map(sim.results.map((r) => [r.algorithm, r]));
   const lines: string[] = ['What to look at:'];
   const marks = sim.trace.marksS.length ? ` (around ${sim.trace.marksS.map((s) => `${s} s`).join(', ')})` : '';
-  lines.push(`  - the "pass" columns during the bursts${marks}: who lets the burst through and who cuts it;`);
+  lines.push(`  - the "admit" columns during the bursts${marks}: who lets the burst through and who cuts it;`);
   const tb = by.get('token-bucket');
   if (tb) {
     lines.push(
