@@ -253,7 +253,7 @@ export function renderHtml(sim: Simulation): string {
     .join('\n');
   const look = formatLookAt(sim)
     .split('\n')
-    .filter((l) => l.startsWith('  - '))
+    .filter((l) => l.startsWith('  - ') && !l.includes('"admit" columns')) // the table is not on the page
     .map((l) => `<li>${esc(l.slice(4))}</li>`)
     .join('\n');
   const title = `tokenpace simulate: rate ${formatRate(sim.ratePerSecond)}, burst ${sim.burst}, scenario ${sim.trace.name}`;
@@ -270,7 +270,8 @@ export function renderHtml(sim: Simulation): string {
   svg { max-width: 100%; height: auto; border: 1px solid #e5e7eb; border-radius: 6px; }
   table { border-collapse: collapse; margin: 12px 0 20px; font-size: 14px; }
   th, td { padding: 4px 10px; border-bottom: 1px solid #e5e7eb; text-align: right; }
-  th:first-child, td:first-child, td:last-child { text-align: left; }
+  th:first-child, td:first-child, th:last-child, td:last-child { text-align: left; }
+  td { white-space: nowrap; }
   code { font-size: 12px; color: #374151; }
   .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 6px; vertical-align: -1px; }
 </style>
