@@ -170,6 +170,12 @@ export function renderSvg(sim: Simulation): string {
   top += 42;
   const n = sim.results.length;
   for (const [title, values, max, unit] of shared) {
+    if (sim.results.every((r) => values(r).every((v) => v === 0))) {
+      // Nothing to draw: say so in one line instead of an empty panel.
+      body.push(`<text x="${LEFT}" y="${top - 9}" class="panel-title">${esc(`${title}: none`)}</text>`);
+      top += 30;
+      continue;
+    }
     const p: Panel = { title, unit, top, max };
     body.push(panelFrame(p, seconds, x, sim.trace.marksS, PANEL_HEIGHT, 4));
     const y = yOf(p, PANEL_HEIGHT);
@@ -183,7 +189,7 @@ export function renderSvg(sim: Simulation): string {
     });
     top += PANEL_HEIGHT + PANEL_GAP;
   }
-  const height = top - PANEL_GAP + 44;
+  const height = Math.max(top - PANEL_GAP + 44, top + 20);
 
   out.push(
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${WIDTH} ${height}" width="${WIDTH}" height="${height}" role="img" aria-label="${esc(`tokenpace simulate, scenario ${sim.trace.name}`)}">`,
@@ -212,8 +218,8 @@ export function renderSvg(sim: Simulation): string {
   const legend: { color: string; label: string; dash?: boolean; fill?: boolean }[] = [
     { color: '#e5e7eb', label: 'offered', fill: true },
     { color: '#111827', label: `the rate, ${formatRate(sim.ratePerSecond)}`, dash: true },
-    { color: '#f59e0b', label: 'bursts in the scenario', dash: true },
   ];
+  if (sim.trace.marksS.length > 0) legend.push({ color: '#f59e0b', label: sim.trace.marksLabel, dash: true });
   let lx = LEFT;
   const ly = 76;
   for (const item of legend) {

@@ -30,6 +30,8 @@ export interface Trace {
   durationS: number;
   /** Times (s) worth pointing at: the bursts, the spike. */
   marksS: number[];
+  /** What the marks are, for a legend: "bursts", "the flood". */
+  marksLabel: string;
 }
 
 /** The names of the built-in scenarios. */
@@ -84,6 +86,7 @@ export function scenario(name: ScenarioName, ratePerSecond: number, variant = 1)
         arrivalsMs: fromCounts(counts, random),
         durationS: 60,
         marksS: bursts.map(([start]) => start),
+        marksLabel: 'the bursts begin',
       };
     }
     case 'steady': {
@@ -94,6 +97,7 @@ export function scenario(name: ScenarioName, ratePerSecond: number, variant = 1)
         arrivalsMs: fromCounts(counts, random),
         durationS: 30,
         marksS: [],
+        marksLabel: '',
       };
     }
     case 'spike': {
@@ -109,6 +113,7 @@ export function scenario(name: ScenarioName, ratePerSecond: number, variant = 1)
         arrivalsMs: arrivalsMs.sort((a, b) => a - b),
         durationS: 30,
         marksS: [10],
+        marksLabel: 'the flood straddles this mark',
       };
     }
     case 'ramp': {
@@ -119,6 +124,7 @@ export function scenario(name: ScenarioName, ratePerSecond: number, variant = 1)
         arrivalsMs: fromCounts(counts, random),
         durationS: 40,
         marksS: [20],
+        marksLabel: 'the ramp crosses the rate',
       };
     }
   }
@@ -182,5 +188,6 @@ export function parseCsvTrace(text: string, name: string, variant = 1): Trace {
     arrivalsMs,
     durationS: Math.max(1, Math.floor(last / 1000) + 1),
     marksS: [],
+    marksLabel: '',
   };
 }
