@@ -70,7 +70,7 @@ function runCalls(ratePerSecond: number, burst: number, groups: number[]): CallG
   // Quick calls: no time passes between them, nor between the groups.
   const bucket = new TokenBucket({
     rate: ratePerSecond,
-    burst: Math.max(burst, Number.MIN_VALUE),
+    burst,
     clock: { now: () => 0, setTimeout: () => undefined, clearTimeout: () => {} },
   });
   const out: CallGroup[] = [];
