@@ -45,7 +45,17 @@ export {
   rateLimit,
   rateLimitHook,
 } from './http/middleware.js';
-export type { DeciderTakeOptions, Decision, RateLimitDecider } from './http/types.js';
+export type { DeciderTakeOptions, RateLimitDecider } from './http/types.js';
+export type { Decision } from './meters/decision.js';
+export { LeakyBucket, type LeakyBucketOptions, type LeakyDecision } from './meters/leaky-bucket.js';
+export {
+  type Color,
+  type ColorMode,
+  type SrTcmOptions,
+  srTCM,
+  type TrTcmOptions,
+  trTCM,
+} from './meters/tcm.js';
 export {
   type BucketParams,
   type BucketState,
@@ -55,6 +65,12 @@ export {
   TokenBucket,
   type TokenBucketOptions,
 } from './meters/token-bucket.js';
+export {
+  FixedWindow,
+  SlidingWindow,
+  type SlidingWindowOptions,
+  type WindowOptions,
+} from './meters/windows.js';
 export {
   type ActiveJob,
   type EventName,

@@ -21,13 +21,16 @@ describe('public exports', () => {
     'AbortError',
     'BurstTooSmallError',
     'CostExceedsCapacityError',
+    'FixedWindow',
     'InvalidDurationError',
     'InvalidOptionError',
     'InvalidRateError',
     'InvalidSizeError',
     'JobTimeoutError',
+    'LeakyBucket',
     'QueueFullError',
     'Scheduler',
+    'SlidingWindow',
     'StoreUnavailableError',
     'Throttle',
     'ThrottleGroup',
@@ -44,8 +47,10 @@ describe('public exports', () => {
     'parseSize',
     'rateLimit',
     'rateLimitHook',
+    'srTCM',
     'systemClock',
     'throttleInterceptor',
+    'trTCM',
   ];
 
   it.each(values)('exports %s', (name) => {

@@ -8,19 +8,9 @@
  * adapters do not depend on a particular implementation.
  */
 
-/** What a limiter answers for one request: the same shape for every meter. */
-export interface Decision {
-  /** True if the request conforms (its cost was taken). */
-  readonly allowed: boolean;
-  /** Whole tokens left for this key after the decision (never negative). */
-  readonly remaining: number;
-  /** Milliseconds until the refused request would conform (0 when allowed). */
-  readonly retryAfterMs: number;
-  /** Milliseconds until the key's bucket is full again. */
-  readonly resetAfterMs: number;
-  /** The key's capacity (its burst). */
-  readonly limit: number;
-}
+import type { Decision } from '../meters/decision.js';
+
+export type { Decision };
 
 /** Options for {@link RateLimitDecider.take}. */
 export interface DeciderTakeOptions {

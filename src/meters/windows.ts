@@ -1,0 +1,408 @@
+/**
+ * Window counters: `FixedWindow` and `SlidingWindow`, for rules that count
+ * requests per window ("at most 100 between 12:00 and 12:01") rather than
+ * pace them. A token bucket is the wrong tool for such a rule: it lets a full
+ * bucket's burst through at any moment and never resets on a boundary.
+ *
+ * Fixed window. Time is cut into windows [k * W, (k + 1) * W) on the clock's
+ * time axis; each window admits at most `limit` cost, and the count starts
+ * again at zero on each boundary. Simple and cheap (two numbers of state),
+ * but the boundary is sharp: `limit` at the end of one window and `limit` at
+ * the start of the next pass within moments of each other, so a window of W
+ * that straddles a boundary can see 2 * limit.
+ *
+ * Sliding window. A request at time t counts until t + W, so no window of
+ * length W, wherever it starts, admits more than `limit`: the rule a fixed
+ * window only approximates. Two forms:
+ *
+ * - `'log'` (the default, exact): the admitted requests' times and costs are
+ *   kept (one entry per admission time, at most `limit` of them for cost-1
+ *   requests), and a request conforms iff the cost admitted in (t - W, t]
+ *   plus its own is at most `limit`.
+ * - `'counter'` (approximate, two numbers of state, what a Redis key can hold
+ *   cheaply): the count of the current fixed window plus the previous
+ *   window's count weighted by the share of it still inside the sliding
+ *   window, assuming it was spread evenly: `previous * (1 - elapsed / W) +
+ *   current`. It smooths the boundary but is not a hard bound.
+ *
+ * Worked example (limit 100 per 1 s): 100 requests at 0.9 s fill window 0;
+ * at 1.0 s a fixed window admits 100 more (200 within 0.1 s), a sliding log
+ * admits none until 1.9 s, and the counter (which sees 100 * (1 - 0) = 100
+ * still counted at 1.0 s) admits one more at 1.01 s, when 1 % of the previous
+ * window has slid out.
+ *
+ * The windows are aligned to the clock's zero: with a clock that reads
+ * wall time (`Date.now()`), they are calendar windows (12:00:00-12:01:00 for
+ * W = 1 min); with the default monotonic clock they start at the process's
+ * time origin. Time that goes backwards counts as no time at all.
+ *
+ * State and arithmetic are plain functions over plain objects
+ * (`fixedWindowTake`, `slidingLogTake`, `slidingCounterTake`), so a store can
+ * keep the state elsewhere and run the same step; the classes add a clock.
+ */
+
+import { type Clock, systemClock } from '../clock.js';
+import { CostExceedsCapacityError, InvalidOptionError, InvalidSizeError } from '../errors.js';
+import { type DurationInput, parseDuration } from '../units.js';
+import type { Decision } from './decision.js';
+
+/** The parameters of a window counter. */
+export interface WindowParams {
+  /** The most cost admitted per window. */
+  limit: number;
+  /** The window's length, ms. */
+  windowMs: number;
+}
+
+/** A fixed window's variables. */
+export interface FixedWindowState {
+  /** The start of the window `count` belongs to, ms. */
+  windowStartMs: number;
+  /** Cost admitted in that window. */
+  count: number;
+}
+
+/** A sliding log's variables: the admissions still inside the window, oldest first. */
+export interface SlidingLogState {
+  /** Admission times, ms, non-decreasing. */
+  atMs: number[];
+  /** The cost admitted at each time. */
+  cost: number[];
+  /** Index of the oldest live entry (entries before it have slid out). */
+  head: number;
+  /** Sum of the live entries' costs. */
+  used: number;
+  /** The latest time seen, ms (time never goes back). */
+  latestMs: number;
+}
+
+/** A sliding counter's variables. */
+export interface SlidingCounterState {
+  /** Start of the current fixed window, ms. */
+  windowStartMs: number;
+  /** Cost admitted in the previous window. */
+  previous: number;
+  /** Cost admitted in the current window. */
+  current: number;
+}
+
+function windowStart(nowMs: number, windowMs: number): number {
+  return Math.floor(nowMs / windowMs) * windowMs;
+}
+
+/** Validates a request's cost against a window's limit. */
+export function checkWindowCost(cost: number, limit: number): void {
+  if (cost > limit) throw new CostExceedsCapacityError(cost, limit, "the window's limit");
+  if (!(cost >= 0)) throw new InvalidSizeError(cost, `invalid cost ${cost}: expected a finite number >= 0`);
+}
+
+/** Brings a fixed window up to `nowMs` (a new window starts at zero). */
+function fixedRoll(state: FixedWindowState, params: WindowParams, nowMs: number): number {
+  const now = Math.max(nowMs, state.windowStartMs);
+  const start = windowStart(now, params.windowMs);
+  if (start > state.windowStartMs) {
+    state.windowStartMs = start;
+    state.count = 0;
+  }
+  return now;
+}
+
+/** Counts `cost` in the fixed window at `nowMs` if it fits; changes nothing if not. */
+export function fixedWindowTake(state: FixedWindowState, params: WindowParams, nowMs: number, cost: number): Decision {
+  checkWindowCost(cost, params.limit);
+  const now = fixedRoll(state, params, nowMs);
+  const allowed = state.count + cost <= params.limit;
+  if (allowed) state.count += cost;
+  const resetAfterMs = state.windowStartMs + params.windowMs - now;
+  return {
+    allowed,
+    remaining: Math.floor(params.limit - state.count),
+    retryAfterMs: allowed ? 0 : resetAfterMs,
+    resetAfterMs: state.count === 0 ? 0 : resetAfterMs,
+    limit: params.limit,
+  };
+}
+
+/** Drops the entries that have slid out of the window at `nowMs`. */
+function slideLog(state: SlidingLogState, params: WindowParams, nowMs: number): number {
+  const now = Math.max(nowMs, state.latestMs);
+  state.latestMs = now;
+  while (state.head < state.atMs.length && (state.atMs[state.head] as number) + params.windowMs <= now) {
+    state.used -= state.cost[state.head] as number;
+    state.head++;
+  }
+  if (state.head === state.atMs.length) state.used = 0; // no rounding left over in an empty window
+  if (state.head > 64 && state.head * 2 > state.atMs.length) {
+    state.atMs.splice(0, state.head);
+    state.cost.splice(0, state.head);
+    state.head = 0;
+  }
+  return now;
+}
+
+/** A new, empty sliding log. */
+export function newSlidingLog(): SlidingLogState {
+  return { atMs: [], cost: [], head: 0, used: 0, latestMs: Number.NEGATIVE_INFINITY };
+}
+
+/** Counts `cost` in the sliding log at `nowMs` if it fits in (now - W, now]; changes nothing if not. */
+export function slidingLogTake(state: SlidingLogState, params: WindowParams, nowMs: number, cost: number): Decision {
+  checkWindowCost(cost, params.limit);
+  const now = slideLog(state, params, nowMs);
+  const allowed = state.used + cost <= params.limit;
+  if (allowed && cost > 0) {
+    const last = state.atMs.length - 1;
+    if (last >= state.head && state.atMs[last] === now) state.cost[last] = (state.cost[last] as number) + cost;
+    else {
+      state.atMs.push(now);
+      state.cost.push(cost);
+    }
+    state.used += cost;
+  }
+  let retryAfterMs = 0;
+  if (!allowed) {
+    // The oldest admissions slide out first: find the one after which the cost fits.
+    let used = state.used;
+    for (let i = state.head; i < state.atMs.length; i++) {
+      used -= state.cost[i] as number;
+      if (used + cost <= params.limit) {
+        retryAfterMs = (state.atMs[i] as number) + params.windowMs - now;
+        break;
+      }
+    }
+  }
+  const newest = state.atMs[state.atMs.length - 1];
+  return {
+    allowed,
+    remaining: Math.floor(params.limit - state.used),
+    retryAfterMs,
+    resetAfterMs: state.used > 0 && newest !== undefined ? newest + params.windowMs - now : 0,
+    limit: params.limit,
+  };
+}
+
+/** A new sliding counter, both windows empty. */
+export function newSlidingCounter(): SlidingCounterState {
+  return { windowStartMs: Number.NEGATIVE_INFINITY, previous: 0, current: 0 };
+}
+
+/** Brings a sliding counter up to `nowMs`: the current window becomes the previous one on a boundary. */
+function rollCounter(state: SlidingCounterState, params: WindowParams, nowMs: number): number {
+  const now = Math.max(nowMs, state.windowStartMs);
+  const start = windowStart(now, params.windowMs);
+  if (start > state.windowStartMs) {
+    state.previous = start - state.windowStartMs === params.windowMs ? state.current : 0;
+    state.current = 0;
+    state.windowStartMs = start;
+  }
+  return now;
+}
+
+/** The counter's estimate of the cost admitted in (now - W, now]. */
+function counterEstimate(state: SlidingCounterState, params: WindowParams, now: number): number {
+  const elapsed = (now - state.windowStartMs) / params.windowMs;
+  return state.previous * (1 - elapsed) + state.current;
+}
+
+/** Counts `cost` if the sliding counter's estimate leaves room for it; changes nothing if not. */
+export function slidingCounterTake(
+  state: SlidingCounterState,
+  params: WindowParams,
+  nowMs: number,
+  cost: number,
+): Decision {
+  checkWindowCost(cost, params.limit);
+  const now = rollCounter(state, params, nowMs);
+  const { limit, windowMs } = params;
+  const allowed = counterEstimate(state, params, now) + cost <= limit;
+  if (allowed) state.current += cost;
+  let retryAfterMs = 0;
+  if (!allowed) {
+    const end = state.windowStartMs + windowMs;
+    if (state.current + cost > limit) {
+      // Not in this window: in the next one, once enough of this window has slid out.
+      const share = state.current > 0 ? 1 - (limit - cost) / state.current : 0;
+      retryAfterMs = end + Math.max(0, share) * windowMs - now;
+    } else {
+      const share = 1 - (limit - cost - state.current) / state.previous;
+      retryAfterMs = Math.max(0, state.windowStartMs + share * windowMs - now);
+    }
+  }
+  const estimate = counterEstimate(state, params, now);
+  return {
+    allowed,
+    remaining: Math.max(0, Math.floor(limit - estimate)),
+    retryAfterMs,
+    resetAfterMs:
+      state.current > 0
+        ? state.windowStartMs + 2 * windowMs - now
+        : state.previous > 0
+          ? state.windowStartMs + windowMs - now
+          : 0,
+    limit,
+  };
+}
+
+/** Options for {@link FixedWindow} and {@link SlidingWindow}. */
+export interface WindowOptions {
+  /** The most cost (requests, for cost 1) admitted per window. A positive number. */
+  limit: number;
+  /** The window's length: milliseconds or a string such as `'1s'`, `'1 min'`. Must be positive. */
+  window: DurationInput;
+  /** The time source; windows are aligned to its zero. @default systemClock */
+  clock?: Clock;
+}
+
+function windowParams(options: WindowOptions): WindowParams {
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidOptionError('options', options, 'expected an options object such as { limit: 100, window: "1s" }');
+  }
+  const { limit } = options;
+  if (!(typeof limit === 'number' && Number.isFinite(limit) && limit > 0)) {
+    throw new InvalidOptionError(
+      'limit',
+      limit,
+      `Expected \`limit\` to be a positive finite number, got ${String(limit)}`,
+    );
+  }
+  const windowMs = parseDuration(options.window);
+  if (!(windowMs > 0 && Number.isFinite(windowMs))) {
+    throw new InvalidOptionError(
+      'window',
+      options.window,
+      `Expected \`window\` to be a positive finite duration such as "1s", got ${String(options.window)}`,
+    );
+  }
+  return { limit, windowMs };
+}
+
+/**
+ * A fixed-window counter: at most `limit` cost in each window [k * W, (k + 1) * W).
+ *
+ * @example
+ * const perMinute = new FixedWindow({ limit: 100, window: '1 min' });
+ * const d = perMinute.tryTake(); if (!d.allowed) reply429(d.retryAfterMs);
+ */
+export class FixedWindow {
+  readonly #params: WindowParams;
+  readonly #clock: Clock;
+  readonly #state: FixedWindowState = { windowStartMs: Number.NEGATIVE_INFINITY, count: 0 };
+
+  constructor(options: WindowOptions) {
+    this.#params = windowParams(options);
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** The most cost per window. */
+  get limit(): number {
+    return this.#params.limit;
+  }
+
+  /** The window's length, ms. */
+  get windowMs(): number {
+    return this.#params.windowMs;
+  }
+
+  /** Counts `cost` in the current window if it fits. */
+  tryTake(cost = 1): Decision {
+    return this.tryTakeAt(this.#clock.now(), cost);
+  }
+
+  /** {@link tryTake} at an explicit time. */
+  tryTakeAt(nowMs: number, cost = 1): Decision {
+    return fixedWindowTake(this.#state, this.#params, nowMs, cost);
+  }
+
+  /** What a request of `cost` would get now, without counting it. */
+  peek(cost = 1): Decision {
+    return this.peekAt(this.#clock.now(), cost);
+  }
+
+  /** {@link peek} at an explicit time. */
+  peekAt(nowMs: number, cost = 1): Decision {
+    return fixedWindowTake({ ...this.#state }, this.#params, nowMs, cost);
+  }
+}
+
+/** Options for {@link SlidingWindow}. */
+export interface SlidingWindowOptions extends WindowOptions {
+  /**
+   * `'log'`: exact, keeps one entry per admission time still in the window;
+   * `'counter'`: two numbers, an estimate that assumes the previous window's
+   * requests were spread evenly.
+   * @default 'log'
+   */
+  mode?: 'log' | 'counter';
+}
+
+/**
+ * A sliding window: at most `limit` cost in any window of length W (exactly,
+ * in the default `'log'` mode).
+ *
+ * @example
+ * const w = new SlidingWindow({ limit: 100, window: '1s' });
+ * w.tryTake().allowed;
+ */
+export class SlidingWindow {
+  readonly #params: WindowParams;
+  readonly #clock: Clock;
+  readonly #mode: 'log' | 'counter';
+  readonly #log: SlidingLogState = newSlidingLog();
+  readonly #counter: SlidingCounterState = newSlidingCounter();
+
+  constructor(options: SlidingWindowOptions) {
+    this.#params = windowParams(options);
+    this.#clock = options.clock ?? systemClock;
+    const mode = options.mode ?? 'log';
+    if (mode !== 'log' && mode !== 'counter') {
+      throw new InvalidOptionError('mode', mode, `Expected \`mode\` to be 'log' or 'counter', got ${String(mode)}`);
+    }
+    this.#mode = mode;
+  }
+
+  /** The most cost in any window. */
+  get limit(): number {
+    return this.#params.limit;
+  }
+
+  /** The window's length, ms. */
+  get windowMs(): number {
+    return this.#params.windowMs;
+  }
+
+  /** `'log'` or `'counter'`. */
+  get mode(): 'log' | 'counter' {
+    return this.#mode;
+  }
+
+  /** Counts `cost` if it fits in the window ending now. */
+  tryTake(cost = 1): Decision {
+    return this.tryTakeAt(this.#clock.now(), cost);
+  }
+
+  /** {@link tryTake} at an explicit time. */
+  tryTakeAt(nowMs: number, cost = 1): Decision {
+    return this.#mode === 'log'
+      ? slidingLogTake(this.#log, this.#params, nowMs, cost)
+      : slidingCounterTake(this.#counter, this.#params, nowMs, cost);
+  }
+
+  /** What a request of `cost` would get now, without counting it. */
+  peek(cost = 1): Decision {
+    return this.peekAt(this.#clock.now(), cost);
+  }
+
+  /** {@link peek} at an explicit time. */
+  peekAt(nowMs: number, cost = 1): Decision {
+    if (this.#mode === 'counter') return slidingCounterTake({ ...this.#counter }, this.#params, nowMs, cost);
+    const log = this.#log;
+    const copy: SlidingLogState = {
+      atMs: log.atMs.slice(log.head),
+      cost: log.cost.slice(log.head),
+      head: 0,
+      used: log.used,
+      latestMs: log.latestMs,
+    };
+    return slidingLogTake(copy, this.#params, nowMs, cost);
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * FixedWindow and SlidingWindow: worked sequences, both sides of each bound,
+ * and properties over random arrivals (no window ever admits more than the
+ * rule says, and nothing conforming is refused).
+ */
+
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { FixedWindow, SlidingWindow } from '../../src/index.js';
+import { manualClock } from '../helpers/fake-clock.js';
+
+describe('FixedWindow', () => {
+  it('admits the limit per window, and the count starts again on the boundary', () => {
+    const clock = manualClock(900);
+    const w = new FixedWindow({ limit: 100, window: '1s', clock });
+    const first = Array.from({ length: 101 }, () => w.tryTake());
+    expect(first.filter((d) => d.allowed)).toHaveLength(100);
+    expect(first[99]).toEqual({ allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 100, limit: 100 });
+    expect(first[100]).toEqual({ allowed: false, remaining: 0, retryAfterMs: 100, resetAfterMs: 100, limit: 100 });
+    clock.set(999.999);
+    expect(w.tryTake().allowed).toBe(false);
+    clock.set(1000);
+    // The boundary: 100 more pass 0.1 s after the first 100 (200 within a window of 1 s).
+    const second = Array.from({ length: 101 }, () => w.tryTake());
+    expect(second.filter((d) => d.allowed)).toHaveLength(100);
+    expect(second[0]?.remaining).toBe(99);
+    expect(second[0]?.resetAfterMs).toBe(1000);
+  });
+
+  it('counts cost, refuses a cost above the limit with a coded error, and peek changes nothing', () => {
+    const clock = manualClock();
+    const w = new FixedWindow({ limit: 10, window: 60_000, clock });
+    expect(w.tryTake(7).remaining).toBe(3);
+    expect(w.peek(3)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(w.peek(4)).toMatchObject({ allowed: false, retryAfterMs: 60_000 });
+    expect(w.tryTake(4).allowed).toBe(false);
+    expect(w.tryTake(3).allowed).toBe(true);
+    expect(() => w.tryTake(11)).toThrow(expect.objectContaining({ code: 'ERR_COST_EXCEEDS_CAPACITY', capacity: 10 }));
+    expect(() => w.tryTake(-1)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_SIZE' }));
+  });
+
+  it('an idle window reports no reset; time going backwards stays in the current window', () => {
+    const clock = manualClock(5500);
+    const w = new FixedWindow({ limit: 2, window: 1000, clock });
+    expect(w.peek()).toMatchObject({ allowed: true, remaining: 1, resetAfterMs: 500 });
+    w.tryTake();
+    w.tryTake();
+    clock.set(3000); // backwards: still window 5000-6000, still full
+    expect(w.tryTake()).toMatchObject({ allowed: false, retryAfterMs: 1000 });
+    expect(w.tryTakeAt(6000).allowed).toBe(true);
+  });
+
+  it('validates its options with coded errors', () => {
+    expect(() => new FixedWindow({ limit: 0, window: 1000 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'limit' }),
+    );
+    expect(() => new FixedWindow({ limit: 1, window: 0 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'window' }),
+    );
+    expect(() => new FixedWindow({ limit: 1, window: 'soon' })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_DURATION' }),
+    );
+  });
+
+  it('property: every window admits at most the limit, and exactly the limit under enough demand', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 20 }),
+        fc.array(fc.integer({ min: 0, max: 5000 }), { minLength: 1, maxLength: 300 }),
+        (limit, times) => {
+          times.sort((a, b) => a - b);
+          const w = new FixedWindow({ limit, window: 1000, clock: manualClock() });
+          const offered = new Map<number, number>();
+          const admitted = new Map<number, number>();
+          for (const t of times) {
+            const k = Math.floor(t / 1000);
+            offered.set(k, (offered.get(k) ?? 0) + 1);
+            if (w.tryTakeAt(t).allowed) admitted.set(k, (admitted.get(k) ?? 0) + 1);
+          }
+          for (const [k, n] of offered) expect(admitted.get(k) ?? 0).toBe(Math.min(n, limit));
+        },
+      ),
+    );
+  });
+});
+
+describe('SlidingWindow (log, exact)', () => {
+  it('the boundary case: 100 at 0.9 s, then none until 1.9 s, when the first have slid out', () => {
+    const clock = manualClock(900);
+    const w = new SlidingWindow({ limit: 100, window: '1s', clock });
+    for (let i = 0; i < 100; i++) expect(w.tryTake().allowed).toBe(true);
+    clock.set(1000);
+    expect(w.tryTake()).toEqual({ allowed: false, remaining: 0, retryAfterMs: 900, resetAfterMs: 900, limit: 100 });
+    clock.set(1899.999);
+    expect(w.tryTake().allowed).toBe(false);
+    clock.set(1900); // all 100 admitted at 0.9 s slide out together
+    expect(w.tryTake()).toMatchObject({ allowed: true, remaining: 99 });
+  });
+
+  it('retryAfterMs is when enough of the oldest admissions have slid out for this cost', () => {
+    const clock = manualClock();
+    const w = new SlidingWindow({ limit: 10, window: 1000, clock });
+    w.tryTakeAt(0, 3);
+    w.tryTakeAt(200, 3);
+    w.tryTakeAt(400, 4);
+    expect(w.peekAt(500, 1).retryAfterMs).toBe(500); // the 3 at 0 go at 1000
+    expect(w.peekAt(500, 5).retryAfterMs).toBe(700); // needs the 3 at 200 gone too: 1200
+    expect(w.peekAt(500, 10).retryAfterMs).toBe(900); // all of them: 1400
+    expect(w.tryTakeAt(1000, 3)).toMatchObject({ allowed: true, remaining: 0, resetAfterMs: 1000 });
+  });
+
+  it('property: no window of length W (wherever it starts) admits more than the limit, and a request that fits is never refused', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 12 }),
+        fc.array(fc.record({ t: fc.integer({ min: 0, max: 4000 }), cost: fc.integer({ min: 1, max: 3 }) }), {
+          maxLength: 200,
+        }),
+        (limit, requests) => {
+          requests.sort((a, b) => a.t - b.t);
+          const w = new SlidingWindow({ limit, window: 1000, clock: manualClock() });
+          const admitted: { t: number; cost: number }[] = [];
+          for (const r of requests) {
+            if (r.cost > limit) continue;
+            const inWindow = admitted.filter((a) => a.t > r.t - 1000).reduce((s, a) => s + a.cost, 0);
+            const d = w.tryTakeAt(r.t, r.cost);
+            expect(d.allowed).toBe(inWindow + r.cost <= limit);
+            if (d.allowed) admitted.push(r);
+          }
+          for (const a of admitted) {
+            const window = admitted.filter((b) => b.t >= a.t && b.t < a.t + 1000).reduce((s, b) => s + b.cost, 0);
+            expect(window).toBeLessThanOrEqual(limit);
+          }
+        },
+      ),
+    );
+  });
+});
+
+describe('SlidingWindow (counter, approximate)', () => {
+  it('weights the previous window by the share of it still inside the sliding window', () => {
+    const clock = manualClock(900);
+    const w = new SlidingWindow({ limit: 100, window: 1000, mode: 'counter', clock });
+    expect(w.mode).toBe('counter');
+    for (let i = 0; i < 100; i++) w.tryTake();
+    clock.set(1000); // estimate 100 * (1 - 0) + 0 = 100
+    expect(w.tryTake()).toMatchObject({ allowed: false, retryAfterMs: 10 });
+    clock.set(1010); // 100 * 0.99 = 99: one fits
+    expect(w.tryTake()).toMatchObject({ allowed: true, remaining: 0 });
+    expect(w.tryTake().allowed).toBe(false);
+    clock.set(1500); // 50 + 1
+    expect(w.peek(49)).toMatchObject({ allowed: true });
+    expect(w.peek(50)).toMatchObject({ allowed: false });
+    clock.set(3000); // two windows later: nothing counts
+    expect(w.peek(100)).toMatchObject({ allowed: true });
+  });
+
+  it('a cost that cannot fit this window waits for the next one', () => {
+    const clock = manualClock();
+    const w = new SlidingWindow({ limit: 10, window: 1000, mode: 'counter', clock });
+    w.tryTakeAt(100, 8);
+    // 8 + 5 > 10 in this window; in the next, 8 * (1 - e) + 5 <= 10 once e >= 3/8.
+    expect(w.peekAt(500, 5).retryAfterMs).toBe(500 + 375);
+    expect(w.tryTakeAt(1375, 5).allowed).toBe(true);
+  });
+
+  it('refuses an unknown mode', () => {
+    expect(() => new SlidingWindow({ limit: 1, window: 1000, mode: 'exact' as 'log' })).toThrow(/'log' or 'counter'/);
+  });
+});
