@@ -89,7 +89,7 @@ describe('ThrottleGroup: options', () => {
 
 describe('ThrottleGroup: deficit round robin', () => {
   it('serves waiting members in turn, one quantum each, waking for a whole wake piece', async () => {
-    const { fake, group, members } = groupSetup({ rate: 1000, burst: 210, quantum: 50 });
+    const { fake, group, members } = groupSetup({ rate: 1000, burst: 225, quantum: 50 });
     const log: [number, number, number][] = [];
     for (let i = 0; i < 3; i++) {
       const throttle = group.throttle();
@@ -101,10 +101,11 @@ describe('ThrottleGroup: deficit round robin', () => {
     }
     await advance(fake, 1000);
     // The full bucket goes to the first member (no one was waiting yet). Then the
-    // group sleeps for a wake piece (the burst less 10 ms of the rate: 200 bytes,
-    // 200 ms) and each wake-up serves four turns of one quantum (50 bytes), round robin.
+    // group sleeps for a group wake piece (the burst less 10 ms of the rate, less
+    // 15 ms more of room: 200 bytes, 200 ms) and each wake-up serves four turns of
+    // one quantum (50 bytes), round robin.
     expect(log.slice(0, 13)).toEqual([
-      [0, 0, 210],
+      [0, 0, 225],
       [200, 0, 50],
       [200, 1, 50],
       [200, 2, 50],
@@ -118,6 +119,9 @@ describe('ThrottleGroup: deficit round robin', () => {
       [600, 1, 50],
       [600, 2, 50],
     ]);
+    // The aggregate: exactly the burst plus the rate for 1 s (the wake-up at 1000 ms included).
+    const total = log.reduce((sum, [, , bytes]) => sum + bytes, 0);
+    expect(total).toBe(225 + 1000);
     expect(fake.pending()).toBe(1); // one timer for the whole group
     for (const m of members) m.throttle.destroy();
     await settle();
