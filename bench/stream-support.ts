@@ -40,7 +40,8 @@ export type SourceKind = 'sync' | 'socket' | 'slow';
 
 /**
  * A source of endless `chunkBytes` chunks (one shared buffer).
- * - `sync`: a chunk whenever it is read, synchronously (an in-memory source, a fast file).
+ * - `sync`: a chunk whenever it is read, synchronously (an in-memory source, a fast file), but
+ *   yielding to the event loop every 256 chunks.
  * - `socket` / `slow`: bytes arrive on a 1 ms timer at `bytesPerSecond` (1.5x or 0.5x the cap),
  *   like a socket: what has arrived is pushed in chunks of up to `chunkBytes` (smaller ones at low
  *   rates: at least 10 ms of arrivals), and arrivals stop while the reader is paused (the sender is
@@ -49,9 +50,13 @@ export type SourceKind = 'sync' | 'socket' | 'slow';
 export function makeSource(kind: SourceKind, chunkBytes: number, bytesPerSecond: number): Readable {
   const shared = Buffer.alloc(chunkBytes, 0x61);
   if (kind === 'sync') {
+    // Yields to the event loop every 256 chunks: a source that never does (and a cap it cannot
+    // reach) would keep the process in one synchronous loop, and no timer would ever fire.
+    let count = 0;
     return new Readable({
       read() {
-        this.push(shared);
+        if (++count % 256 === 0) setImmediate(() => this.push(shared));
+        else this.push(shared);
       },
     });
   }
