@@ -47,18 +47,25 @@ export type SourceKind = 'sync' | 'socket' | 'slow';
  *   rates: at least 10 ms of arrivals), and arrivals stop while the reader is paused (the sender is
  *   blocked), up to a few chunks' worth.
  */
-export function makeSource(kind: SourceKind, chunkBytes: number, bytesPerSecond: number): Readable {
+export function makeSource(
+  kind: SourceKind,
+  chunkBytes: number,
+  bytesPerSecond: number,
+): Readable & { produced: number } {
   const shared = Buffer.alloc(chunkBytes, 0x61);
   if (kind === 'sync') {
     // Yields to the event loop every 256 chunks: a source that never does (and a cap it cannot
     // reach) would keep the process in one synchronous loop, and no timer would ever fire.
     let count = 0;
-    return new Readable({
+    const readable = new Readable({
       read() {
+        readable.produced += chunkBytes;
         if (++count % 256 === 0) setImmediate(() => this.push(shared));
         else this.push(shared);
       },
-    });
+    }) as Readable & { produced: number };
+    readable.produced = 0;
+    return readable;
   }
   const minPush = Math.max(1, Math.min(chunkBytes, Math.floor(bytesPerSecond / 100)));
   const maxCredit = Math.max(4 * chunkBytes, bytesPerSecond / 100);
@@ -73,7 +80,8 @@ export function makeSource(kind: SourceKind, chunkBytes: number, bytesPerSecond:
       realClearInterval(timer);
       callback(error);
     },
-  });
+  }) as Readable & { produced: number };
+  readable.produced = 0;
   const timer = realSetInterval(() => {
     const now = performance.now();
     credit = Math.min(maxCredit, credit + ((now - last) * bytesPerSecond) / 1000);
@@ -81,6 +89,7 @@ export function makeSource(kind: SourceKind, chunkBytes: number, bytesPerSecond:
     while (!paused && credit >= minPush) {
       const size = Math.min(chunkBytes, Math.floor(credit));
       credit -= size;
+      readable.produced += size;
       if (!readable.push(size === chunkBytes ? shared : shared.subarray(0, size))) paused = true;
     }
   }, 1);

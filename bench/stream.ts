@@ -184,7 +184,7 @@ interface Case {
   group: boolean;
   clock: Clock & { fired: number };
   burst: number;
-  pairs: { source: Readable; transform: Transform }[];
+  pairs: { source: Readable & { produced: number }; transform: Transform }[];
 }
 
 function makeCase(rate: number, chunk: number, kind: SourceKind, group: boolean): Case {
@@ -220,14 +220,22 @@ interface CaseFigures {
 
 function figures(c: Case, result: RunResult, warmupMs: number): CaseFigures {
   const { recorder, startMs, endMs } = result;
-  const target = c.kind === 'slow' ? 0.5 * c.rate : c.rate;
   const seconds = (endMs - startMs) / 1000;
   let achieved: number;
-  if (c.rate < 10 * KiB) {
-    // Low rates pass a few pieces a second: count them, against burst + rate * T.
-    achieved = c.kind === 'slow' ? recorder.total / (target * seconds) : recorder.total / (c.burst + c.rate * seconds);
+  if (c.kind === 'slow') {
+    // All the source sent (less what is still in the streams' buffers) should have passed.
+    achieved = recorder.total / c.pairs.reduce((sum, p) => sum + p.source.produced, 0);
+  } else if (c.rate < 10 * KiB) {
+    // Low rates pass a few pieces a second: the bytes after the first piece, over the rate times
+    // the time from the first piece to the last.
+    const first = recorder.times[0] as number;
+    const last = recorder.times[recorder.times.length - 1] as number;
+    let after = 0;
+    for (let k = 0; k < recorder.times.length; k++)
+      if ((recorder.times[k] as number) > first) after += recorder.sizes[k] as number;
+    achieved = after / ((c.rate * (last - first)) / 1000);
   } else {
-    achieved = recorder.steadyRate(startMs + warmupMs) / target;
+    achieved = recorder.steadyRate(startMs + warmupMs) / c.rate;
   }
   const shares = recorder.shares(c.pairs.length, startMs + warmupMs, endMs);
   return {
@@ -380,98 +388,102 @@ function contenders(): Contender[] {
   ];
 }
 
+interface Measured {
+  achieved: number;
+  wakeupsPerSecond: number;
+  cpuMsPerSecond: number;
+}
+
+/** One run: `sources()` through `transforms(n)` (or bare) for `durationMs`. */
+async function measure(
+  rate: number,
+  sources: () => Promise<Readable[]>,
+  transforms: (n: number) => Transform[] | undefined,
+  durationMs: number,
+): Promise<Measured> {
+  const readables = await sources();
+  const ts = transforms(readables.length);
+  const result = await run(
+    readables.map((r, i) => ({ source: r, transform: ts?.[i] })),
+    durationMs,
+  );
+  return {
+    achieved: result.recorder.steadyRate(result.startMs + 400) / rate,
+    wakeupsPerSecond: result.wakeupsPerSecond,
+    cpuMsPerSecond: result.cpuMsPerSecond,
+  };
+}
+
+const mean = (values: readonly number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+
 /** Side by side: one stream per contender (and a 4-member group for ours and stream-throttle). */
 async function peers(): Promise<string> {
   const rows: string[][] = [];
   const server = await endlessServer();
-  const groupContenders = [
-    { name: 'tokenpace ThrottleGroup (4 bodies)', make: (rate: number) => new ThrottleGroup({ rate }) },
+  const body = () => httpBody(server.url);
+  const bodies = () => Promise.all(Array.from({ length: GROUP_MEMBERS }, body));
+  const entries: { name: string; sources: () => Promise<Readable[]>; make(rate: number, n: number): Transform[] }[] = [
+    ...contenders().map((c) => ({ name: c.name, sources: async () => [await body()], make: c.make })),
+    {
+      name: 'tokenpace ThrottleGroup (4 bodies)',
+      sources: bodies,
+      make: (rate: number, n: number) => {
+        const group = new ThrottleGroup({ rate });
+        return Array.from({ length: n }, () => group.throttle());
+      },
+    },
     {
       name: 'stream-throttle ThrottleGroup (4 bodies)',
-      make: (rate: number) => new streamThrottle.ThrottleGroup({ rate }),
+      sources: bodies,
+      make: (rate: number, n: number) => {
+        const group = new streamThrottle.ThrottleGroup({ rate });
+        return Array.from({ length: n }, () => group.throttle());
+      },
     },
   ];
-  const measure = async (
-    label: string,
-    source: string,
-    rate: number,
-    name: string,
-    sources: () => Promise<Readable[]>,
-    transforms: (n: number) => Transform[] | undefined,
-    durationMs: number,
-  ) => {
-    const readables = await sources();
-    const ts = transforms(readables.length);
-    const result = await run(
-      readables.map((r, i) => ({ source: r, transform: ts?.[i] })),
-      durationMs,
-    );
-    const achieved = result.recorder.steadyRate(result.startMs + 400) / rate;
+  const push = (rate: string, source: string, name: string, runs: readonly Measured[]) =>
     rows.push([
-      label,
+      rate,
       source,
       name,
-      achieved.toFixed(4),
-      result.wakeupsPerSecond.toFixed(0),
-      result.cpuMsPerSecond.toFixed(1),
+      mean(runs.map((r) => r.achieved)).toFixed(4),
+      mean(runs.map((r) => r.wakeupsPerSecond)).toFixed(0),
+      median(runs.map((r) => r.cpuMsPerSecond)).toFixed(1),
     ]);
-  };
-  // Warm undici, the server and the JIT up.
-  await run([{ source: await httpBody(server.url) }], 500);
-  await run([{ source: await httpBody(server.url), transform: new Throttle({ rate: 10 * MiB }) }], 500);
   // Socket-like sources: the shapes where a lone Throttle fell short before (16 KiB every ms into 10 MiB/s).
   for (const [rate, chunk] of [
     [10 * MiB, 16 * KiB],
     [100 * MiB, 64 * KiB],
   ] as const) {
     for (const c of contenders()) {
-      await measure(
-        rateLabel(rate),
-        `socket-like, ${chunk / KiB} KiB chunks`,
+      const m = await measure(
         rate,
-        c.name,
         async () => [makeSource('socket', chunk, 1.5 * rate)],
         (n) => c.make(rate, n),
         1000,
       );
+      push(rateLabel(rate), `socket-like, ${chunk / KiB} KiB chunks`, c.name, [m]);
     }
   }
-  // Real HTTP bodies.
-  await measure(
-    'any',
-    'HTTP body',
+  // Real HTTP bodies. First a warm-up of every contender (undici, the server, the JIT: a cold first
+  // run costs several times the CPU of the next), then two interleaved rounds at each rate.
+  for (const e of entries) await measure(10 * MiB, e.sources, (n) => e.make(10 * MiB, n), 500);
+  const bare = await measure(
     100 * MiB,
-    'bare transport (no cap; achieved vs 100 MiB/s)',
-    async () => [await httpBody(server.url)],
+    async () => [await body()],
     () => undefined,
-    1500,
+    1200,
   );
+  push('none', 'HTTP body', 'bare transport (no cap; achieved vs 100 MiB/s)', [bare]);
   for (const rate of [MiB, 10 * MiB, 100 * MiB]) {
-    for (const c of contenders()) {
-      await measure(
-        rateLabel(rate),
-        'HTTP body',
-        rate,
-        c.name,
-        async () => [await httpBody(server.url)],
-        (n) => c.make(rate, n),
-        1500,
-      );
+    const runs: Measured[][] = entries.map(() => []);
+    for (let round = 0; round < 2; round++) {
+      for (const [i, e] of entries.entries())
+        runs[i]?.push(await measure(rate, e.sources, (n) => e.make(rate, n), 1200));
     }
-    for (const g of groupContenders) {
-      await measure(
-        rateLabel(rate),
-        'HTTP bodies',
-        rate,
-        g.name,
-        () => Promise.all(Array.from({ length: GROUP_MEMBERS }, () => httpBody(server.url))),
-        (n) => {
-          const group = g.make(rate);
-          return Array.from({ length: n }, () => group.throttle());
-        },
-        1500,
-      );
-    }
+    entries.forEach((e, i) => {
+      push(rateLabel(rate), e.name.includes('Group') ? 'HTTP bodies' : 'HTTP body', e.name, runs[i] as Measured[]);
+    });
   }
   await server.close();
   return table(['rate', 'source', 'contender', 'achieved/target', 'wake-ups/s', 'CPU ms per s'], rows);
