@@ -84,25 +84,43 @@ export function wakePieceBytes(ratePerSecond: number, burstBytes: number, lateMs
   return Math.max(1, Math.floor(Math.min(piece, (ratePerSecond * MAX_WAKE_MS) / 1000)));
 }
 
+/** How fast the lateness estimate forgets, ms: it halves in this long without late timers. */
+export const LATENESS_HALF_LIFE_MS = 1000;
+
 /**
  * How late this stream's timers have been firing lately: the largest
- * lateness seen, decaying by a fifth at each wake-up. A GC pause or a busy
- * event loop makes the next wake pieces smaller (more room for lateness);
- * punctual timers make them grow back.
+ * lateness seen, halving every second ({@link LATENESS_HALF_LIFE_MS}). A GC
+ * pause or a busy event loop makes the next wake pieces smaller (more room
+ * for lateness); punctual timers make them grow back. The decay is by time,
+ * not by wake-up, so an event loop blocked periodically (say 25 ms every
+ * 200 ms) keeps the wider margin between its blocks instead of losing rate
+ * at every one.
  */
 export class Lateness {
+  /** The estimate as last reported (what the wake pieces were computed from). */
   #ms = 0;
+  /** The estimate now, decaying between reports. */
+  #currentMs = 0;
+  #atMs = Number.NaN;
 
+  /** The estimate as last reported by {@link observe} (changes only by 0.5 ms or more). */
   get ms(): number {
     return this.#ms;
   }
 
-  /** Records one wake-up `lateMs` after it was due; returns true if the estimate changed. */
-  observe(lateMs: number): boolean {
-    const next = Math.max(0, lateMs, this.#ms * 0.8);
-    const changed = Math.abs(next - this.#ms) >= 0.5;
-    this.#ms = next < 0.5 ? 0 : next;
-    return changed;
+  /**
+   * Records one wake-up at `nowMs`, `lateMs` after it was due; returns true
+   * if the estimate moved 0.5 ms or more from the one last reported.
+   */
+  observe(lateMs: number, nowMs: number): boolean {
+    const elapsedMs = Number.isNaN(this.#atMs) ? 0 : Math.max(0, nowMs - this.#atMs);
+    this.#atMs = nowMs;
+    const decayed = this.#currentMs * 0.5 ** (elapsedMs / LATENESS_HALF_LIFE_MS);
+    const next = Math.max(0, lateMs, decayed);
+    this.#currentMs = next < 0.5 ? 0 : next;
+    if (Math.abs(this.#currentMs - this.#ms) < 0.5) return false;
+    this.#ms = this.#currentMs;
+    return true;
   }
 }
 
@@ -164,7 +182,8 @@ export class Watchdog {
   readonly #fire = (): void => {
     this.#armed = false;
     this.#timer = undefined;
-    this.#onWake(this.#lateness.observe(this.#clock.now() - this.#dueMs));
+    const nowMs = this.#clock.now();
+    this.#onWake(this.#lateness.observe(nowMs - this.#dueMs, nowMs));
   };
 }
 
@@ -183,7 +202,12 @@ export const GROUP_HOLD_MS = 15;
  *
  * @example groupWakePieceBytes(1000, 100, 10) === 75 // wake piece 90, less 15
  */
-export function groupWakePieceBytes(ratePerSecond: number, burstBytes: number, quantumBytes: number, lateMs = 0): number {
+export function groupWakePieceBytes(
+  ratePerSecond: number,
+  burstBytes: number,
+  quantumBytes: number,
+  lateMs = 0,
+): number {
   const wake = wakePieceBytes(ratePerSecond, burstBytes, lateMs);
   const piece = Math.max(wake / 2, wake - (ratePerSecond * GROUP_HOLD_MS) / 1000, Math.min(quantumBytes, wake));
   return Math.max(1, Math.floor(piece));

@@ -138,12 +138,17 @@ describe('Throttle: options', () => {
     expect(wakePieceBytes(1000, 100, 20)).toBe(70); // timers seen 20 ms late: a margin of 30 ms
     expect(wakePieceBytes(1000, 100, 60)).toBe(50); // never below half the burst
     const lateness = new Lateness();
-    expect(lateness.observe(-0.7)).toBe(false); // early (real timers may be) counts as punctual
-    expect(lateness.observe(20)).toBe(true);
+    expect(lateness.observe(-0.7, 0)).toBe(false); // early (real timers may be) counts as punctual
+    expect(lateness.observe(20, 0)).toBe(true);
     expect(lateness.ms).toBe(20);
-    expect(lateness.observe(1)).toBe(true); // decays by a fifth per wake-up
-    expect(lateness.ms).toBe(16);
-    for (let i = 0; i < 30; i++) lateness.observe(0);
+    expect(lateness.observe(1, 1000)).toBe(true); // halves every second
+    expect(lateness.ms).toBe(10);
+    expect(lateness.observe(0, 1010)).toBe(false); // 10 ms later: moved less than 0.5 ms
+    expect(lateness.ms).toBe(10);
+    for (let t = 1040; t < 2000; t += 40) lateness.observe(0, t); // 24 punctual wake-ups: small steps add up
+    expect(lateness.ms).toBeGreaterThan(5);
+    expect(lateness.ms).toBeLessThan(5.5);
+    for (let t = 2000; t < 12_000; t += 40) lateness.observe(0, t);
     expect(lateness.ms).toBe(0);
   });
 });
