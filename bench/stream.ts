@@ -253,7 +253,7 @@ function rateLabel(rate: number): string {
 async function matrix(): Promise<string> {
   const rows: string[][] = [];
   const row = (lone: Case, loneF: CaseFigures, group: Case, groupF: CaseFigures, cpu: string[]) => {
-    const boundOk = loneF.max100ms <= loneF.bound && groupF.max100ms <= groupF.bound;
+    const boundRatio = Math.max(loneF.max100ms / loneF.bound, groupF.max100ms / groupF.bound);
     rows.push([
       rateLabel(lone.rate),
       `${lone.chunk / KiB} KiB`,
@@ -261,7 +261,7 @@ async function matrix(): Promise<string> {
       loneF.achieved.toFixed(4),
       groupF.achieved.toFixed(4),
       groupF.jain.toFixed(4),
-      boundOk ? 'ok' : `EXCEEDED (${formatBytes(Math.max(loneF.max100ms, groupF.max100ms))})`,
+      boundRatio.toFixed(3),
       `${loneF.wakeupsPerSecond.toFixed(0)} / ${groupF.wakeupsPerSecond.toFixed(0)}`,
       cpu.join(' / '),
     ]);
@@ -324,7 +324,7 @@ async function matrix(): Promise<string> {
       'Throttle achieved',
       'group aggregate',
       'group Jain',
-      'any 100 ms <= burst + rate*0.1s',
+      'most in 100 ms / (burst + rate*0.1s)',
       'wake-ups/s (alone / group)',
       'CPU ms/s (alone / group)',
     ],
@@ -644,7 +644,9 @@ export const streamSection: Section = {
       'the bytes delivered over the bytes it sent. Group: 4 members, each fed at 1.5x (0.5x) a quarter of the',
       'rate; Jain over the members (at 1 KiB/s a member gets one 250-byte piece a second, so over 3 s shares',
       'differ by a piece). Wake-ups:',
-      "timers fired per second (the stream's or the group's). CPU includes the sources and the sink. Where the",
+      "timers fired per second (the stream's or the group's). The 100 ms column is the larger of the two, as the",
+      'sink saw it: a loaded event loop hands pieces to the sink up to a few ms after the cap passed them.',
+      'CPU includes the sources and the sink. Where the',
       "source itself cannot deliver the rate (the ceiling below), the figure is the source's, not the cap's.",
       '',
       await step('ceilings', ceilings),
