@@ -436,23 +436,27 @@ describe('ThrottleGroup: the whole rate from real-shaped sources', () => {
     }
     await settle();
     expect(fake.pending()).toBe(0);
-  });
+  }, 30_000);
 
   it.each([
     ['1 GiB/s, 64 KiB chunks', 1024 ** 3, 65536],
     ['32 MiB/s, 16 KiB chunks', 32 * 1048576, 16384],
-  ])('%s from synchronous sources: the aggregate is the rate', async (_label, rate, chunkBytes) => {
-    const { fake, group, busy } = groupSetup({ rate });
-    const members = [0, 1, 2, 3].map(() => busy(chunkBytes));
-    await advance(fake, 300);
-    const shares = members.map((m) => between(m.sink.pieces, 100, 300));
-    const sum = shares.reduce((a, b) => a + b, 0);
-    expect(sum / (rate * 0.2)).toBeGreaterThanOrEqual(0.99);
-    expect(sum).toBeLessThanOrEqual(group.burst + rate * 0.2);
-    expect(jain(shares)).toBeGreaterThan(0.99);
-    for (const m of members) m.throttle.destroy();
-    await settle();
-  });
+  ])(
+    '%s from synchronous sources: the aggregate is the rate',
+    async (_label, rate, chunkBytes) => {
+      const { fake, group, busy } = groupSetup({ rate });
+      const members = [0, 1, 2, 3].map(() => busy(chunkBytes));
+      await advance(fake, 300);
+      const shares = members.map((m) => between(m.sink.pieces, 100, 300));
+      const sum = shares.reduce((a, b) => a + b, 0);
+      expect(sum / (rate * 0.2)).toBeGreaterThanOrEqual(0.99);
+      expect(sum).toBeLessThanOrEqual(group.burst + rate * 0.2);
+      expect(jain(shares)).toBeGreaterThan(0.99);
+      for (const m of members) m.throttle.destroy();
+      await settle();
+    },
+    30_000,
+  );
 
   it('socket-like members of any speed and chunk size: the aggregate is the rate, fairly, never above burst + rate * T', async () => {
     await fc.assert(
