@@ -228,6 +228,9 @@ describe('ThrottleGroup: deficit round robin', () => {
     // Its own bucket started full (100 kB), then 50 kB/s; the group has room for it.
     expect(big.sink.received).toBeGreaterThan(100_000 + 50_000 * 2.5);
     expect(big.sink.received + other.sink.received).toBeLessThanOrEqual(15_000 + 300_000 * 3);
+    // Together they get the group's rate (the other member takes what the capped one leaves).
+    const sum = between(big.sink.pieces, 500, 3000) + between(other.sink.pieces, 500, 3000);
+    expect(sum).toBeGreaterThanOrEqual(300_000 * 2.5 * 0.98);
     for (const m of [big, other]) m.throttle.destroy();
     await settle();
     expect(fake.pending()).toBe(0);
@@ -298,6 +301,9 @@ describe('ThrottleGroup: deficit round robin', () => {
     expect(group.size).toBe(1);
     const end = finiteSink.pieces.at(-1)?.atMs ?? 0;
     expect(end).toBeLessThan(2500);
+    // While both ran, they added up to the group's rate (less a wake piece at each end).
+    const both = between(finiteSink.pieces, 200, end) + between(b.sink.pieces, 200, end);
+    expect(both).toBeGreaterThanOrEqual((2000 * (end - 200)) / 1000 - 2 * 1024);
     // After it ended, the other gets the whole rate.
     expect(between(b.sink.pieces, end + 100, end + 500)).toBeGreaterThan(2000 * 0.4 - 600);
     b.throttle.destroy();
@@ -363,8 +369,11 @@ describe('ThrottleGroup: deficit round robin', () => {
     const sink = recordingSink(() => fake.timers.now);
     stalled.pipe(sink);
     await advance(fake, 1000);
-    // Reading again, it takes its share back: about half of 10 kB/s.
+    // Reading again, it takes its share back: about half of 10 kB/s; together, the whole rate.
     expect(between(sink.pieces, 1200, 2000)).toBeGreaterThan(5000 * 0.8 * 0.9);
+    expect(between(sink.pieces, 1200, 2000) + between(a.sink.pieces, 1200, 2000)).toBeGreaterThanOrEqual(
+      10_000 * 0.8 - 2000,
+    );
     for (const t of [a.throttle, stalled]) t.destroy();
     await settle();
     expect(fake.pending()).toBe(0);
