@@ -379,6 +379,37 @@ describe('ThrottleGroup: deficit round robin', () => {
     expect(fake.pending()).toBe(0);
   });
 
+  it('a member that runs dry mid-turn keeps its turn: its next data passes on arrival, and holding loses no rate', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 1000, burst: 225, quantum: 50 });
+    const a = busy(100);
+    const b = group.throttle();
+    const bSink = recordingSink(() => fake.timers.now);
+    b.pipe(bSink);
+    await advance(fake, 1000);
+    b.write(Buffer.alloc(10)); // joins the ring behind A, which waits for tokens
+    let t = fake.timers.now;
+    while (bSink.received === 0 && t < 2000) {
+      await advance(fake, 1);
+      t = fake.timers.now;
+    }
+    expect(bSink.received).toBe(10); // served at the next wake-up; its turn (50) is still open
+    await settle();
+    const heldAt = fake.timers.now;
+    b.write(Buffer.alloc(20)); // arrives while B holds its turn: passes at once, no timer
+    await settle();
+    expect(fake.timers.now).toBe(heldAt);
+    expect(bSink.received).toBe(30);
+    // Holding costs no rate: over the next 2 s, A and B together get the group's rate.
+    const before = a.sink.received + bSink.received;
+    await advance(fake, 2000);
+    expect(a.sink.received + bSink.received - before).toBeGreaterThanOrEqual(2000 - 225);
+    expect(fake.pending()).toBe(1); // the group's one timer
+    a.throttle.destroy();
+    b.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
+
   it('a lone member passes at once while the group has the tokens', async () => {
     const { fake, group } = groupSetup({ rate: 1000, burst: 1000 });
     const member = group.throttle();
