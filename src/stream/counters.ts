@@ -1,11 +1,10 @@
 /**
  * Progress counters for a throttled stream: what a progress bar reads.
  *
- * Bytes passed and time spent waiting are plain sums. The fast path of a
- * Throttle does not read the clock (see ByteMeter), so bytes are counted
- * without a time; instead, every clock read the stream makes anyway (a
- * wake-up, a slow-path piece) and every read of the counters leaves a sample
- * (time, bytes so far), at most one per 100 ms, in a ring of 32. The current
+ * Bytes passed and time spent waiting are plain sums. Every piece the
+ * stream passes (it reads the clock for each, see ByteMeter) and every read
+ * of the counters leaves a sample (time, bytes so far), at most one per
+ * 100 ms (a newer one moves the newest up), in a ring of 32. The current
  * rate is the bytes since the newest sample at least a second old, over the
  * time since it: exact bytes over exact time, whatever the chunk sizes. The
  * average rate is all bytes over the time from the first byte written to now
@@ -82,7 +81,7 @@ export class Progress {
     this.#waitingSinceMs = undefined;
   }
 
-  /** Counts `bytes` passed at `nowMs` (the slow path, which has read the clock). */
+  /** Counts `bytes` passed at `nowMs`. */
   record(nowMs: number, bytes: number): void {
     if (this.#waitingSinceMs !== undefined) this.stopWaiting(nowMs);
     this.bytes += bytes;

@@ -6,16 +6,35 @@
  * A member that has bytes to send takes what the bucket holds at once if no
  * other member is waiting (the conforming prefix, as a lone Throttle does);
  * otherwise, or for the rest, it joins the ring of waiting members.
- * The ring is served in turns: a member's turn gives it a deficit of one
- * `quantum` of bytes, and it sends pieces of min(deficit, bytes it has ready)
- * as the bucket allows; when the deficit is spent its turn ends and it goes
- * to the back of the ring. The group sleeps on its one timer, armed for the
- * exact time until a wake piece conforms (the burst less 10 ms of the rate,
- * as for a lone Throttle; see pacing.ts), and each wake-up serves as many quantum-sized
- * turns as the tokens allow. So N busy members each get
- * about rate / N, whatever their chunk sizes: a member of 1 KiB chunks sends
- * many of them in its turn (they are handed over synchronously from its write
- * queue), a member of 64 KiB chunks sends a quantum-sized piece of one.
+ *
+ * The ring is served in rounds. In each round a member gets a turn of one
+ * `quantum` of bytes, and sends pieces of min(turn left, bytes it has ready)
+ * as the bucket allows; a member whose turn is spent goes to the back of the
+ * ring and waits for the next round. So N busy members each get about
+ * rate / N, whatever their chunk sizes: a member of 1 KiB chunks sends many
+ * of them in its turn, a member of 64 KiB chunks a quantum-sized piece of one.
+ * When the bucket is short, the group sleeps on its one timer, armed for a
+ * group wake piece (the lone stream's wake piece less 15 ms of the rate; see
+ * pacing.ts), and each wake-up serves as many turns as the tokens allow.
+ *
+ * Members that run dry. Real sources deliver in bursts: a socket or an HTTP
+ * body hands over a chunk, then the next one a few hundred microseconds later,
+ * and a member that has sent what it held is empty for that while although
+ * its source is far faster than its share. Dropping such a member from the
+ * round (as DRR does with an empty queue) hands its share to whichever member
+ * refills fastest, which favours large chunks; holding the group's timer for
+ * it (a 1 ms timer per refill) caps the group at one chunk per millisecond.
+ * So a member that runs dry in the middle of its turn keeps its turn (it
+ * "holds"), and the group is woken by events, not by a timer: a member's new
+ * data serves it at once if its turn is open and the tokens are there. The
+ * others may send what is left of their own turns meanwhile; the next round
+ * starts only when no member holds a turn. Holding costs no rate while the
+ * bucket has room, since refill is lazy: the tokens wait in the bucket. So a
+ * turn is held until the bucket reaches the lone stream's wake piece (the
+ * burst less 10 ms of the rate), 15 ms of the rate above the group's wake
+ * piece; then the members still dry give up their turns and the round moves
+ * on, so the bucket never overflows while anyone has data, and the group's
+ * aggregate is its rate.
  *
  * A member with a cap of its own (`group.throttle({ rate })`) leaves the ring
  * whenever its own bucket is short and sleeps on its own timer, so its unused
@@ -23,14 +42,11 @@
  * rejoins at the front of the ring and is served as soon as its piece
  * conforms (FQ-CoDel serves new, sparse flows first for the same reason):
  * made to wait a whole round, its own bucket would fill up and the rate it is
- * owed would be lost. A member that runs out of data
- * in the middle of its turn keeps the turn until the group's next wake-up (a
- * source refills in far less time than the bucket takes to earn a piece);
- * found empty again, it leaves the ring and its deficit is reset, as in DRR.
+ * owed would be lost.
  *
  * Members join at any time. An ended or destroyed member leaves at once: it
- * is taken out of the ring (the timer is re-planned if it was the head) and
- * the group keeps no reference to it.
+ * is taken out of the ring (the timer is re-planned) and the group keeps no
+ * reference to it.
  *
  * The quantum is 5 ms of the group's rate (at least 1 KiB, at most half the
  * burst and a wake piece): small enough that a round of 16 members is short, large enough that
@@ -48,6 +64,7 @@ import {
   defaultBurstBytes,
   defaultQuantumBytes,
   describeBytes,
+  groupWakePieceBytes,
   Watchdog,
   wakePieceBytes,
 } from './pacing.js';
@@ -88,13 +105,19 @@ export class ThrottleGroup {
   #burstExplicit: boolean;
   #quantumExplicit: number | undefined;
   #quantumBytes: number;
-  /** The piece the group sleeps for (see wakePieceBytes in pacing.ts). */
+  /** The lone stream's wake piece (see pacing.ts): a dry member's turn is held until the bucket holds this much. */
+  #holdLimitBytes: number;
+  /** The piece the group sleeps for while members wait (see groupWakePieceBytes in pacing.ts). */
   #wakePieceBytes: number;
-  /** Waiting members in round-robin order; the head is index 0. */
+  /** Members with a turn open or waiting for one, in round-robin order. */
   readonly #ring: MemberPort[] = [];
   readonly #members = new Set<MemberPort>();
+  /** The round being served; a member's turn belongs to the round it was granted in. */
+  #round = 0;
   /** The group's one timer. */
   readonly #watchdog: Watchdog;
+  /** True while the timer waits for tokens (new data cannot be served before it fires). */
+  #waitingForTokens = false;
   #serving = false;
   readonly #link: GroupLink;
 
@@ -108,21 +131,20 @@ export class ThrottleGroup {
     checkBurst(ratePerSecond, burstBytes);
     this.#clock = clock;
     this.#watchdog = new Watchdog(clock, (latenessChanged) => {
-      if (latenessChanged) {
-        const { ratePerSecond, burstBytes } = this.#meter;
-        this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes, this.#watchdog.latenessMs);
-      }
+      this.#waitingForTokens = false;
+      if (latenessChanged) this.#updatePieces();
       if (!this.#serving) this.#serve();
     });
     this.#burstExplicit = options.burst !== undefined;
     this.#quantumExplicit = options.quantum === undefined ? undefined : parseSizeOption(options.quantum, 'quantum');
     this.#quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
-    this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes);
     this.#meter = new ByteMeter(ratePerSecond, burstBytes, clock.now());
+    this.#holdLimitBytes = 0;
+    this.#wakePieceBytes = 0;
+    this.#updatePieces();
     this.#link = {
       clock,
-      coversUnread: (bytes) => this.#ring.length === 0 && this.#meter.coversUnread(bytes),
-      takeUnread: (bytes) => this.#meter.takeUnread(bytes),
+      tryTake: (nowMs, bytes) => this.#ring.length === 0 && this.#meter.tryTake(nowMs, bytes),
       takeUpTo: (nowMs, bytes) => this.#takeUpTo(nowMs, bytes),
       request: (port) => this.#request(port),
       replan: () => this.#replan(),
@@ -174,7 +196,7 @@ export class ThrottleGroup {
     this.#meter.setRate(nowMs, ratePerSecond);
     this.#meter.setBurst(nowMs, burstBytes);
     this.#quantumBytes = quantumBytes;
-    this.#wakePieceBytes = wakePieceBytes(ratePerSecond, burstBytes, this.#watchdog.latenessMs);
+    this.#updatePieces();
     this.#clampTurns();
     this.#replan();
   }
@@ -191,9 +213,17 @@ export class ThrottleGroup {
     this.#meter.setBurst(this.#clock.now(), capacity);
     this.#burstExplicit = true;
     this.#quantumBytes = quantumBytes;
-    this.#wakePieceBytes = wakePieceBytes(this.#meter.ratePerSecond, capacity, this.#watchdog.latenessMs);
+    this.#updatePieces();
     this.#clampTurns();
     this.#replan();
+  }
+
+  /** Recomputes the hold limit and the wake piece from the numbers and the timer's lateness. */
+  #updatePieces(): void {
+    const { ratePerSecond, burstBytes } = this.#meter;
+    const lateMs = this.#watchdog.latenessMs;
+    this.#holdLimitBytes = wakePieceBytes(ratePerSecond, burstBytes, lateMs);
+    this.#wakePieceBytes = groupWakePieceBytes(ratePerSecond, burstBytes, this.#quantumBytes, lateMs);
   }
 
   /**
@@ -203,7 +233,7 @@ export class ThrottleGroup {
    * smaller bucket can never hold, and the group would stall.
    */
   #clampTurns(): void {
-    const most = Math.max(this.#quantumBytes, this.#wakePieceBytes);
+    const most = Math.max(this.#quantumBytes, this.#holdLimitBytes);
     for (const port of this.#ring) if (port.deficit > most) port.deficit = most;
   }
 
@@ -223,52 +253,59 @@ export class ThrottleGroup {
 
   #request(port: MemberPort): void {
     if (!this.#members.has(port)) return; // it has left
-    if (port.inRing) {
-      if (!this.#serving && !this.#watchdog.armed) this.#serve();
-      return;
+    if (!port.inRing) {
+      port.inRing = true;
+      port.dry = false;
+      if (port.round !== this.#round) port.deficit = 0;
+      if (port.capped()) {
+        // A member back from its own cap goes first, as a sparse flow does in
+        // FQ-CoDel, and its turn may take all its cap allows: it asks for no
+        // more than that, and waiting for a whole round would overflow its own
+        // bucket and lose it rate it is owed.
+        port.sparse = true;
+        this.#ring.unshift(port);
+        this.#replan();
+        return;
+      }
+      this.#ring.push(port);
     }
-    port.inRing = true;
-    port.deficit = 0;
-    port.dry = false;
-    if (port.capped()) {
-      // A member back from its own cap goes first, as a sparse flow does in
-      // FQ-CoDel, and its turn may take all its cap allows: it asks for no
-      // more than that, and waiting for a whole round would overflow its own
-      // bucket and lose it rate it is owed.
-      port.sparse = true;
-      this.#ring.unshift(port);
-      this.#replan();
-      return;
-    }
-    this.#ring.push(port);
-    // While serving, the loop sees the new member; while the timer is armed,
-    // the head has not changed and the timer serves it.
-    if (this.#serving || this.#watchdog.armed) return;
+    // While serving, the loop sees the new data; while the timer waits for
+    // tokens, nothing can be served before it fires.
+    if (this.#serving || this.#waitingForTokens) return;
     this.#serve();
   }
 
   #leave(port: MemberPort): void {
     this.#members.delete(port);
     if (!port.inRing) return;
-    const index = this.#ring.indexOf(port);
-    this.#ring.splice(index, 1);
+    this.#ring.splice(this.#ring.indexOf(port), 1);
     port.inRing = false;
     port.deficit = 0;
     port.dry = false;
     port.sparse = false;
     if (this.#serving) return;
-    if (this.#ring.length === 0) this.#watchdog.disarm();
-    else if (index === 0) this.#replan();
+    if (this.#ring.length === 0) {
+      this.#watchdog.disarm();
+      this.#waitingForTokens = false;
+    } else {
+      this.#replan(); // it may have held the round, or been the one the timer waited for
+    }
   }
 
-  /** Re-plans the timer after a change of head or of the numbers. */
+  /** Re-plans the timer after a change of the ring or of the numbers. */
   #replan(): void {
     if (this.#serving) return;
     this.#watchdog.disarm();
+    this.#waitingForTokens = false;
     this.#serve();
   }
 
-  /** One pass of deficit round robin: serve the ring until it is empty or the head must wait. */
+  /**
+   * Serves the ring until the bucket is short, or no member can send now:
+   * each pass sends one piece for the first member (in ring order) with data
+   * and a turn open; when none has, either a new round starts, or the group
+   * waits for a dry member's data (see the opening comment).
+   */
   #serve(): void {
     this.#serving = true;
     try {
@@ -276,65 +313,90 @@ export class ThrottleGroup {
       const ring = this.#ring;
       const meter = this.#meter;
       for (;;) {
-        const port = ring[0];
-        if (port === undefined) {
+        let blocked = 0; // members with data whose turn in this round is spent
+        let holding = 0; // members without data whose turn is still open
+        let sentPiece = false;
+        for (let i = 0; i < ring.length; ) {
+          const port = ring[i] as MemberPort;
+          if (port.pendingBytes() === 0) {
+            if (port.round === this.#round && port.deficit > 0 && !port.ended()) {
+              port.dry = true;
+              holding++;
+              i++;
+            } else {
+              this.#drop(port);
+            }
+            continue;
+          }
+          const want = port.want(nowMs);
+          if (want === 0) {
+            this.#drop(port); // its own cap or its reader holds it; it asks again when it can go
+            continue;
+          }
+          port.dry = false;
+          if (port.sparse) {
+            // A sparse member's turn: what its own cap allows, up to a wake piece (which fits the bucket).
+            port.deficit = Math.max(this.#quantumBytes, Math.min(want, this.#holdLimitBytes));
+            port.round = this.#round;
+            port.sparse = false;
+          } else if (port.round !== this.#round) {
+            port.deficit = this.#quantumBytes;
+            port.round = this.#round;
+          }
+          if (port.deficit <= 0) {
+            blocked++;
+            i++;
+            continue;
+          }
+          const piece = Math.min(want, port.deficit);
+          if (meter.available(nowMs) < piece) {
+            // Sleep for a wake piece, not just this piece: one wake-up then serves
+            // several quantum-sized turns. Once every waiting writer has ended, only
+            // what they hold is left. A capped member is served as soon as its piece conforms.
+            const target =
+              port.capped() || ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
+            this.#watchdog.arm(nowMs, meter.msUntil(nowMs, target));
+            this.#waitingForTokens = true;
+            return;
+          }
+          const sent = port.send(nowMs, piece);
+          meter.take(nowMs, sent);
+          sentPiece = true;
+          if (!port.inRing) break; // it left while sending
+          if (sent === 0) {
+            this.#drop(port);
+            break;
+          }
+          port.deficit -= sent;
+          if (port.deficit <= 0) {
+            // Its turn is over: to the back of the ring.
+            port.deficit = 0;
+            ring.splice(ring.indexOf(port), 1);
+            ring.push(port);
+          }
+          break;
+        }
+        if (sentPiece) continue;
+        if (blocked === 0) {
+          // Nobody has data: whoever gets some next asks for service (no timer needed).
           this.#watchdog.disarm();
           return;
         }
-        if (port.pendingBytes() === 0) {
-          if (port.deficit > 0 && !port.dry) {
-            // Ran dry in mid-turn: keep the turn until the next wake-up.
-            port.dry = true;
-            this.#watchdog.arm(nowMs, meter.msUntil(nowMs, this.#wakePieceBytes));
-            return;
-          }
-          this.#drop(port);
-          continue;
-        }
-        const want = port.want(nowMs);
-        if (want === 0) {
-          this.#drop(port); // its own cap or its reader holds it; it asks again when it can go
-          continue;
-        }
-        port.dry = false;
-        if (port.deficit <= 0) {
-          // A sparse member's turn: what its own cap allows, up to a wake piece (which fits the bucket).
-          port.deficit = port.sparse
-            ? Math.max(this.#quantumBytes, Math.min(want, this.#wakePieceBytes))
-            : this.#quantumBytes;
-        }
-        port.sparse = false;
-        const piece = Math.min(want, port.deficit);
-        if (meter.available(nowMs) < piece) {
-          // Sleep for a wake piece, not just this piece: one wake-up then serves
-          // several quantum-sized turns, and the timer fires ~25 times a second.
-          // Once every waiting writer has ended, only what they hold is left.
-          // A capped member at the head is served as soon as its piece conforms.
-          const target = port.capped() || ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
-          this.#watchdog.arm(nowMs, meter.msUntil(nowMs, target));
+        if (holding > 0 && meter.available(nowMs) < this.#holdLimitBytes) {
+          // Hold the dry members' turns while the bucket has room: their data is
+          // served as it arrives; at the hold limit they give up their turns.
+          this.#watchdog.arm(nowMs, meter.msUntil(nowMs, this.#holdLimitBytes));
           return;
         }
-        const sent = port.send(nowMs, piece);
-        meter.take(nowMs, sent);
-        if (!port.inRing) continue; // it left while sending
-        if (sent === 0) {
-          this.#drop(port);
-          continue;
-        }
-        port.deficit -= sent;
-        if (port.deficit <= 0) {
-          // Its turn is over: to the back of the ring.
-          port.deficit = 0;
-          ring.splice(ring.indexOf(port), 1);
-          ring.push(port);
-        }
+        for (let i = ring.length - 1; i >= 0; i--) if ((ring[i] as MemberPort).dry) this.#drop(ring[i] as MemberPort);
+        this.#round++;
       }
     } finally {
       this.#serving = false;
     }
   }
 
-  /** Takes a member out of the ring; its deficit is reset. */
+  /** Takes a member out of the ring; its turn is over. */
   #drop(port: MemberPort): void {
     this.#ring.splice(this.#ring.indexOf(port), 1);
     port.inRing = false;

@@ -3,7 +3,7 @@
  *
  * A member hands the group a {@link MemberPort}: closures over its own state,
  * so neither class reaches into the other's private fields. The group hands
- * back a {@link GroupLink}. The DRR fields (`deficit`, `inRing`, `dry`) live
+ * back a {@link GroupLink}. The DRR fields (`deficit`, `round`, `inRing`, `dry`, `sparse`) live
  * on the port but belong to the group; the member only reads `inRing`.
  * Nothing here is exported from the package root.
  */
@@ -31,9 +31,11 @@ export interface MemberPort {
   send(nowMs: number, bytes: number): number;
   /** Bytes left in the member's current DRR turn (0: no turn open). Owned by the group. */
   deficit: number;
+  /** The group's round in which the member's current turn was granted (-1: none yet). Owned by the group. */
+  round: number;
   /** True while the member is in the group's round-robin ring. Owned by the group. */
   inRing: boolean;
-  /** It ran out of data in the middle of its turn; the group gives it one wake-up to refill. Owned by the group. */
+  /** It ran out of data in the middle of its turn; the group holds the turn for it a while. Owned by the group. */
   dry: boolean;
   /** It came back from its own cap: its next turn may take all its own cap allows. Owned by the group. */
   sparse: boolean;
@@ -43,16 +45,19 @@ export interface MemberPort {
 export interface GroupLink {
   /** The group's clock; members use it too. */
   readonly clock: Clock;
-  /** True if no member is waiting and `bytes` conform for certain without reading the clock (see ByteMeter). */
-  coversUnread(bytes: number): boolean;
-  /** Takes `bytes` that {@link GroupLink.coversUnread} vouched for. */
-  takeUnread(bytes: number): void;
+  /** If no member is waiting and `bytes` conform now, takes them and returns true; false (taking nothing) otherwise. */
+  tryTake(nowMs: number, bytes: number): boolean;
   /**
    * If no member is waiting, takes up to `bytes` (as many whole tokens as the
    * group holds) and returns how many it took; 0 (taking nothing) otherwise.
    */
   takeUpTo(nowMs: number, bytes: number): number;
-  /** The member has data it could not send: join the ring (if not in it) and be served in turn. */
+  /**
+   * The member has data it could not send: join the ring (if not in it) and
+   * be served in turn. A member already in the ring calls it when new data
+   * arrives, so the group serves it at once if its turn is open and the
+   * tokens are there.
+   */
   request(port: MemberPort): void;
   /** Something changed that may shorten the group's sleep (a member's writer ended): plan the timer again. */
   replan(): void;

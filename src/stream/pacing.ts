@@ -84,25 +84,43 @@ export function wakePieceBytes(ratePerSecond: number, burstBytes: number, lateMs
   return Math.max(1, Math.floor(Math.min(piece, (ratePerSecond * MAX_WAKE_MS) / 1000)));
 }
 
+/** How fast the lateness estimate forgets, ms: it halves in this long without late timers. */
+export const LATENESS_HALF_LIFE_MS = 1000;
+
 /**
  * How late this stream's timers have been firing lately: the largest
- * lateness seen, decaying by a fifth at each wake-up. A GC pause or a busy
- * event loop makes the next wake pieces smaller (more room for lateness);
- * punctual timers make them grow back.
+ * lateness seen, halving every second ({@link LATENESS_HALF_LIFE_MS}). A GC
+ * pause or a busy event loop makes the next wake pieces smaller (more room
+ * for lateness); punctual timers make them grow back. The decay is by time,
+ * not by wake-up, so an event loop blocked periodically (say 25 ms every
+ * 200 ms) keeps the wider margin between its blocks instead of losing rate
+ * at every one.
  */
 export class Lateness {
+  /** The estimate as last reported (what the wake pieces were computed from). */
   #ms = 0;
+  /** The estimate now, decaying between reports. */
+  #currentMs = 0;
+  #atMs = Number.NaN;
 
+  /** The estimate as last reported by {@link observe} (changes only by 0.5 ms or more). */
   get ms(): number {
     return this.#ms;
   }
 
-  /** Records one wake-up `lateMs` after it was due; returns true if the estimate changed. */
-  observe(lateMs: number): boolean {
-    const next = Math.max(0, lateMs, this.#ms * 0.8);
-    const changed = Math.abs(next - this.#ms) >= 0.5;
-    this.#ms = next < 0.5 ? 0 : next;
-    return changed;
+  /**
+   * Records one wake-up at `nowMs`, `lateMs` after it was due; returns true
+   * if the estimate moved 0.5 ms or more from the one last reported.
+   */
+  observe(lateMs: number, nowMs: number): boolean {
+    const elapsedMs = Number.isNaN(this.#atMs) ? 0 : Math.max(0, nowMs - this.#atMs);
+    this.#atMs = nowMs;
+    const decayed = this.#currentMs * 0.5 ** (elapsedMs / LATENESS_HALF_LIFE_MS);
+    const next = Math.max(0, lateMs, decayed);
+    this.#currentMs = next < 0.5 ? 0 : next;
+    if (Math.abs(this.#currentMs - this.#ms) < 0.5) return false;
+    this.#ms = this.#currentMs;
+    return true;
   }
 }
 
@@ -135,12 +153,17 @@ export class Watchdog {
     return this.#lateness.ms;
   }
 
-  /** Arms for `delayMs` after `nowMs`; a pending wake-up at the same time is kept, another is replaced. */
+  /**
+   * Arms for `delayMs` after `nowMs`. A pending wake-up that is not early
+   * for it and less than 1 ms later than it is kept (re-planning from a
+   * slightly later `nowMs` does not churn timers); another is replaced.
+   */
   arm(nowMs: number, delayMs: number): void {
     const wholeMs = Math.max(1, Math.ceil(delayMs));
     const dueMs = nowMs + wholeMs;
     if (this.#armed) {
-      if (this.#dueMs === dueMs) return;
+      const exactMs = nowMs + Math.max(0, delayMs);
+      if (this.#dueMs >= exactMs && this.#dueMs < exactMs + 1) return;
       this.disarm();
     }
     this.#armed = true;
@@ -159,8 +182,35 @@ export class Watchdog {
   readonly #fire = (): void => {
     this.#armed = false;
     this.#timer = undefined;
-    this.#onWake(this.#lateness.observe(this.#clock.now() - this.#dueMs));
+    const nowMs = this.#clock.now();
+    this.#onWake(this.#lateness.observe(nowMs - this.#dueMs, nowMs));
   };
+}
+
+/**
+ * How much room a group keeps in its bucket for members that run dry in the
+ * middle of their turn, ms of the rate (see group.ts): the group wakes for
+ * this much less than a lone stream's wake piece, and holds a dry member's
+ * turn until the bucket reaches the wake piece.
+ */
+export const GROUP_HOLD_MS = 15;
+
+/**
+ * The piece a group sleeps for while members wait: the wake piece less
+ * {@link GROUP_HOLD_MS} of the rate, at least half the wake piece and at
+ * least the quantum (if that fits the wake piece).
+ *
+ * @example groupWakePieceBytes(1000, 100, 10) === 75 // wake piece 90, less 15
+ */
+export function groupWakePieceBytes(
+  ratePerSecond: number,
+  burstBytes: number,
+  quantumBytes: number,
+  lateMs = 0,
+): number {
+  const wake = wakePieceBytes(ratePerSecond, burstBytes, lateMs);
+  const piece = Math.max(wake / 2, wake - (ratePerSecond * GROUP_HOLD_MS) / 1000, Math.min(quantumBytes, wake));
+  return Math.max(1, Math.floor(piece));
 }
 
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */
@@ -208,6 +258,30 @@ export function checkBurst(ratePerSecond: number, burstBytes: number, what = 'bu
   );
 }
 
+/**
+ * Refuses a peak bucket the timers cannot sustain `peakPerSecond` with: the
+ * same rule as for the main bucket ({@link checkBurst}), against the peak
+ * rate. A peak bucket too small drains a burst well below the peak rate (a
+ * 16 KiB peak bucket at 64 MiB/s passes ~15 MiB/s). The peak bucket must
+ * also fit in the main one, so when the smallest that works is above
+ * `burstBytes` the message says to raise the burst as well.
+ */
+export function checkPeakBurst(peakPerSecond: number, peakBurstBytes: number, burstBytes: number): void {
+  const minPeak = minBurstBytes(peakPerSecond);
+  if (peakBurstBytes >= minPeak) return;
+  const alsoBurst =
+    minPeak > burstBytes
+      ? ` and a burst at least as large (it is ${describeBytes(burstBytes)}), or a lower peakRate`
+      : `, or leave it unset for the default of ${describeBytes(Math.min(burstBytes, Math.max(DEFAULT_BURST_FLOOR_BYTES, minPeak)))}`;
+  throw new BurstTooSmallError(
+    peakBurstBytes,
+    minPeak,
+    `peakBurst ${describeBytes(peakBurstBytes)} is too small to sustain peakRate ${describeRate(peakPerSecond)}: ` +
+      `timers fire up to ~${TIMER_SLACK_MS} ms late, and the peak bucket would drain a burst below its peak rate; ` +
+      `use a peakBurst of at least ${describeBytes(minPeak)} (peakRate x ${2 * TIMER_SLACK_MS} ms)${alsoBurst}`,
+  );
+}
+
 /** One bucket's parameters and variables. */
 interface Bucket {
   params: BucketParams;
@@ -232,21 +306,23 @@ function bucket(ratePerSecond: number, capacity: number, nowMs: number): Bucket 
  * Pure arithmetic over the meters/token-bucket.ts functions: no timers, the
  * caller passes the time.
  *
- * Taking without reading the clock. On some machines a clock read costs
- * more than moving a 64 KiB chunk through a stream (260 ns here, against
- * 650 ns for a whole PassThrough hop), so the fast path must not read it.
- * Tokens only grow with time, so the tokens at the last clock read, less
- * the bytes taken since ({@link ByteMeter.coversUnread}), are a lower bound
- * of the tokens now: a piece within it conforms whenever it is taken.
- * Those bytes are charged at the next clock read, as if taken at that
- * moment: the latest they can have been taken, which leaves the fewest
- * tokens, so the bucket never believes it holds more than a real TBF would.
+ * Every piece is charged at the time it passes, as TBF charges a packet when
+ * it is dequeued: the refill up to that time is capped at the capacity, then
+ * the piece is subtracted. So tokens earned while the stream was passing
+ * pieces are kept (not lost as overflow), and the bucket never believes it
+ * holds more than a real TBF would; both sides of the bound hold.
+ *
+ * (An earlier version passed chunks without reading the clock and charged
+ * them at the next read, after capping the refill. That dropped the tokens
+ * earned while those chunks passed whenever the bucket would have been full
+ * in between: a lone stream fed by a socket-like source got 0.82 of its
+ * rate. Charging them before the cap instead would overshoot the burst. A
+ * clock read costs 60-150 ns here, against ~650 ns for a PassThrough hop, so
+ * every piece now reads it.)
  */
 export class ByteMeter {
   #main: Bucket;
   #peak: Bucket | undefined;
-  /** Bytes taken since the last clock read, not yet charged to the buckets. */
-  #unreadBytes = 0;
 
   constructor(
     ratePerSecond: number,
@@ -265,24 +341,24 @@ export class ByteMeter {
     return this.#main.params.capacity;
   }
 
-  /** True if `bytes` conform now for certain, without reading the clock. */
-  coversUnread(bytes: number): boolean {
-    const covered = this.#main.state.tokens - this.#unreadBytes;
-    const peak = this.#peak;
-    return covered >= bytes && (peak === undefined || peak.state.tokens - this.#unreadBytes >= bytes);
-  }
-
-  /** Takes `bytes` that {@link coversUnread} vouched for; they are charged at the next clock read. */
-  takeUnread(bytes: number): void {
-    this.#unreadBytes += bytes;
-  }
-
-  /** Brings both buckets up to `nowMs` and charges the bytes taken since the last read. */
+  /** Brings both buckets up to `nowMs`. */
   #settle(nowMs: number): void {
-    const unread = this.#unreadBytes;
-    settle(this.#main, nowMs, unread);
-    if (this.#peak !== undefined) settle(this.#peak, nowMs, unread);
-    this.#unreadBytes = 0;
+    advance(this.#main.state, this.#main.params, nowMs);
+    if (this.#peak !== undefined) advance(this.#peak.state, this.#peak.params, nowMs);
+  }
+
+  /** Takes `bytes` at `nowMs` if both buckets hold them; returns false (taking nothing) otherwise. */
+  tryTake(nowMs: number, bytes: number): boolean {
+    this.#settle(nowMs);
+    const main = this.#main;
+    if (main.state.tokens + main.slack < bytes) return false;
+    const peak = this.#peak;
+    if (peak !== undefined) {
+      if (peak.state.tokens + peak.slack < bytes) return false;
+      peak.state.tokens -= bytes;
+    }
+    main.state.tokens -= bytes;
+    return true;
   }
 
   /** The largest piece that conforms now (fractional; compare, then floor). */
@@ -331,11 +407,6 @@ export class ByteMeter {
     this.#peak.params = { ...this.#peak.params, ratePerSecond: peak.ratePerSecond };
     resize(this.#peak, peak.burstBytes);
   }
-}
-
-function settle(b: Bucket, nowMs: number, unreadBytes: number): void {
-  advance(b.state, b.params, nowMs);
-  b.state.tokens -= unreadBytes;
 }
 
 function resize(b: Bucket, capacity: number): void {

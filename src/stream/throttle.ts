@@ -54,6 +54,7 @@ import { type GroupLink, kJoin, type MemberPort } from './link.js';
 import {
   ByteMeter,
   checkBurst,
+  checkPeakBurst,
   defaultBurstBytes,
   describeBytes,
   describeRate,
@@ -166,7 +167,7 @@ function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, pe
             'a piece must fit both buckets; lower peakBurst or raise burst',
         );
       }
-      checkBurst(ratePerSecond, peakBurstBytes, 'peakBurst');
+      checkPeakBurst(peakPerSecond, peakBurstBytes, burstBytes);
     }
     peak = { ratePerSecond: peakPerSecond, burstBytes: peakBurstBytes, burstExplicit: peakBurst !== undefined };
   } else if (peakBurst !== undefined) {
@@ -270,6 +271,7 @@ export class Throttle extends Transform {
     if (group !== undefined) {
       const port: MemberPort = {
         deficit: 0,
+        round: -1,
         inRing: false,
         dry: false,
         sparse: false,
@@ -406,21 +408,21 @@ export class Throttle extends Transform {
       callback();
       return;
     }
-    const progress = this.#progress;
-    if (progress.startedAtMs === undefined) progress.start(this.#clock.now());
     if (!this.#pumping) {
-      // The fast path: the whole chunk conforms for certain, without even a
-      // clock read (see ByteMeter); it is charged at the next read.
+      // The fast path: the whole chunk conforms now; it is charged now (one
+      // clock read, a comparison, a subtraction).
+      const nowMs = this.#clock.now();
+      const progress = this.#progress;
+      if (progress.startedAtMs === undefined) progress.start(nowMs);
       const meter = this.#meter;
       const link = this.#link;
       if (
-        (meter !== undefined || link !== undefined) &&
-        (meter === undefined || meter.coversUnread(length)) &&
-        (link === undefined || link.coversUnread(length))
+        link === undefined
+          ? (meter as ByteMeter).tryTake(nowMs, length)
+          : (meter === undefined || meter.available(nowMs) >= length) && link.tryTake(nowMs, length)
       ) {
-        meter?.takeUnread(length);
-        link?.takeUnread(length);
-        progress.bytes += length;
+        if (link !== undefined) meter?.take(nowMs, length);
+        progress.record(nowMs, length);
         this.push(bytes);
         callback();
         return;
@@ -488,7 +490,10 @@ export class Throttle extends Transform {
         const chunk = this.#chunk;
         if (chunk === undefined || this.destroyed || this.#awaitingRead) return;
         const port = this.#port;
-        if (port?.inRing) return; // the group serves it in turn
+        if (port?.inRing) {
+          this.#link?.request(port); // the group serves it in turn
+          return;
+        }
         const remaining = chunk.length - this.#offset;
         let allowed = remaining;
         const meter = this.#meter;

@@ -9,6 +9,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import type { Clock } from '../../src/clock.js';
 import {
   BurstTooSmallError,
   InvalidOptionError,
@@ -17,8 +18,17 @@ import {
   type ThrottleGroupOptions,
   type ThrottleMemberOptions,
 } from '../../src/index.js';
-import { fakeClock } from '../helpers/fake-clock.js';
-import { advance, byteSource, maxInWindow, type Piece, patternByte, recordingSink, settle } from './support.js';
+import { type FakeClock, fakeClock } from '../helpers/fake-clock.js';
+import {
+  advance,
+  byteSource,
+  maxInWindow,
+  type Piece,
+  patternByte,
+  recordingSink,
+  settle,
+  timedSource,
+} from './support.js';
 
 function groupSetup(options: Omit<ThrottleGroupOptions, 'clock'>) {
   const fake = fakeClock();
@@ -41,6 +51,30 @@ function between(pieces: readonly Piece[], fromMs: number, toMs: number): number
   let sum = 0;
   for (const piece of pieces) if (piece.atMs > fromMs && piece.atMs <= toMs) sum += piece.bytes;
   return sum;
+}
+
+/** Bytes per second over (fromMs, toMs]: the least-squares slope of the bytes delivered so far against time. */
+function slope(pieces: readonly Piece[], fromMs: number, toMs: number): number {
+  const points: [number, number][] = [];
+  let total = 0;
+  for (const piece of pieces) {
+    total += piece.bytes;
+    if (piece.atMs > fromMs && piece.atMs <= toMs) {
+      const last = points[points.length - 1];
+      if (last && last[0] === piece.atMs) last[1] = total;
+      else points.push([piece.atMs, total]);
+    }
+  }
+  const n = points.length;
+  const meanT = points.reduce((a, [t]) => a + t, 0) / n;
+  const meanB = points.reduce((a, [, b]) => a + b, 0) / n;
+  let covariance = 0;
+  let variance = 0;
+  for (const [t, b] of points) {
+    covariance += (t - meanT) * (b - meanB);
+    variance += (t - meanT) ** 2;
+  }
+  return (covariance / variance) * 1000;
 }
 
 function jain(values: readonly number[]): number {
@@ -89,7 +123,7 @@ describe('ThrottleGroup: options', () => {
 
 describe('ThrottleGroup: deficit round robin', () => {
   it('serves waiting members in turn, one quantum each, waking for a whole wake piece', async () => {
-    const { fake, group, members } = groupSetup({ rate: 1000, burst: 210, quantum: 50 });
+    const { fake, group, members } = groupSetup({ rate: 1000, burst: 225, quantum: 50 });
     const log: [number, number, number][] = [];
     for (let i = 0; i < 3; i++) {
       const throttle = group.throttle();
@@ -101,10 +135,11 @@ describe('ThrottleGroup: deficit round robin', () => {
     }
     await advance(fake, 1000);
     // The full bucket goes to the first member (no one was waiting yet). Then the
-    // group sleeps for a wake piece (the burst less 10 ms of the rate: 200 bytes,
-    // 200 ms) and each wake-up serves four turns of one quantum (50 bytes), round robin.
+    // group sleeps for a group wake piece (the burst less 10 ms of the rate, less
+    // 15 ms more of room: 200 bytes, 200 ms) and each wake-up serves four turns of
+    // one quantum (50 bytes), round robin.
     expect(log.slice(0, 13)).toEqual([
-      [0, 0, 210],
+      [0, 0, 225],
       [200, 0, 50],
       [200, 1, 50],
       [200, 2, 50],
@@ -118,6 +153,9 @@ describe('ThrottleGroup: deficit round robin', () => {
       [600, 1, 50],
       [600, 2, 50],
     ]);
+    // The aggregate: exactly the burst plus the rate for 1 s (the wake-up at 1000 ms included).
+    const total = log.reduce((sum, [, , bytes]) => sum + bytes, 0);
+    expect(total).toBe(225 + 1000);
     expect(fake.pending()).toBe(1); // one timer for the whole group
     for (const m of members) m.throttle.destroy();
     await settle();
@@ -159,6 +197,10 @@ describe('ThrottleGroup: deficit round robin', () => {
     }
     // The capped member never beats its own cap: burst + rate * T.
     expect(capped.sink.received).toBeLessThanOrEqual((capped.throttle.burst as number) + 50_000 * 5);
+    // And together they get the group's whole rate.
+    const sum = [capped, a, b].reduce((total, m) => total + between(m.sink.pieces, 1000, 5000), 0);
+    expect(sum).toBeGreaterThanOrEqual(300_000 * 4 * 0.99);
+    expect(sum).toBeLessThanOrEqual(300_000 * 4 + 15_000);
   });
 
   it('a member capped above its share gets no more than the others', async () => {
@@ -167,11 +209,14 @@ describe('ThrottleGroup: deficit round robin', () => {
     const a = busy(16384);
     const b = busy(4096);
     await advance(fake, 4000);
-    for (const m of [capped, a, b]) {
-      const share = between(m.sink.pieces, 1000, 4000);
+    const shares = [capped, a, b].map((m) => between(m.sink.pieces, 1000, 4000));
+    for (const share of shares) {
       expect(share).toBeGreaterThan(300_000 * 0.97);
       expect(share).toBeLessThan(300_000 * 1.03);
     }
+    const sum = shares.reduce((x, y) => x + y, 0);
+    expect(sum).toBeGreaterThanOrEqual(900_000 * 0.99);
+    expect(sum).toBeLessThanOrEqual(900_000 + 15_000);
   });
 
   it('a member with an own burst above the group burst gets through, in pieces that fit the group', async () => {
@@ -183,6 +228,9 @@ describe('ThrottleGroup: deficit round robin', () => {
     // Its own bucket started full (100 kB), then 50 kB/s; the group has room for it.
     expect(big.sink.received).toBeGreaterThan(100_000 + 50_000 * 2.5);
     expect(big.sink.received + other.sink.received).toBeLessThanOrEqual(15_000 + 300_000 * 3);
+    // Together they get the group's rate (the other member takes what the capped one leaves).
+    const sum = between(big.sink.pieces, 500, 3000) + between(other.sink.pieces, 500, 3000);
+    expect(sum).toBeGreaterThanOrEqual(300_000 * 2.5 * 0.98);
     for (const m of [big, other]) m.throttle.destroy();
     await settle();
     expect(fake.pending()).toBe(0);
@@ -221,6 +269,9 @@ describe('ThrottleGroup: deficit round robin', () => {
       expect(share).toBeGreaterThan(1000 - 350);
       expect(share).toBeLessThan(1000 + 350);
     }
+    const sum3 = [a, b, c].reduce((total, m) => total + between(m.sink.pieces, 2500, 4000), 0);
+    expect(sum3).toBeGreaterThanOrEqual(3000 - 600); // 1.5 s at 2000 B/s, less a wake piece at each end
+    expect(sum3).toBeLessThanOrEqual(3000 + 1024);
     expect(group.size).toBe(3);
     a.throttle.destroy();
     await settle();
@@ -250,6 +301,9 @@ describe('ThrottleGroup: deficit round robin', () => {
     expect(group.size).toBe(1);
     const end = finiteSink.pieces.at(-1)?.atMs ?? 0;
     expect(end).toBeLessThan(2500);
+    // While both ran, they added up to the group's rate (less a wake piece at each end).
+    const both = between(finiteSink.pieces, 200, end) + between(b.sink.pieces, 200, end);
+    expect(both).toBeGreaterThanOrEqual((2000 * (end - 200)) / 1000 - 2 * 1024);
     // After it ended, the other gets the whole rate.
     expect(between(b.sink.pieces, end + 100, end + 500)).toBeGreaterThan(2000 * 0.4 - 600);
     b.throttle.destroy();
@@ -315,9 +369,43 @@ describe('ThrottleGroup: deficit round robin', () => {
     const sink = recordingSink(() => fake.timers.now);
     stalled.pipe(sink);
     await advance(fake, 1000);
-    // Reading again, it takes its share back: about half of 10 kB/s.
+    // Reading again, it takes its share back: about half of 10 kB/s; together, the whole rate.
     expect(between(sink.pieces, 1200, 2000)).toBeGreaterThan(5000 * 0.8 * 0.9);
+    expect(between(sink.pieces, 1200, 2000) + between(a.sink.pieces, 1200, 2000)).toBeGreaterThanOrEqual(
+      10_000 * 0.8 - 2000,
+    );
     for (const t of [a.throttle, stalled]) t.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('a member that runs dry mid-turn keeps its turn: its next data passes on arrival, and holding loses no rate', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 1000, burst: 225, quantum: 50 });
+    const a = busy(100);
+    const b = group.throttle();
+    const bSink = recordingSink(() => fake.timers.now);
+    b.pipe(bSink);
+    await advance(fake, 1000);
+    b.write(Buffer.alloc(10)); // joins the ring behind A, which waits for tokens
+    let t = fake.timers.now;
+    while (bSink.received === 0 && t < 2000) {
+      await advance(fake, 1);
+      t = fake.timers.now;
+    }
+    expect(bSink.received).toBe(10); // served at the next wake-up; its turn (50) is still open
+    await settle();
+    const heldAt = fake.timers.now;
+    b.write(Buffer.alloc(20)); // arrives while B holds its turn: passes at once, no timer
+    await settle();
+    expect(fake.timers.now).toBe(heldAt);
+    expect(bSink.received).toBe(30);
+    // Holding costs no rate: over the next 2 s, A and B together get the group's rate.
+    const before = a.sink.received + bSink.received;
+    await advance(fake, 2000);
+    expect(a.sink.received + bSink.received - before).toBeGreaterThanOrEqual(2000 - 225);
+    expect(fake.pending()).toBe(1); // the group's one timer
+    a.throttle.destroy();
+    b.destroy();
     await settle();
     expect(fake.pending()).toBe(0);
   });
@@ -339,6 +427,130 @@ describe('ThrottleGroup: deficit round robin', () => {
     await advance(fake, 1);
     expect(sink.received).toBe(1200);
   });
+});
+
+/** The clock of `fake`, counting the timers that fire (the group's wake-ups). */
+function countingClock(fake: FakeClock): Clock & { fired: number } {
+  const clock = {
+    fired: 0,
+    now: fake.clock.now,
+    setTimeout: (fn: () => void, ms: number) =>
+      fake.clock.setTimeout(() => {
+        clock.fired++;
+        fn();
+      }, ms),
+    clearTimeout: fake.clock.clearTimeout,
+  };
+  return clock;
+}
+
+describe('ThrottleGroup: the whole rate from real-shaped sources', () => {
+  it('64 KiB chunks arriving every 1 ms: a 100 MiB/s group passes its rate, fairly, with few wake-ups', async () => {
+    const fake = fakeClock();
+    const clock = countingClock(fake);
+    const rate = 100 * 1048576;
+    const group = new ThrottleGroup({ rate, clock });
+    const members = [0, 1, 2, 3].map(() => {
+      const throttle = group.throttle();
+      const sink = recordingSink(() => fake.timers.now);
+      const source = timedSource(fake, { bytesPerSecond: 65536 * 1000, chunkBytes: 65536, intervalMs: 1 });
+      pipeline(source, throttle, sink).catch(() => {});
+      return { throttle, sink, source };
+    });
+    await advance(fake, 500);
+    const firedBefore = clock.fired;
+    await advance(fake, 1000);
+    const shares = members.map((m) => between(m.sink.pieces, 500, 1500));
+    const sum = shares.reduce((a, b) => a + b, 0);
+    // The output comes in wake-up steps (25 ms of the rate), so the rate is the slope through them.
+    const all = members.flatMap((m) => m.sink.pieces).sort((x, y) => x.atMs - y.atMs);
+    expect(slope(all, 500, 1500) / rate).toBeGreaterThanOrEqual(0.99);
+    expect(sum).toBeGreaterThanOrEqual(rate - group.burst);
+    expect(sum).toBeLessThanOrEqual(group.burst + rate);
+    expect(jain(shares)).toBeGreaterThan(0.99);
+    // About 40 wake-ups a second (the group's wake piece is 25 ms of the rate), not one per chunk.
+    expect(clock.fired - firedBefore).toBeLessThanOrEqual(60);
+    for (const m of members) {
+      m.source.destroy();
+      m.throttle.destroy();
+    }
+    await settle();
+    expect(fake.pending()).toBe(0);
+  }, 30_000);
+
+  it.each([
+    ['1 GiB/s, 64 KiB chunks', 1024 ** 3, 65536],
+    ['32 MiB/s, 16 KiB chunks', 32 * 1048576, 16384],
+  ])(
+    '%s from synchronous sources: the aggregate is the rate',
+    async (_label, rate, chunkBytes) => {
+      const { fake, group, busy } = groupSetup({ rate });
+      const members = [0, 1, 2, 3].map(() => busy(chunkBytes));
+      await advance(fake, 300);
+      const shares = members.map((m) => between(m.sink.pieces, 100, 300));
+      const sum = shares.reduce((a, b) => a + b, 0);
+      expect(sum / (rate * 0.2)).toBeGreaterThanOrEqual(0.99);
+      expect(sum).toBeLessThanOrEqual(group.burst + rate * 0.2);
+      expect(jain(shares)).toBeGreaterThan(0.99);
+      for (const m of members) m.throttle.destroy();
+      await settle();
+    },
+    30_000,
+  );
+
+  it('socket-like members of any speed and chunk size: the aggregate is the rate, fairly, never above burst + rate * T', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1_000_000, max: 20_000_000 }),
+        fc.double({ min: 0.02, max: 0.05, noNaN: true }),
+        fc.array(
+          fc.record({
+            chunkBytes: fc.integer({ min: 1024, max: 65536 }),
+            intervalMs: fc.integer({ min: 1, max: 5 }),
+            speed: fc.double({ min: 1.5, max: 3, noNaN: true }),
+          }),
+          { minLength: 1, maxLength: 5 },
+        ),
+        async (ratePerSecond, burstSeconds, specs) => {
+          const fake = fakeClock();
+          const burst = Math.max(Math.ceil(ratePerSecond * burstSeconds), Math.ceil(ratePerSecond / 100));
+          const group = new ThrottleGroup({ rate: ratePerSecond, burst, clock: fake.clock });
+          const all: Piece[] = [];
+          const members = specs.map((spec) => {
+            const throttle = group.throttle();
+            const sink = recordingSink(() => fake.timers.now);
+            const source = timedSource(fake, {
+              bytesPerSecond: (spec.speed * ratePerSecond) / specs.length,
+              chunkBytes: spec.chunkBytes,
+              intervalMs: spec.intervalMs,
+            });
+            pipeline(source, throttle, sink).catch(() => {});
+            throttle.on('data', (chunk: Buffer) => all.push({ atMs: fake.timers.now, bytes: chunk.length }));
+            return { throttle, sink, source };
+          });
+          await advance(fake, 1300);
+          for (const windowMs of [0, 5, 50, 200]) {
+            expect(maxInWindow(all, windowMs)).toBeLessThanOrEqual(burst + (ratePerSecond * windowMs) / 1000 + 1e-6);
+          }
+          // Every member outruns its share from ~0.1 s on: together they get the whole rate
+          // (less what the bucket may gain over the span, at most its capacity), and equal shares.
+          const shares = members.map((m) => between(m.sink.pieces, 300, 1300));
+          expect(shares.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(ratePerSecond - burst);
+          expect(jain(shares)).toBeGreaterThanOrEqual(0.99);
+          for (const m of members) {
+            const data = m.sink.data();
+            for (let i = 0; i < data.length; i++) if (data[i] !== patternByte(i)) expect.fail(`byte ${i} differs`);
+            m.source.destroy();
+            m.throttle.destroy();
+          }
+          await settle();
+          expect(group.size).toBe(0);
+          expect(fake.pending()).toBe(0);
+        },
+      ),
+      { numRuns: 8 },
+    );
+  }, 120_000);
 });
 
 describe('ThrottleGroup: live changes', () => {

@@ -54,9 +54,14 @@ describe('Watchdog', () => {
     expect(changes).toEqual([true]);
     expect(watchdog.latenessMs).toBe(20);
     watchdog.arm(30, 10);
-    nowMs = 40; // punctual: the estimate decays
+    nowMs = 40; // punctual, 10 ms later: the estimate has barely decayed (it halves every second)
     fire?.();
-    expect(changes).toEqual([true, true]);
-    expect(watchdog.latenessMs).toBe(16);
+    expect(changes).toEqual([true, false]);
+    expect(watchdog.latenessMs).toBe(20);
+    watchdog.arm(1030, 10);
+    nowMs = 1040; // a second later: half
+    fire?.();
+    expect(changes).toEqual([true, false, true]);
+    expect(watchdog.latenessMs).toBeCloseTo(20 * 0.5 ** (1010 / 1000), 9); // 1010 ms since the last wake-up
   });
 });

@@ -105,3 +105,61 @@ export function byTime(pieces: readonly Piece[]): [number, number][] {
   }
   return out;
 }
+
+/**
+ * A socket-like source on the fake clock: bytes "arrive" at `bytesPerSecond`
+ * on a timer every `intervalMs`, and what has arrived is pushed in chunks of
+ * up to `chunkBytes` (the pattern bytes), between the stream's own wake-ups.
+ * While the reader is paused nothing more is pushed; arrivals then pile up to
+ * at most `maxBufferedBytes` (a socket's buffer; the sender is blocked beyond).
+ * `stop()` clears its timer.
+ */
+export function timedSource(
+  fake: FakeClock,
+  options: {
+    bytesPerSecond: number;
+    chunkBytes: number;
+    intervalMs: number;
+    totalBytes?: number;
+    maxBufferedBytes?: number;
+  },
+): Readable & { produced: number; stop(): void } {
+  const { bytesPerSecond, chunkBytes, intervalMs } = options;
+  const totalBytes = options.totalBytes ?? Number.POSITIVE_INFINITY;
+  const maxBuffered = options.maxBufferedBytes ?? Math.max(4 * chunkBytes, (bytesPerSecond * intervalMs) / 1000);
+  let arrived = 0; // bytes that have arrived and not been pushed yet
+  let position = 0;
+  let paused = false;
+  const source = new Readable({
+    read() {
+      paused = false;
+      flush();
+    },
+    destroy(error, callback) {
+      fake.timers.clearInterval(timer);
+      callback(error);
+    },
+  }) as Readable & { produced: number; stop(): void };
+  const flush = () => {
+    while (!paused && arrived >= 1 && position < totalBytes) {
+      const size = Math.min(chunkBytes, Math.floor(arrived), totalBytes - position);
+      const chunk = Buffer.allocUnsafe(size);
+      for (let i = 0; i < size; i++) chunk[i] = patternByte(position + i);
+      arrived -= size;
+      position += size;
+      source.produced = position;
+      if (!source.push(chunk)) paused = true;
+    }
+    if (position >= totalBytes && !source.readableEnded) {
+      fake.timers.clearInterval(timer);
+      source.push(null);
+    }
+  };
+  const timer = fake.timers.setInterval(() => {
+    arrived = Math.min(maxBuffered, arrived + (bytesPerSecond * intervalMs) / 1000);
+    flush(); // what a paused reader left in the buffer goes as soon as it reads again (read() above)
+  }, intervalMs);
+  source.produced = 0;
+  source.stop = () => fake.timers.clearInterval(timer);
+  return source;
+}

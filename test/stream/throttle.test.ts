@@ -19,7 +19,16 @@ import {
 } from '../../src/index.js';
 import { defaultBurstBytes, describeBytes, Lateness, minBurstBytes, wakePieceBytes } from '../../src/stream/pacing.js';
 import { fakeClock } from '../helpers/fake-clock.js';
-import { advance, byTime, byteSource, maxInWindow, patternByte, recordingSink, settle } from './support.js';
+import {
+  advance,
+  byTime,
+  byteSource,
+  maxInWindow,
+  patternByte,
+  recordingSink,
+  settle,
+  timedSource,
+} from './support.js';
 
 function setup(options: Omit<ThrottleOptions, 'clock'>) {
   const fake = fakeClock();
@@ -129,12 +138,17 @@ describe('Throttle: options', () => {
     expect(wakePieceBytes(1000, 100, 20)).toBe(70); // timers seen 20 ms late: a margin of 30 ms
     expect(wakePieceBytes(1000, 100, 60)).toBe(50); // never below half the burst
     const lateness = new Lateness();
-    expect(lateness.observe(-0.7)).toBe(false); // early (real timers may be) counts as punctual
-    expect(lateness.observe(20)).toBe(true);
+    expect(lateness.observe(-0.7, 0)).toBe(false); // early (real timers may be) counts as punctual
+    expect(lateness.observe(20, 0)).toBe(true);
     expect(lateness.ms).toBe(20);
-    expect(lateness.observe(1)).toBe(true); // decays by a fifth per wake-up
-    expect(lateness.ms).toBe(16);
-    for (let i = 0; i < 30; i++) lateness.observe(0);
+    expect(lateness.observe(1, 1000)).toBe(true); // halves every second
+    expect(lateness.ms).toBe(10);
+    expect(lateness.observe(0, 1010)).toBe(false); // 10 ms later: moved less than 0.5 ms
+    expect(lateness.ms).toBe(10);
+    for (let t = 1040; t < 2000; t += 40) lateness.observe(0, t); // 24 punctual wake-ups: small steps add up
+    expect(lateness.ms).toBeGreaterThan(5);
+    expect(lateness.ms).toBeLessThan(5.5);
+    for (let t = 2000; t < 12_000; t += 40) lateness.observe(0, t);
     expect(lateness.ms).toBe(0);
   });
 });
@@ -287,6 +301,51 @@ describe('Throttle: peakRate (the second bucket)', () => {
     for (const windowMs of [0, 5, 20, 50]) {
       expect(maxInWindow(sink.pieces, windowMs)).toBeLessThanOrEqual(100 + 10 * windowMs);
     }
+  });
+});
+
+describe('Throttle: peakBurst against peakRate', () => {
+  it('refuses a peakBurst too small for the peak rate, naming the smallest that works', () => {
+    const make = () => new Throttle({ rate: '10MiB/s', burst: '1MiB', peakRate: '64MiB/s', peakBurst: '16KiB' });
+    expect(make).toThrow(BurstTooSmallError);
+    try {
+      make();
+      expect.unreachable();
+    } catch (error) {
+      if (!isTokenpaceError(error, 'ERR_BURST_TOO_SMALL')) throw error;
+      expect(error.burst).toBe(16384);
+      expect(error.minBurst).toBe(minBurstBytes(64 * 1048576));
+      expect(error.message).toBe(
+        'peakBurst 16384 bytes (16 KiB) is too small to sustain peakRate 64 MiB/s: timers fire up to ~5 ms late, ' +
+          'and the peak bucket would drain a burst below its peak rate; use a peakBurst of at least ' +
+          '671089 bytes (~655.4 KiB) (peakRate x 10 ms), or leave it unset for the default of 671089 bytes (~655.4 KiB)',
+      );
+    }
+    // Exactly the smallest is accepted.
+    expect(new Throttle({ rate: '10MiB/s', burst: '1MiB', peakRate: '64MiB/s', peakBurst: 671089 }).peakBurst).toBe(
+      671089,
+    );
+    // When the smallest does not fit in the burst, the message says to raise the burst too.
+    expect(() => new Throttle({ rate: '10MiB/s', peakRate: '64MiB/s', peakBurst: '16KiB' })).toThrow(
+      /at least 671089 bytes \(~655.4 KiB\) \(peakRate x 10 ms\) and a burst at least as large \(it is 524288 bytes \(512 KiB\)\), or a lower peakRate/,
+    );
+  });
+
+  it('the default peak bucket drains a burst at the peak rate, as TBF does', async () => {
+    const rate = 10 * 1048576;
+    const peakRate = 64 * 1048576;
+    const { fake, throttle, sink } = setup({ rate, burst: '5MiB', peakRate });
+    const peakBurst = throttle.peakBurst as number;
+    expect(peakBurst).toBe(minBurstBytes(peakRate));
+    throttle.end(Buffer.alloc(5 * 1048576));
+    await advance(fake, 10);
+    // TBF passes peakBurst + peakRate * 10 ms in the first 10 ms; the stream sleeps for half
+    // a peak bucket at a time, so it may be up to that much behind, never ahead.
+    const tbf = peakBurst + peakRate * 0.01;
+    expect(sink.received).toBeLessThanOrEqual(tbf);
+    expect(sink.received).toBeGreaterThanOrEqual(tbf - peakBurst / 2 - 1);
+    throttle.destroy();
+    await settle();
   });
 });
 
@@ -560,6 +619,87 @@ describe('Throttle: conformance property', () => {
       { numRuns: 25 },
     );
   }, 60_000);
+});
+
+/** Bytes a sink received at times in (fromMs, toMs]. */
+function receivedBetween(pieces: readonly { atMs: number; bytes: number }[], fromMs: number, toMs: number): number {
+  let sum = 0;
+  for (const piece of pieces) if (piece.atMs > fromMs && piece.atMs <= toMs) sum += piece.bytes;
+  return sum;
+}
+
+describe('Throttle: conformance with asynchronous (socket-like) sources', () => {
+  it('chunks arriving on timers between wake-ups: the whole rate while there is demand, never above burst + rate * T', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        // Socket-sized chunks (at least the streams' 16 KiB buffers, so a stream holds one
+        // chunk at a time, as with a socket) at rates where many pass per wake-up.
+        fc.integer({ min: 2_000_000, max: 30_000_000 }),
+        fc.double({ min: 0.01, max: 0.05, noNaN: true }),
+        fc.integer({ min: 1, max: 5 }),
+        fc.double({ min: 1.2, max: 2.5, noNaN: true }),
+        fc.integer({ min: 16384, max: 65536 }),
+        async (ratePerSecond, burstSeconds, intervalMs, speed, chunkBytes) => {
+          const burst = Math.max(Math.ceil(ratePerSecond * burstSeconds), minBurstBytes(ratePerSecond));
+          const fake = fakeClock();
+          const throttle = new Throttle({ rate: ratePerSecond, burst, clock: fake.clock });
+          const sink = recordingSink(() => fake.timers.now);
+          const source = timedSource(fake, { bytesPerSecond: ratePerSecond * speed, chunkBytes, intervalMs });
+          pipeline(source, throttle, sink).catch(() => {});
+          await advance(fake, 1300);
+          // Never more than burst + rate * T in any window.
+          for (const windowMs of [0, 1, 10, 50, 100, 500]) {
+            expect(maxInWindow(sink.pieces, windowMs)).toBeLessThanOrEqual(
+              burst + (ratePerSecond * windowMs) / 1000 + 1e-6,
+            );
+          }
+          // Never less than the rate while there is demand: the source outruns the cap from
+          // burst / (speed - 1) / rate <= 0.25 s on, and the bucket then gains at most its
+          // capacity over any span, so (300 ms, 1300 ms] carries at least rate * 1 s - burst.
+          expect(receivedBetween(sink.pieces, 300, 1300)).toBeGreaterThanOrEqual(ratePerSecond - burst);
+          const data = sink.data();
+          for (let i = 0; i < data.length; i++) if (data[i] !== patternByte(i)) expect.fail(`byte ${i} differs`);
+          source.destroy();
+          throttle.destroy();
+          await settle();
+          expect(fake.pending()).toBe(0);
+        },
+      ),
+      { numRuns: 8 },
+    );
+  }, 120_000);
+
+  it('a source slower than the cap passes everything it sends, as it arrives', async () => {
+    const fake = fakeClock();
+    const throttle = new Throttle({ rate: 100_000, clock: fake.clock });
+    const sink = recordingSink(() => fake.timers.now);
+    const source = timedSource(fake, { bytesPerSecond: 50_000, chunkBytes: 1500, intervalMs: 3 });
+    pipeline(source, throttle, sink).catch(() => {});
+    await advance(fake, 2000);
+    // Everything produced has passed, less at most the last tick's worth in flight.
+    expect(sink.received).toBeGreaterThanOrEqual(source.produced - 1500);
+    expect(sink.received).toBeGreaterThanOrEqual(50_000 * 2 - 1500);
+    expect(fake.pending()).toBe(1); // the source's own timer: the throttle never had to wait
+    source.destroy();
+    throttle.destroy();
+    await settle();
+  });
+
+  it('the README case: 16 KiB every 1 ms into 10 MiB/s delivers the whole 10 MiB/s', async () => {
+    const fake = fakeClock();
+    const rate = 10 * 1048576;
+    const throttle = new Throttle({ rate, clock: fake.clock });
+    const sink = recordingSink(() => fake.timers.now);
+    const source = timedSource(fake, { bytesPerSecond: 16384 * 1000, chunkBytes: 16384, intervalMs: 1 });
+    pipeline(source, throttle, sink).catch(() => {});
+    await advance(fake, 1500);
+    const achieved = receivedBetween(sink.pieces, 500, 1500) / rate;
+    expect(achieved).toBeGreaterThanOrEqual(0.99);
+    expect(achieved).toBeLessThanOrEqual(1 + (throttle.burst as number) / rate);
+    source.destroy();
+    throttle.destroy();
+    await settle();
+  });
 });
 
 describe('Throttle: the defaults sustain every rate with late timers', () => {

@@ -1,0 +1,249 @@
+/**
+ * Sources, sinks and measurements for bench/stream.ts: the kinds of source a
+ * stream meets (synchronous, socket-like, slower than the cap, real HTTP
+ * bodies), a recorder shared by every sink of a run, wake-up counting, and
+ * the figures a run reports.
+ */
+
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable, type Transform, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { Agent, request } from 'undici';
+
+export const KiB = 1024;
+export const MiB = 1024 ** 2;
+export const GiB = 1024 ** 3;
+
+setFlagsFromString('--expose-gc');
+export const gc = runInNewContext('gc') as () => void;
+
+// The bench's own timers (sleeps, source ticks) use these, so they are not counted as wake-ups.
+const realSetTimeout = globalThis.setTimeout;
+const realSetInterval = globalThis.setInterval;
+const realClearInterval = globalThis.clearInterval;
+
+/** Timer callbacks fired so far by everyone but the bench itself (tokenpace's clock and the peers use the global). */
+export let timersFired = 0;
+globalThis.setTimeout = ((fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) =>
+  realSetTimeout(() => {
+    timersFired++;
+    fn(...args);
+  }, ms)) as typeof setTimeout;
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => realSetTimeout(resolve, ms));
+
+/** How a source delivers. */
+export type SourceKind = 'sync' | 'socket' | 'slow';
+
+/**
+ * A source of endless `chunkBytes` chunks (one shared buffer).
+ * - `sync`: a chunk whenever it is read, synchronously (an in-memory source, a fast file), but
+ *   yielding to the event loop every 256 chunks.
+ * - `socket` / `slow`: bytes arrive on a 1 ms timer at `bytesPerSecond` (1.5x or 0.5x the cap),
+ *   like a socket: what has arrived is pushed in chunks of up to `chunkBytes` (smaller ones at low
+ *   rates: at least 10 ms of arrivals), and arrivals stop while the reader is paused (the sender is
+ *   blocked), up to a few chunks' worth.
+ */
+export function makeSource(
+  kind: SourceKind,
+  chunkBytes: number,
+  bytesPerSecond: number,
+): Readable & { produced: number } {
+  const shared = Buffer.alloc(chunkBytes, 0x61);
+  if (kind === 'sync') {
+    // Yields to the event loop every 256 chunks: a source that never does (and a cap it cannot
+    // reach) would keep the process in one synchronous loop, and no timer would ever fire.
+    let count = 0;
+    const readable = new Readable({
+      read() {
+        readable.produced += chunkBytes;
+        if (++count % 256 === 0) setImmediate(() => this.push(shared));
+        else this.push(shared);
+      },
+    }) as Readable & { produced: number };
+    readable.produced = 0;
+    return readable;
+  }
+  const minPush = Math.max(1, Math.min(chunkBytes, Math.floor(bytesPerSecond / 100)));
+  const maxCredit = Math.max(4 * chunkBytes, bytesPerSecond / 100);
+  let credit = 0;
+  let last = performance.now();
+  let paused = false;
+  const readable = new Readable({
+    read() {
+      paused = false;
+    },
+    destroy(error, callback) {
+      realClearInterval(timer);
+      callback(error);
+    },
+  }) as Readable & { produced: number };
+  readable.produced = 0;
+  const timer = realSetInterval(() => {
+    const now = performance.now();
+    credit = Math.min(maxCredit, credit + ((now - last) * bytesPerSecond) / 1000);
+    last = now;
+    while (!paused && credit >= minPush) {
+      const size = Math.min(chunkBytes, Math.floor(credit));
+      credit -= size;
+      readable.produced += size;
+      if (!readable.push(size === chunkBytes ? shared : shared.subarray(0, size))) paused = true;
+    }
+  }, 1);
+  return readable;
+}
+
+/** Every piece every sink of a run saw: time, bytes, and which member. */
+export class Recorder {
+  times: number[] = [];
+  sizes: number[] = [];
+  members: number[] = [];
+
+  sink(member: number): Writable {
+    return new Writable({
+      highWaterMark: 64 * KiB,
+      write: (chunk: Buffer, _encoding, callback) => {
+        this.times.push(performance.now());
+        this.sizes.push(chunk.length);
+        this.members.push(member);
+        callback();
+      },
+    });
+  }
+
+  /** Bytes per second after `fromMs`: the least-squares slope of bytes delivered against time. */
+  steadyRate(fromMs: number): number {
+    let n = 0;
+    let cumulative = 0;
+    let sumT = 0;
+    let sumB = 0;
+    let sumTT = 0;
+    let sumTB = 0;
+    for (let k = 0; k < this.times.length; k++) {
+      cumulative += this.sizes[k] as number;
+      const t = this.times[k] as number;
+      if (t < fromMs) continue;
+      const seconds = (t - fromMs) / 1000;
+      n++;
+      sumT += seconds;
+      sumB += cumulative;
+      sumTT += seconds * seconds;
+      sumTB += seconds * cumulative;
+    }
+    if (n < 2) return Number.NaN;
+    return (n * sumTB - sumT * sumB) / (n * sumTT - sumT * sumT);
+  }
+
+  /** Bytes at times in [fromMs, toMs), per member. */
+  shares(memberCount: number, fromMs: number, toMs: number): number[] {
+    const out = new Array<number>(memberCount).fill(0);
+    for (let k = 0; k < this.times.length; k++) {
+      const t = this.times[k] as number;
+      const member = this.members[k] as number;
+      if (t >= fromMs && t < toMs) out[member] = (out[member] as number) + (this.sizes[k] as number);
+    }
+    return out;
+  }
+
+  /** The most bytes in any window of `windowMs`. */
+  maxInWindow(windowMs: number): number {
+    let best = 0;
+    let sum = 0;
+    let start = 0;
+    const { times, sizes } = this;
+    for (let end = 0; end < times.length; end++) {
+      sum += sizes[end] as number;
+      while ((times[end] as number) - (times[start] as number) > windowMs) sum -= sizes[start++] as number;
+      if (sum > best) best = sum;
+    }
+    return best;
+  }
+
+  get total(): number {
+    return this.sizes.reduce((a, b) => a + b, 0);
+  }
+}
+
+export function jain(values: readonly number[]): number {
+  const sum = values.reduce((a, b) => a + b, 0);
+  const squares = values.reduce((a, b) => a + b * b, 0);
+  return squares === 0 ? 1 : (sum * sum) / (values.length * squares);
+}
+
+export interface RunResult {
+  recorder: Recorder;
+  startMs: number;
+  endMs: number;
+  wakeupsPerSecond: number;
+  cpuMsPerSecond: number;
+}
+
+/** Runs source -> transform -> sink pipelines for `durationMs`, then destroys them. */
+export async function run(
+  pairs: readonly { source: Readable; transform?: Transform }[],
+  durationMs: number,
+): Promise<RunResult> {
+  gc();
+  const recorder = new Recorder();
+  const streams: (Readable | Writable | Transform)[] = [];
+  const firedBefore = timersFired;
+  const cpuBefore = process.cpuUsage();
+  const startMs = performance.now();
+  const done = pairs.map(({ source, transform }, member) => {
+    const sink = recorder.sink(member);
+    streams.push(source, sink);
+    if (transform) streams.push(transform);
+    return transform ? pipeline(source, transform, sink) : pipeline(source, sink);
+  });
+  await sleep(durationMs);
+  const cpu = process.cpuUsage(cpuBefore);
+  const endMs = performance.now();
+  const fired = timersFired - firedBefore;
+  for (const stream of streams) stream.destroy();
+  await Promise.allSettled(done);
+  const seconds = (endMs - startMs) / 1000;
+  return {
+    recorder,
+    startMs,
+    endMs,
+    wakeupsPerSecond: fired / seconds,
+    cpuMsPerSecond: (cpu.user + cpu.system) / 1000 / seconds,
+  };
+}
+
+/** A local HTTP server that answers every GET with an endless body of 64 KiB writes (kept by backpressure). */
+export async function endlessServer(): Promise<{ url: string; close(): Promise<void> }> {
+  const block = Buffer.alloc(64 * KiB, 0x62);
+  const server: Server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    const write = () => {
+      while (!res.destroyed && res.write(block)) {}
+    };
+    res.on('drain', write);
+    res.on('error', () => {});
+    write();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** An undici response body from `url` (a fresh connection per body, so bodies do not share a socket). */
+export async function httpBody(url: string): Promise<Readable> {
+  const dispatcher = new Agent({ connections: 1 });
+  const { body } = await request(url, { dispatcher });
+  body.once('close', () => {
+    dispatcher.close().catch(() => {});
+  });
+  return body;
+}
