@@ -24,6 +24,25 @@ export {
   WaitTooLongError,
 } from './errors.js';
 export {
+  type Decision,
+  type GlobalLimitOptions,
+  KeyedLimiter,
+  type KeyedLimiterOptions,
+  type KeyedTakeOptions,
+} from './keyed/keyed-limiter.js';
+export { MemoryStore, type MemoryStoreOptions } from './keyed/memory-store.js';
+export {
+  type FailurePolicy,
+  type IoredisLikeClient,
+  type NodeRedisLikeClient,
+  type RedisClientLike,
+  RedisStore,
+  type RedisStoreEvents,
+  type RedisStoreOptions,
+  type RedisStoreStats,
+} from './keyed/redis-store.js';
+export type { KeyedStore, StoreMode, StoreOp, StoreResult } from './keyed/store.js';
+export {
   type BucketParams,
   type BucketState,
   type Reservation,
