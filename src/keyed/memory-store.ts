@@ -1,20 +1,23 @@
 /**
  * MemoryStore: keyed buckets in this process's memory.
  *
- * Layout. A `Map` from key to a slot number, and the buckets' two variables
- * (`tokens`, `updatedAtMs`) in two `Float64Array`s indexed by slot. A slot
- * number is a small integer, which V8 keeps inside the map's entry, so a live
- * key costs its map entry, its key string and 16 bytes of state: no object,
- * no boxed number, no timer. The arrays grow by doubling up to `maxKeys`.
+ * Layout. A `Map` from key to a slot number, and per slot, in typed arrays:
+ * the bucket's two variables (`tokens`, `updatedAtMs`) and the slot's
+ * neighbours in the recency list (`newer`, `older`), plus the key itself in a
+ * plain array (the same string the map holds, so it costs a pointer). A slot
+ * number is a small integer that V8 keeps inside the map's entry, so a live
+ * key costs its map entry, its key string and 32 bytes: no object, no boxed
+ * number, no timer. The arrays grow by doubling up to `maxKeys`.
  *
- * Order. The map's insertion order is kept as recency order: a key that is
- * used is moved to the end (delete + set), so the first entry is the least
- * recently used.
+ * Order. The recency list is intrusive (two Int32Arrays), so using a key
+ * moves it to the front with four array writes. (Re-inserting into the `Map`
+ * to keep its order would be simpler, but V8 compacts a big map's holes by
+ * copying the whole table: 8 us per decision at a million keys.)
  *
  * Bound. At most `maxKeys` keys are kept. A bucket that has refilled to full
  * holds no information (it equals a new one), so when a new key needs room the
  * full buckets go first: a sweep drops every full bucket at once. A sweep costs
- * a pass over the map, so it runs at most once per `maxKeys / 16` new keys
+ * a pass over the slots, so it runs at most once per `maxKeys / 16` new keys
  * (amortised O(1) per key); between sweeps, and when no bucket is full, the
  * least recently used key goes. Forgetting a bucket that was not full gives
  * that key a fresh burst, so size `maxKeys` above the number of keys active
@@ -50,6 +53,7 @@ export interface MemoryStoreOptions {
 export const DEFAULT_MAX_KEYS = 100_000;
 
 const INITIAL_SLOTS = 1024;
+const NONE = -1;
 
 /**
  * Keyed token buckets in memory, bounded by `maxKeys`, with no timer per key.
@@ -63,12 +67,20 @@ export class MemoryStore implements KeyedStore {
   readonly #slots = new Map<string, number>();
   #tokens: Float64Array;
   #updatedAtMs: Float64Array;
+  /** Recency list: the next more recently used slot (NONE at the front). */
+  #newer: Int32Array;
+  /** Recency list: the next less recently used slot (NONE at the back). */
+  #older: Int32Array;
+  /** The key of each live slot (undefined when free). */
+  #keys: (string | undefined)[] = [];
+  /** Most recently used slot. */
+  #front = NONE;
+  /** Least recently used slot. */
+  #back = NONE;
   /** Slots freed by eviction or reset, reused before new ones. */
   #free: number[] = [];
   /** Slots ever handed out (the arrays' used prefix). */
   #used = 0;
-  /** The key used last: using it again need not move it in the recency order. */
-  #lastKey: string | undefined;
   #insertsSinceSweep = Number.POSITIVE_INFINITY;
   readonly #sweepEvery: number;
   readonly #global: BucketState = { tokens: Number.NaN, updatedAtMs: 0 };
@@ -79,8 +91,12 @@ export class MemoryStore implements KeyedStore {
 
   constructor(options: MemoryStoreOptions = {}) {
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
-    if (!(Number.isInteger(maxKeys) && maxKeys >= 1)) {
-      throw new InvalidOptionError('maxKeys', maxKeys, `Expected \`maxKeys\` to be an integer >= 1, got ${maxKeys}`);
+    if (!(Number.isInteger(maxKeys) && maxKeys >= 1 && maxKeys < 2 ** 31)) {
+      throw new InvalidOptionError(
+        'maxKeys',
+        maxKeys,
+        `Expected \`maxKeys\` to be an integer from 1 to 2^31 - 1, got ${maxKeys}`,
+      );
     }
     this.maxKeys = maxKeys;
     this.#clock = options.clock ?? systemClock;
@@ -88,6 +104,8 @@ export class MemoryStore implements KeyedStore {
     const initial = Math.min(maxKeys, INITIAL_SLOTS);
     this.#tokens = new Float64Array(initial);
     this.#updatedAtMs = new Float64Array(initial);
+    this.#newer = new Int32Array(initial);
+    this.#older = new Int32Array(initial);
   }
 
   /** Keys currently kept. */
@@ -101,8 +119,8 @@ export class MemoryStore implements KeyedStore {
   }
 
   /** The keys kept, least recently used first. */
-  keys(): IterableIterator<string> {
-    return this.#slots.keys();
+  *keys(): IterableIterator<string> {
+    for (let slot = this.#back; slot !== NONE; slot = this.#newer[slot] as number) yield this.#keys[slot] as string;
   }
 
   decide(op: StoreOp): Promise<StoreResult> {
@@ -145,12 +163,11 @@ export class MemoryStore implements KeyedStore {
     } else {
       scratch.tokens = this.#tokens[slot] as number;
       scratch.updatedAtMs = this.#updatedAtMs[slot] as number;
-      if (key !== this.#lastKey) {
-        slots.delete(key);
-        slots.set(key, slot);
+      if (slot !== this.#front) {
+        this.#unlink(slot);
+        this.#pushFront(slot);
       }
     }
-    this.#lastKey = key;
     let tokens = tokensAt(scratch, bucket, nowMs);
     if (tokens > bucket.capacity) tokens = bucket.capacity; // a burst lowered since
     scratch.tokens = tokens;
@@ -230,60 +247,81 @@ export class MemoryStore implements KeyedStore {
   /** Synchronous {@link reset}. @internal */
   resetKey(key: string): void {
     const slot = this.#slots.get(key);
-    if (slot === undefined) return;
-    this.#slots.delete(key);
-    this.#free.push(slot);
-    if (this.#lastKey === key) this.#lastKey = undefined;
+    if (slot !== undefined) this.#drop(slot);
   }
 
   /** Forgets every key and the global bucket. */
   clear(): void {
     this.#slots.clear();
+    this.#keys = [];
     this.#free = [];
     this.#used = 0;
-    this.#lastKey = undefined;
+    this.#front = NONE;
+    this.#back = NONE;
     this.#global.tokens = Number.NaN;
   }
 
   /** Gives `key` a slot, making room first if the store is at `maxKeys`. */
   #insert(key: string, nowMs: number, bucket: BucketParams): number {
-    const slots = this.#slots;
-    if (slots.size >= this.maxKeys) this.#makeRoom(nowMs, bucket);
+    if (this.#slots.size >= this.maxKeys) this.#makeRoom(nowMs, bucket);
     let slot = this.#free.pop();
     if (slot === undefined) {
       slot = this.#used++;
       if (slot >= this.#tokens.length) this.#grow();
     }
-    slots.set(key, slot);
+    this.#slots.set(key, slot);
+    this.#keys[slot] = key;
+    this.#pushFront(slot);
     this.#insertsSinceSweep++;
     return slot;
   }
 
   #makeRoom(nowMs: number, bucket: BucketParams): void {
-    const slots = this.#slots;
     if (this.#insertsSinceSweep >= this.#sweepEvery) {
       this.#insertsSinceSweep = 0;
       const scratch = this.#scratch;
       const capacity = bucket.capacity;
-      for (const [key, slot] of slots) {
+      const keys = this.#keys;
+      for (let slot = 0; slot < this.#used; slot++) {
+        if (keys[slot] === undefined) continue;
         scratch.tokens = this.#tokens[slot] as number;
         scratch.updatedAtMs = this.#updatedAtMs[slot] as number;
         if (tokensAt(scratch, bucket, nowMs) >= capacity) {
-          slots.delete(key);
-          this.#free.push(slot);
+          this.#drop(slot);
           this.evictions.full++;
         }
       }
-      if (this.#lastKey !== undefined && !slots.has(this.#lastKey)) this.#lastKey = undefined;
-      if (slots.size < this.maxKeys) return;
+      if (this.#slots.size < this.maxKeys) return;
     }
-    const oldest = slots.keys().next();
-    if (oldest.done) return;
-    const slot = slots.get(oldest.value) as number;
-    slots.delete(oldest.value);
-    this.#free.push(slot);
+    if (this.#back === NONE) return;
+    this.#drop(this.#back);
     this.evictions.leastRecentlyUsed++;
-    if (this.#lastKey === oldest.value) this.#lastKey = undefined;
+  }
+
+  /** Forgets a live slot's key and frees the slot. */
+  #drop(slot: number): void {
+    this.#slots.delete(this.#keys[slot] as string);
+    this.#keys[slot] = undefined;
+    this.#unlink(slot);
+    this.#free.push(slot);
+  }
+
+  #pushFront(slot: number): void {
+    const front = this.#front;
+    this.#older[slot] = front;
+    this.#newer[slot] = NONE;
+    if (front === NONE) this.#back = slot;
+    else this.#newer[front] = slot;
+    this.#front = slot;
+  }
+
+  #unlink(slot: number): void {
+    const newer = this.#newer[slot] as number;
+    const older = this.#older[slot] as number;
+    if (newer === NONE) this.#front = older;
+    else this.#older[newer] = older;
+    if (older === NONE) this.#back = newer;
+    else this.#newer[older] = newer;
   }
 
   #grow(): void {
@@ -294,5 +332,11 @@ export class MemoryStore implements KeyedStore {
     updatedAtMs.set(this.#updatedAtMs);
     this.#tokens = tokens;
     this.#updatedAtMs = updatedAtMs;
+    const newer = new Int32Array(length);
+    newer.set(this.#newer);
+    const older = new Int32Array(length);
+    older.set(this.#older);
+    this.#newer = newer;
+    this.#older = older;
   }
 }

@@ -20,7 +20,9 @@
  * bucket, so an idle key costs Redis nothing.
  *
  * Call: KEYS = per operation, the key's bucket then (if global) the global
- * bucket. ARGV = n, now-or-empty, then 9 values per operation:
+ * bucket. ARGV = n, now-or-empty, the least TTL in ms (0 with Redis's own
+ * time; with a virtual clock, whose durations are not Redis's, a minute),
+ * then 9 values per operation:
  * mode (t = try, r = reserve, p = peek, c = cancel), cost, rate, capacity,
  * global rate (empty = none), global capacity, maxWaitMs (-1 = any),
  * readyAtMs, globalReadyAtMs (for cancel).
@@ -90,9 +92,12 @@ local function load(k, rate, cap)
   return tok, upd
 end
 
+local MIN_TTL = tonumber(ARGV[3])
+
 -- write a bucket back; it expires when it would be full again (timeToFullMs)
 local function store(k, tok, upd, rate, cap)
   local ttl = math.ceil(((cap - tok) * 1000) / rate)
+  if ttl < MIN_TTL then ttl = MIN_TTL end
   if not (ttl > 0) or not (cap - tok > 0) then
     redis.call('DEL', k)
     return
@@ -105,7 +110,7 @@ end
 local out = {}
 local ki = 1
 for i = 0, n - 1 do
-  local b = 2 + i * ${ARGS_PER_OP}
+  local b = 3 + i * ${ARGS_PER_OP}
   local mode = ARGV[b + 1]
   local cost = tonumber(ARGV[b + 2])
   local rate = tonumber(ARGV[b + 3])

@@ -102,7 +102,8 @@ export interface RedisStoreOptions {
   localMaxKeys?: number;
   /**
    * Replaces Redis's `TIME` with this clock's milliseconds: for tests and simulations on a virtual
-   * clock only. A fleet leaves it unset, so every instance uses the server's time.
+   * clock only. A fleet leaves it unset, so every instance uses the server's time. (Redis expires keys
+   * in its own time, so with a virtual clock a key lives at least a minute.)
    */
   now?: () => number;
 }
@@ -134,6 +135,8 @@ export const DEFAULT_TIMEOUT_MS = 200;
 /** Retry-after given with a `'deny'` decision. */
 export const DENY_RETRY_AFTER_MS = 1000;
 const MAX_BATCH = 128;
+/** With a virtual clock (`now`), keys live at least this long in Redis's real time. */
+const VIRTUAL_CLOCK_MIN_TTL_MS = 60_000;
 
 interface Pending {
   op: StoreOp;
@@ -321,7 +324,10 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   #send(batch: Pending[]): void {
     const keys: string[] = [];
-    const args: string[] = [String(batch.length), this.#now === undefined ? '' : String(this.#now())];
+    const args: string[] =
+      this.#now === undefined
+        ? [String(batch.length), '', '0']
+        : [String(batch.length), String(this.#now()), String(VIRTUAL_CLOCK_MIN_TTL_MS)];
     for (const { op, cancel } of batch) {
       const hasGlobal = op.global !== undefined;
       keys.push(this.keyFor(op.key, hasGlobal));
