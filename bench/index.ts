@@ -12,10 +12,11 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { bucketSection } from './bucket.js';
 import type { Section } from './harness.js';
+import { keyedRedisSection, keyedSection } from './keyed.js';
 import { schedulerSection } from './scheduler.js';
 import { streamSection } from './stream.js';
 
-const sections: Section[] = [bucketSection, streamSection, schedulerSection];
+const sections: Section[] = [bucketSection, streamSection, schedulerSection, keyedSection, keyedRedisSection];
 
 const args = process.argv.slice(2);
 if (args[0] === '--section') {

@@ -49,7 +49,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { clusterSlot } from './cluster-slot.js';
 import { MemoryStore } from './memory-store.js';
-import { KEYED_SCRIPT, REPLY_PER_OP } from './redis-script.js';
+import { KEYED_SCRIPT } from './redis-script.js';
 import type { KeyedStore, StoreOp, StoreResult } from './store.js';
 
 /** The subset of an `ioredis` client (or `Cluster`) that RedisStore uses. */
@@ -300,74 +300,99 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const all = this.#pending;
     this.#pending = [];
     if (this.#degradedSinceMs !== undefined) {
-      for (const p of all) p.resolve(this.#byPolicy(p.op));
+      for (const p of all) p.resolve(p.cancel !== undefined ? p.cancel : this.#byPolicy(p.op));
       return;
     }
-    if (!this.#cluster) {
+    // One script call serves decisions that share their buckets' parameters (a live setRate makes
+    // new ones) and, in a cluster, their slot. Almost always that is every pending decision.
+    const first = all[0] as Pending;
+    let uniform = !this.#cluster;
+    for (let i = 1; uniform && i < all.length; i++) {
+      const { op } = all[i] as Pending;
+      uniform = op.bucket === first.op.bucket && op.global === first.op.global;
+    }
+    if (uniform) {
       for (let i = 0; i < all.length; i += MAX_BATCH) this.#send(all.slice(i, i + MAX_BATCH));
       return;
     }
-    const bySlot = new Map<number, Pending[]>();
+    const groups = new Map<string, Pending[]>();
+    const ids = new Map<object, number>();
+    const id = (o: object | undefined) => {
+      if (o === undefined) return -1;
+      let n = ids.get(o);
+      if (n === undefined) {
+        n = ids.size;
+        ids.set(o, n);
+      }
+      return n;
+    };
     for (const p of all) {
-      const slot = clusterSlot(this.keyFor(p.op.key, p.op.global !== undefined));
-      let group = bySlot.get(slot);
+      const slot = this.#cluster ? clusterSlot(this.keyFor(p.op.key, p.op.global !== undefined)) : 0;
+      const groupKey = `${slot}/${id(p.op.bucket)}/${id(p.op.global)}`;
+      let group = groups.get(groupKey);
       if (group === undefined) {
         group = [];
-        bySlot.set(slot, group);
+        groups.set(groupKey, group);
       }
       group.push(p);
     }
-    for (const group of bySlot.values()) {
+    for (const group of groups.values()) {
       for (let i = 0; i < group.length; i += MAX_BATCH) this.#send(group.slice(i, i + MAX_BATCH));
     }
   }
 
   #send(batch: Pending[]): void {
-    const keys: string[] = [];
-    const args: string[] =
-      this.#now === undefined
-        ? [String(batch.length), '', '0']
-        : [String(batch.length), String(this.#now()), String(VIRTUAL_CLOCK_MIN_TTL_MS)];
+    const { bucket, global } = (batch[0] as Pending).op;
+    const hasGlobal = global !== undefined;
+    const keys: string[] = hasGlobal ? [this.globalKey] : [];
+    const args: string[] = [
+      String(batch.length),
+      this.#now === undefined ? '' : String(this.#now()),
+      this.#now === undefined ? '0' : String(VIRTUAL_CLOCK_MIN_TTL_MS),
+      String(bucket.ratePerSecond),
+      String(bucket.capacity),
+      hasGlobal ? String(global.ratePerSecond) : '',
+      hasGlobal ? String(global.capacity) : '',
+    ];
     for (const { op, cancel } of batch) {
-      const hasGlobal = op.global !== undefined;
       keys.push(this.keyFor(op.key, hasGlobal));
-      if (hasGlobal) keys.push(this.globalKey);
-      args.push(
-        cancel !== undefined ? 'c' : op.mode === 'try' ? 't' : op.mode === 'reserve' ? 'r' : 'p',
-        String(op.cost),
-        String(op.bucket.ratePerSecond),
-        String(op.bucket.capacity),
-        hasGlobal ? String(op.global?.ratePerSecond) : '',
-        hasGlobal ? String(op.global?.capacity) : '',
-        op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs),
-        cancel !== undefined ? String(cancel.readyAtMs) : '0',
-        cancel !== undefined ? String(cancel.globalReadyAtMs) : '0',
-      );
+      if (cancel !== undefined) {
+        args.push('c', String(op.cost), String(cancel.readyAtMs), String(cancel.globalReadyAtMs));
+      } else if (op.mode === 'reserve') {
+        args.push('r', String(op.cost), op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs));
+      } else {
+        args.push(op.mode === 'try' ? 't' : 'p', String(op.cost));
+      }
     }
     this.#inFlight++;
     this.stats.calls++;
     this.#withTimeout(this.#run(keys, args)).then(
       (reply) => {
         this.#inFlight--;
-        let rows: string[];
-        try {
-          rows = replyRows(reply, batch.length);
-        } catch (error) {
-          this.#failed(errorOf(error), batch);
+        const perOp = hasGlobal ? 5 : 3;
+        if (!Array.isArray(reply) || reply.length !== 1 + batch.length * perOp) {
+          const got = Array.isArray(reply) ? `${reply.length} values` : typeof reply;
+          this.#failed(
+            new StoreUnavailableError(
+              `unexpected reply from the rate-limit script: expected ${1 + batch.length * perOp} values, got ${got}`,
+            ),
+            batch,
+          );
           return;
         }
         this.stats.decisions += batch.length;
-        for (let i = 0; i < batch.length; i++) {
-          const at = i * REPLY_PER_OP;
-          const globalTokens = rows[at + 2] as string;
+        const nowMs = Number(reply[0]);
+        for (let i = 0, at = 1; i < batch.length; i++, at += perOp) {
+          const readyInMs = Number(reply[at + 2]);
+          const globalReadyInMs = hasGlobal ? Number(reply[at + 4]) : 0;
           (batch[i] as Pending).resolve({
-            allowed: rows[at] === '1',
-            tokens: Number(rows[at + 1]),
-            globalTokens: globalTokens === '-' ? Number.POSITIVE_INFINITY : Number(globalTokens),
-            waitMs: Number(rows[at + 3]),
-            nowMs: Number(rows[at + 4]),
-            readyAtMs: Number(rows[at + 5]),
-            globalReadyAtMs: Number(rows[at + 6]),
+            allowed: reply[at] === '1',
+            tokens: Number(reply[at + 1]),
+            globalTokens: hasGlobal ? Number(reply[at + 3]) : Number.POSITIVE_INFINITY,
+            waitMs: Math.max(readyInMs, globalReadyInMs),
+            nowMs,
+            readyAtMs: nowMs + readyInMs,
+            globalReadyAtMs: nowMs + globalReadyInMs,
             source: 'store',
           });
         }
@@ -491,17 +516,6 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       source: this.policy,
     };
   }
-}
-
-function replyRows(reply: unknown, operations: number): string[] {
-  if (!Array.isArray(reply) || reply.length !== operations * REPLY_PER_OP) {
-    throw new StoreUnavailableError(
-      `unexpected reply from the rate-limit script: expected ${operations * REPLY_PER_OP} values, got ${
-        Array.isArray(reply) ? reply.length : typeof reply
-      }`,
-    );
-  }
-  return reply.map((v: unknown) => (typeof v === 'string' ? v : String(v)));
 }
 
 function isClusterClient(client: RedisClientLike): boolean {

@@ -75,6 +75,33 @@ describe('RedisStore', () => {
     );
   });
 
+  it('a batch of concurrent decisions equals the same decisions made one by one in memory', async () => {
+    for (const client of [ioredis, nodeRedis]) {
+      const clock = manualClock(1_000_000);
+      const memory = new MemoryStore({ clock });
+      const redis = new RedisStore({ client, prefix: prefix(), onError: 'deny', now: () => clock.now() });
+      const bucket = { ratePerSecond: 3, capacity: 7 };
+      const global = { ratePerSecond: 10, capacity: 40 };
+      for (let round = 0; round < 3; round++) {
+        const ops: StoreOp[] = Array.from({ length: 150 }, (_, i) => ({
+          mode: (['try', 'reserve', 'peek'] as const)[i % 3] as StoreMode,
+          key: `k${(i * 7) % 11}`,
+          cost: 1 + (i % 4) / 2,
+          bucket,
+          global,
+          maxWaitMs: i % 5 === 0 ? Number.POSITIVE_INFINITY : 400,
+        }));
+        const batched = await Promise.all(ops.map((op) => redis.decide(op)));
+        const oneByOne = [];
+        for (const op of ops) oneByOne.push(await memory.decide(op));
+        expect(batched).toEqual(oneByOne);
+        expect(batched.filter((r) => r.allowed).length).toBeGreaterThan(5);
+        clock.advance(1500);
+      }
+      expect(redis.stats.calls).toBeLessThan(10);
+    }
+  });
+
   it("uses Redis's TIME: real time refills the bucket, whatever the client's clock says", async () => {
     // this instance's clock never moves (its timers are real)
     const frozen = {
