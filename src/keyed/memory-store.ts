@@ -33,7 +33,7 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
-import { type BucketParams, type BucketState, delayUntil, tokensAt } from '../meters/token-bucket.js';
+import { type BucketParams, type BucketState, delayUntil, slackFor, tokensAt } from '../meters/token-bucket.js';
 import { refundable } from './bucket-math.js';
 import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
 
@@ -172,7 +172,8 @@ export class MemoryStore implements KeyedStore {
     if (tokens > bucket.capacity) tokens = bucket.capacity; // a burst lowered since
     scratch.tokens = tokens;
     if (nowMs > scratch.updatedAtMs) scratch.updatedAtMs = nowMs;
-    const readyInMs = delayUntil(scratch, bucket, nowMs, cost);
+    // (delayUntil's own test, without its second read of the bucket when the tokens are there)
+    const readyInMs = cost - tokens > slackFor(bucket.capacity) ? delayUntil(scratch, bucket, nowMs, cost) : 0;
     let waitMs = readyInMs;
     let globalTokens = Number.POSITIVE_INFINITY;
     let globalReadyInMs = 0;
@@ -186,7 +187,7 @@ export class MemoryStore implements KeyedStore {
       if (globalTokens > global.capacity) globalTokens = global.capacity;
       g.tokens = globalTokens;
       if (nowMs > g.updatedAtMs) g.updatedAtMs = nowMs;
-      globalReadyInMs = delayUntil(g, global, nowMs, cost);
+      globalReadyInMs = cost - globalTokens > slackFor(global.capacity) ? delayUntil(g, global, nowMs, cost) : 0;
       if (globalReadyInMs > waitMs) waitMs = globalReadyInMs;
     }
     const allowed = mode === 'reserve' ? waitMs <= maxWaitMs : waitMs === 0;

@@ -110,6 +110,7 @@ local function store(k, tok, upd, r, c)
   end
   local ttl = math.ceil(((c - tok) * 1000) / r)
   if ttl < MIN_TTL then ttl = MIN_TTL end
+  if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
   redis.call('SET', k, fmt(tok) .. ' ' .. fmt(upd), 'PX', ttl + math.ceil(upd - now) + 1)
 end
 
