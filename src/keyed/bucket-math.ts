@@ -26,7 +26,8 @@ export function timeToFullMs(tokens: number, params: BucketParams): number {
  * How many of a cancelled reservation's tokens may go back: Go's
  * `Reservation.CancelAt` rule. A reservation of `cost` that was to conform at
  * `readyAtMs` gives back its cost minus what later reservations already count
- * on; nothing once it has come due. The caller adds the result to the bucket
+ * on; nothing once its time has passed (as in Go, a reservation cancelled at
+ * the very instant it conforms still comes back). The caller adds the result to the bucket
  * and caps it at the capacity.
  *
  * In a bucket in debt, the latest reservation conforms when the debt is paid:
@@ -44,7 +45,7 @@ export function refundable(
   cost: number,
   params: BucketParams,
 ): number {
-  if (!(readyAtMs > nowMs)) return 0; // it came due: the tokens were used
+  if (readyAtMs < nowMs) return 0; // it came due before: the tokens were used
   const debt = tokensNow < 0 ? -tokensNow : 0;
   const countedOnByLater = debt - ((readyAtMs - nowMs) * params.ratePerSecond) / 1000;
   if (countedOnByLater <= 0) return cost;

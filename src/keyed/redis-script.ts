@@ -79,7 +79,7 @@ end
 
 -- refundable: Go's cancel rule
 local function refundable(tok, at, ready, cost, r)
-  if not (ready > at) then return 0 end
+  if ready < at then return 0 end
   local debt = 0
   if tok < 0 then debt = -tok end
   local later = debt - ((ready - at) * r) / 1000

@@ -209,6 +209,18 @@ export function storeContract(name: string, makeStore: StoreFactory): void {
       expect((await limiter.peek('k')).retryAfterMs).toBe(100);
     });
 
+    it('an abort during the store round trip gives an immediate reservation back whole', async () => {
+      const { limiter } = setup({ rate: 1, burst: 4, global: { rate: 1, burst: 6 } });
+      const controller = new AbortController();
+      const taking = limiter.take('k', 3, { signal: controller.signal });
+      controller.abort(new Error('gone'));
+      await expect(taking).rejects.toThrow('gone');
+      expect((await limiter.peek('k', 4)).allowed).toBe(true);
+      expect(await limiter.tryTake('k', 4)).toMatchObject({ allowed: true, remaining: 0 });
+      expect((await limiter.peek('other', 2)).allowed).toBe(true); // the global got its 3 back too: 6 - 4 = 2
+      expect((await limiter.peek('other', 3)).allowed).toBe(false);
+    });
+
     it('take with a global limit waits for the slower bucket', async () => {
       const { fc, limiter } = setup({ rate: 100, burst: 10, global: { rate: 10, burst: 10 } });
       for (let i = 0; i < 10; i++) await limiter.take(`k${i}`);

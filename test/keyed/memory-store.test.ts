@@ -73,6 +73,14 @@ describe('MemoryStore: bound and eviction', () => {
     expect(store.evictions.full + store.evictions.leastRecentlyUsed).toBe(4500);
   });
 
+  it('keeps every bucket when its arrays grow', async () => {
+    const { store, limiter } = setup(10_000, 1, 10);
+    for (let i = 0; i < 5000; i++) await limiter.tryTake(`k${i}`, 1 + (i % 10));
+    expect(store.size).toBe(5000);
+    for (let i = 0; i < 5000; i += 97) expect((await limiter.peek(`k${i}`)).remaining).toBe(9 - (i % 10));
+    expect(store.evictions).toEqual({ full: 0, leastRecentlyUsed: 0 });
+  });
+
   it('sweeps full buckets in bulk: a flood of one-off keys does not evict the busy ones', async () => {
     const { clock, store, limiter } = setup(160, 10, 10);
     for (let i = 0; i < 10; i++) await limiter.tryTake(`busy${i}`, 10);
