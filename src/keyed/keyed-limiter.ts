@@ -108,6 +108,17 @@ export class KeyedLimiter {
   readonly #clock: Clock;
   /** The store, when it is a MemoryStore: decided synchronously, no promise in between. */
   readonly #memory: MemoryStore | undefined;
+  /** The memory store's answer on the fast path, read at once (no object per decision). */
+  readonly #scratch: StoreResult = {
+    allowed: false,
+    tokens: 0,
+    globalTokens: 0,
+    waitMs: 0,
+    nowMs: 0,
+    readyAtMs: 0,
+    globalReadyAtMs: 0,
+    source: 'store',
+  };
 
   constructor(options: KeyedLimiterOptions) {
     this.#bucket = bucketParams(options.rate, options.burst);
@@ -237,9 +248,8 @@ export class KeyedLimiter {
     const bucket = this.#bucket;
     const memory = this.#memory;
     if (memory !== undefined) {
-      return Promise.resolve(
-        this.#decision(memory.decideNow(mode, key, cost, bucket, this.#global, maxWaitMs), bucket),
-      );
+      const result = memory.decideNowInto(this.#scratch, mode, key, cost, bucket, this.#global, maxWaitMs);
+      return Promise.resolve(this.#decision(result, bucket));
     }
     return this.store
       .decide({ mode, key, cost, bucket, global: this.#global, maxWaitMs })

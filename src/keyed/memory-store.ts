@@ -142,7 +142,8 @@ export class MemoryStore implements KeyedStore {
   }
 
   /**
-   * The synchronous decision at an explicit time (the limiter's fast path).
+   * The synchronous decision at an explicit time. With `out`, the result is written there instead
+   * of into a new object (the limiter's fast path reads it at once).
    * @internal
    */
   decideAt(
@@ -153,6 +154,7 @@ export class MemoryStore implements KeyedStore {
     bucket: BucketParams,
     global: BucketParams | undefined,
     maxWaitMs: number,
+    out?: StoreResult,
   ): StoreResult {
     const slots = this.#slots;
     let slot = slots.get(key);
@@ -202,6 +204,17 @@ export class MemoryStore implements KeyedStore {
       this.#tokens[slot] = tokens;
       this.#updatedAtMs[slot] = updatedAtMs;
     }
+    if (out !== undefined) {
+      out.allowed = allowed;
+      out.tokens = tokens;
+      out.globalTokens = globalTokens;
+      out.waitMs = waitMs;
+      out.nowMs = nowMs;
+      out.readyAtMs = nowMs + readyInMs;
+      out.globalReadyAtMs = nowMs + globalReadyInMs;
+      out.source = 'store';
+      return out;
+    }
     return {
       allowed,
       tokens,
@@ -212,6 +225,19 @@ export class MemoryStore implements KeyedStore {
       globalReadyAtMs: nowMs + globalReadyInMs,
       source: 'store',
     };
+  }
+
+  /** {@link decideAt} now, into `out`. @internal */
+  decideNowInto(
+    out: StoreResult,
+    mode: StoreMode,
+    key: string,
+    cost: number,
+    bucket: BucketParams,
+    global: BucketParams | undefined,
+    maxWaitMs: number,
+  ): StoreResult {
+    return this.decideAt(this.#clock.now(), mode, key, cost, bucket, global, maxWaitMs, out);
   }
 
   refund(op: StoreOp, result: StoreResult): Promise<void> {
