@@ -145,7 +145,7 @@ interface Pending {
   resolve: (result: StoreResult) => void;
 }
 
-/** The SHA-1 of the script, computed lazily (node:crypto is loaded only when a RedisStore is made). */
+/** The SHA-1 of the script, computed when the first RedisStore is made. */
 let scriptSha: string | undefined;
 
 /**
