@@ -120,6 +120,38 @@ describe('RedisStore', () => {
     expect((await limiter.tryTake('k', 2)).allowed).toBe(true); // 3 tokens refilled by Redis's clock
   });
 
+  it('take paces three instances to one shared rate in real time (reservations in Redis, waits local)', async () => {
+    const extra = new Redis({ port, host: '127.0.0.1' });
+    const p = prefix();
+    const limiters = [ioredis, extra, nodeRedis].map(
+      (client) =>
+        new KeyedLimiter({
+          rate: 50,
+          burst: 5,
+          store: new RedisStore({ client, prefix: p, onError: 'deny', timeoutMs: 2000 }),
+        }),
+    );
+    const startMs = performance.now();
+    const done: number[] = [];
+    await Promise.all(
+      limiters.flatMap((limiter) =>
+        Array.from({ length: 10 }, () => limiter.take('shared').then(() => done.push(performance.now() - startMs))),
+      ),
+    );
+    extra.disconnect();
+    done.sort((a, b) => a - b);
+    // 30 takes at 50/s with a burst of 5: the last may not start before (30 - 5) / 50 s = 500 ms
+    expect(done[29]).toBeGreaterThanOrEqual(495);
+    // and no window of T ms saw more than burst + rate * T starts (+2: the window's edge, and local
+    // timers' jitter against Redis's clock on a loaded machine)
+    for (let i = 0; i < done.length; i++) {
+      for (let j = i; j < done.length; j++) {
+        const windowMs = (done[j] as number) - (done[i] as number);
+        expect(j - i + 1).toBeLessThanOrEqual(5 + (50 * windowMs) / 1000 + 2);
+      }
+    }
+  });
+
   it('expires a bucket when it would be full again, and deletes one that is full', async () => {
     const p = prefix();
     const store = new RedisStore({ client: ioredis, prefix: p, onError: 'deny' }); // Redis's TIME
