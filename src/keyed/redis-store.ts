@@ -138,13 +138,6 @@ const MAX_BATCH = 128;
 /** With a virtual clock (`now`), keys live at least this long in Redis's real time. */
 const VIRTUAL_CLOCK_MIN_TTL_MS = 60_000;
 
-interface WatchedCall {
-  deadlineMs: number;
-  /** Answered, failed or timed out: whichever comes first wins. */
-  settled: boolean;
-  onTimeout: () => void;
-}
-
 interface Pending {
   op: StoreOp;
   /** Set for a cancel: the reservation whose tokens go back. */
@@ -182,9 +175,6 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   #inFlight = 0;
   #degradedSinceMs: number | undefined;
   #probeTimer: unknown;
-  /** Script calls in flight, oldest first, for the timeout watch. */
-  #watched: WatchedCall[] = [];
-  #watchTimer: unknown;
   #probing = false;
   #closed = false;
 
@@ -376,14 +366,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     }
     this.#inFlight++;
     this.stats.calls++;
-    const call = this.#watch(() => {
-      this.#inFlight--;
-      this.#failed(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`), batch);
-    });
-    this.#run(keys, args).then(
+    this.#withTimeout(this.#run(keys, args)).then(
       (reply) => {
-        if (call.settled) return; // timed out: the policy has answered
-        call.settled = true;
         this.#inFlight--;
         const perOp = hasGlobal ? 5 : 3;
         if (!Array.isArray(reply) || reply.length !== 1 + batch.length * perOp) {
@@ -414,47 +398,10 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
         }
       },
       (error: unknown) => {
-        if (call.settled) return;
-        call.settled = true;
         this.#inFlight--;
         this.#failed(errorOf(error), batch);
       },
     );
-  }
-
-  /**
-   * Bounds a script call by `timeoutMs` with one timer for all calls in flight (not one each):
-   * calls are watched in the order sent, which is the order of their deadlines, and the timer is
-   * armed for the oldest unsettled one.
-   */
-  #watch(onTimeout: () => void): WatchedCall {
-    const call: WatchedCall = { deadlineMs: this.#clock.now() + this.timeoutMs, settled: false, onTimeout };
-    this.#watched.push(call);
-    if (this.#watchTimer === undefined) this.#armWatch(this.timeoutMs);
-    return call;
-  }
-
-  #armWatch(ms: number): void {
-    this.#watchTimer = this.#clock.setTimeout(() => {
-      this.#watchTimer = undefined;
-      this.#checkWatched();
-    }, ms);
-  }
-
-  #checkWatched(): void {
-    const now = this.#clock.now();
-    const watched = this.#watched;
-    let head = 0;
-    for (; head < watched.length; head++) {
-      const call = watched[head] as WatchedCall;
-      if (call.settled) continue;
-      if (call.deadlineMs > now) break;
-      call.settled = true;
-      call.onTimeout();
-    }
-    watched.splice(0, head);
-    const oldest = watched[0];
-    if (oldest !== undefined) this.#armWatch(Math.max(1, oldest.deadlineMs - now));
   }
 
   /** EVALSHA, and EVAL if the server does not know the script (a restart, a fail-over, a new node). */
