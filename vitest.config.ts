@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Starts one redis-server for the Redis suites (fails with the install command if it is missing).
+    globalSetup: ['test/helpers/redis-global-setup.ts'],
     reporters: ['default', ['json', { outputFile: '.tmp/vitest.json' }]],
     coverage: {
       provider: 'v8',

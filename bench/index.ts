@@ -13,10 +13,18 @@ import { fileURLToPath } from 'node:url';
 import { bucketSection } from './bucket.js';
 import type { Section } from './harness.js';
 import { httpSection } from './http.js';
+import { keyedRedisSection, keyedSection } from './keyed.js';
 import { schedulerSection } from './scheduler.js';
 import { streamSection } from './stream.js';
 
-const sections: Section[] = [bucketSection, streamSection, schedulerSection, httpSection];
+const sections: Section[] = [
+  bucketSection,
+  streamSection,
+  schedulerSection,
+  keyedSection,
+  keyedRedisSection,
+  httpSection,
+];
 
 const args = process.argv.slice(2);
 if (args[0] === '--section') {

@@ -46,6 +46,24 @@ export {
   rateLimitHook,
 } from './http/middleware.js';
 export type { DeciderTakeOptions, RateLimitDecider } from './http/types.js';
+export {
+  type GlobalLimitOptions,
+  KeyedLimiter,
+  type KeyedLimiterOptions,
+  type KeyedTakeOptions,
+} from './keyed/keyed-limiter.js';
+export { MemoryStore, type MemoryStoreOptions } from './keyed/memory-store.js';
+export {
+  type FailurePolicy,
+  type IoredisLikeClient,
+  type NodeRedisLikeClient,
+  type RedisClientLike,
+  RedisStore,
+  type RedisStoreEvents,
+  type RedisStoreOptions,
+  type RedisStoreStats,
+} from './keyed/redis-store.js';
+export type { KeyedStore, StoreMode, StoreOp, StoreResult } from './keyed/store.js';
 export type { Decision } from './meters/decision.js';
 export { LeakyBucket, type LeakyBucketOptions, type LeakyDecision } from './meters/leaky-bucket.js';
 export {

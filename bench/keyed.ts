@@ -1,0 +1,402 @@
+/**
+ * KeyedLimiter against its peers, side by side in one process per section.
+ *
+ * Memory (`keyed`):
+ * 1. Hot keys, about half refused: 1000 keys in turn against tokenpace's
+ *    KeyedLimiter (MemoryStore), rate-limiter-flexible's RateLimiterMemory in
+ *    its usual configuration (points per duration: a timer per key; a refusal
+ *    is a rejected promise), limiter's TokenBucket kept in a Map, and a plain
+ *    Map baseline (a counter per key: no limit at all). The per-key rate is
+ *    set from a first measurement of ours so that about half of our calls are
+ *    refused; the same rate is given to every peer, and the table says what
+ *    share each admitted.
+ * 2. 1,000,000 new keys, one decision each: decisions per second and heap
+ *    per live key (heap and array buffers, after a forced GC, with the
+ *    structure still alive, so the key strings count).
+ *
+ * Redis (`keyed-redis`), on one redis-server started for the run, one ioredis
+ * connection for both: KeyedLimiter with RedisStore against RateLimiterRedis,
+ * one call at a time and 64 in flight, over 1000 hot keys; exact admission
+ * under 64 in flight on one key; and redis-benchmark's raw EVALSHA ceiling
+ * (64 connections, one decision per call) for the same script.
+ */
+
+import { execFile } from 'node:child_process';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { Redis } from 'ioredis';
+import { TokenBucket as LimiterBucket } from 'limiter';
+import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
+import { createClient } from 'redis';
+import { KeyedLimiter, type MemoryStore, RedisStore } from '../src/index.js';
+import { KEYED_SCRIPT } from '../src/keyed/redis-script.js';
+import { startRedis } from '../test/helpers/redis-server.js';
+import { compare, formatOps, type Measured, type Section, table } from './harness.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+async function settledMemory(): Promise<number> {
+  for (let i = 0; i < 3; i++) {
+    await tick();
+    gc();
+  }
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
+}
+
+const HOT_KEYS = 1000;
+const hotKeys = Array.from({ length: HOT_KEYS }, (_, i) => `client:${i}`);
+
+interface Counted {
+  admitted: number;
+  total: number;
+}
+const share = (c: Counted) => `${((100 * c.admitted) / Math.max(1, c.total)).toFixed(0)} %`;
+
+function rowsWithShare(measured: Measured[], counts: Counted[], baseline: string): string[][] {
+  const base = measured.find((m) => m.name === baseline)?.opsPerSecond ?? Number.NaN;
+  return measured.map((m, i) => [
+    m.name,
+    formatOps(m.opsPerSecond),
+    `${(m.opsPerSecond / base).toFixed(2)}x`,
+    share(counts[i] as Counted),
+  ]);
+}
+
+// ---------------------------------------------------------------- memory
+
+/**
+ * Half of the calls go to keys that are drained (a burst of 1e9 spent at once, a refill of
+ * 1 per 1000 s) and half to keys that hold enough for the whole run: exactly half refused for
+ * every contender, however fast it is.
+ */
+async function memoryHot(): Promise<string> {
+  const burst = 1e9;
+  const rate = 0.001;
+  const open = Array.from({ length: HOT_KEYS / 2 }, (_, i) => `open:${i}`);
+  const drained = Array.from({ length: HOT_KEYS / 2 }, (_, i) => `drained:${i}`);
+  const keys = open.flatMap((key, i) => [key, drained[i] as string]);
+
+  const ours = new KeyedLimiter({ rate, burst, maxKeys: HOT_KEYS });
+  const rlf = new RateLimiterMemory({ points: burst, duration: 3600 });
+  const buckets = new Map<string, LimiterBucket>();
+  const plain = new Map<string, number>();
+  const bucketFor = (key: string) => {
+    let bucket = buckets.get(key);
+    if (bucket === undefined) {
+      bucket = new LimiterBucket({ bucketSize: burst, tokensPerInterval: rate * 3600, interval: 'hour' });
+      bucket.content = burst; // limiter's buckets start empty; ours and the others start full
+      buckets.set(key, bucket);
+    }
+    return bucket;
+  };
+  for (const key of drained) {
+    await ours.tryTake(key, burst);
+    await rlf.consume(key, burst);
+    bucketFor(key).tryRemoveTokens(burst);
+  }
+  const counts: Counted[] = [0, 1, 2, 3].map(() => ({ admitted: 0, total: 0 }));
+  let cursor = 0;
+  const next = () => keys[cursor++ % HOT_KEYS] as string;
+  const measured = await compare(
+    [
+      {
+        name: 'plain Map (a counter, no limit)',
+        run(n) {
+          const c = counts[0] as Counted;
+          for (let i = 0; i < n; i++) {
+            const key = next();
+            plain.set(key, (plain.get(key) ?? 0) + 1);
+          }
+          c.admitted += n;
+          c.total += n;
+        },
+      },
+      {
+        name: 'tokenpace KeyedLimiter (memory)',
+        async run(n) {
+          const c = counts[1] as Counted;
+          for (let i = 0; i < n; i++) if ((await ours.tryTake(next())).allowed) c.admitted++;
+          c.total += n;
+        },
+      },
+      {
+        name: 'rate-limiter-flexible RateLimiterMemory',
+        async run(n) {
+          const c = counts[2] as Counted;
+          for (let i = 0; i < n; i++) {
+            try {
+              await rlf.consume(next());
+              c.admitted++;
+            } catch {
+              // refused: a rejected promise
+            }
+          }
+          c.total += n;
+        },
+      },
+      {
+        name: 'limiter TokenBucket in a Map',
+        run(n) {
+          const c = counts[3] as Counted;
+          for (let i = 0; i < n; i++) if (bucketFor(next()).tryRemoveTokens(1)) c.admitted++;
+          c.total += n;
+        },
+      },
+    ],
+    { rounds: 5, sampleMs: 200 },
+  );
+  const ourOps = measured[1]?.opsPerSecond ?? Number.NaN;
+  const rlfOps = measured[2]?.opsPerSecond ?? Number.NaN;
+  return [
+    `#### Hot keys: ${HOT_KEYS} keys in turn, half of them drained (half the calls refused)`,
+    '',
+    table(
+      ['contender', 'decisions', 'vs plain Map', 'admitted'],
+      rowsWithShare(measured, counts, measured[0]?.name ?? ''),
+    ),
+    '',
+    `KeyedLimiter / RateLimiterMemory: ${(ourOps / rlfOps).toFixed(2)}x (goal: 3x). ` +
+      "limiter's TokenBucket is synchronous (no promise per decision) and keeps no bound on its Map.",
+  ].join('\n');
+}
+
+async function memoryNewKeys(): Promise<string> {
+  const N = 1_000_000;
+  const contenders: { name: string; run(): Promise<unknown> | unknown }[] = [
+    {
+      name: 'plain Map (a number per key)',
+      run() {
+        const map = new Map<string, number>();
+        for (let i = 0; i < N; i++) map.set(`user:${i}`, 1);
+        return map;
+      },
+    },
+    {
+      name: 'tokenpace KeyedLimiter (memory)',
+      async run() {
+        const limiter = new KeyedLimiter({ rate: 10, burst: 20, maxKeys: N });
+        for (let i = 0; i < N; i++) await limiter.tryTake(`user:${i}`);
+        if ((limiter.store as MemoryStore).size !== N) throw new Error('keys were evicted');
+        return limiter;
+      },
+    },
+    {
+      name: 'rate-limiter-flexible RateLimiterMemory',
+      async run() {
+        const rlf = new RateLimiterMemory({ points: 20, duration: 3600 }); // keys stay while measured
+        for (let i = 0; i < N; i++) await rlf.consume(`user:${i}`);
+        return rlf;
+      },
+    },
+    {
+      name: 'limiter TokenBucket in a Map',
+      run() {
+        const map = new Map<string, LimiterBucket>();
+        for (let i = 0; i < N; i++) {
+          const bucket = new LimiterBucket({ bucketSize: 20, tokensPerInterval: 10, interval: 'second' });
+          bucket.tryRemoveTokens(1);
+          map.set(`user:${i}`, bucket);
+        }
+        return map;
+      },
+    },
+  ];
+  const rows: string[][] = [];
+  for (const contender of contenders) {
+    const rates: number[] = [];
+    const bytes: number[] = [];
+    for (let round = 0; round < 1; round++) {
+      const before = await settledMemory();
+      const startMs = performance.now();
+      let kept: unknown = await contender.run();
+      const ms = performance.now() - startMs;
+      const after = await settledMemory();
+      rates.push((N * 1000) / ms);
+      bytes.push((after - before) / N);
+      kept = undefined;
+      void kept;
+    }
+    rows.push([contender.name, formatOps(rates[0] as number), `${(bytes[0] as number).toFixed(0)} B`]);
+  }
+  return [
+    `#### ${N.toLocaleString('en')} new keys, one decision each (one fresh run each)`,
+    '',
+    table(['contender', 'new keys', 'heap per live key'], rows),
+    '',
+    'Heap is `heapUsed + arrayBuffers` after a forced GC with the structure alive, so key strings count. ' +
+      'Goal for tokenpace: above 600k/s and under 150 B per key.',
+  ].join('\n');
+}
+
+export const keyedSection: Section = {
+  id: 'keyed',
+  title: 'Keyed limits in memory',
+  async run() {
+    return [await memoryHot(), '', await memoryNewKeys()].join('\n');
+  },
+};
+
+// ---------------------------------------------------------------- redis
+
+function redisBenchmark(port: number, sha: string): Promise<string> {
+  return new Promise((resolve) => {
+    // One decision per call: key client:<rand>, try, cost 1, 100/s, burst 200, no global.
+    const args = ['-p', String(port), '-c', '64', '-n', '50000', '-r', '1000', '-q'];
+    const command = [
+      // the script's arguments: n, now (Redis's), least TTL, rate, burst, no global; then try, cost 1
+      'EVALSHA',
+      sha,
+      '1',
+      'rb:k:client:__rand_int__',
+      '1',
+      '',
+      '0',
+      '100',
+      '200',
+      '',
+      '',
+      't',
+      '1',
+    ];
+    execFile('redis-benchmark', [...args, ...command], { encoding: 'utf8', timeout: 60_000 }, (error, stdout) => {
+      if (error) resolve(`(redis-benchmark failed: ${error.message})`);
+      const match = /([\d.]+) requests per second/.exec(stdout);
+      resolve(match ? formatOps(Number(match[1])) : `(no figure in: ${stdout.trim().slice(-200)})`);
+    });
+  });
+}
+
+async function concurrently(n: number, inFlight: number, decide: () => Promise<boolean>, c: Counted): Promise<void> {
+  let started = 0;
+  const worker = async () => {
+    while (started < n) {
+      started++;
+      if (await decide()) c.admitted++;
+      c.total++;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(inFlight, n) }, worker));
+}
+
+export const keyedRedisSection: Section = {
+  id: 'keyed-redis',
+  title: 'Keyed limits in Redis',
+  async run() {
+    const server = await startRedis();
+    const io = new Redis({ port: server.port, host: '127.0.0.1' });
+    const nr = createClient({ socket: { port: server.port, host: '127.0.0.1' } });
+    await nr.connect();
+    const sha = String(await io.script('LOAD', KEYED_SCRIPT));
+    const out: string[] = [];
+    try {
+      // Half the keys drained, as in the memory section: exactly half of every contender's calls refused.
+      const burst = 1e9;
+      const keys = hotKeys.map((key, i) => (i % 2 === 0 ? `open:${key}` : `drained:${key}`));
+      for (const inFlight of [1, 64]) {
+        const ours = new KeyedLimiter({
+          rate: 0.001,
+          burst,
+          store: new RedisStore({ client: io, prefix: `b${inFlight}`, onError: 'deny', timeoutMs: 5000 }),
+        });
+        const oursNr = new KeyedLimiter({
+          rate: 0.001,
+          burst,
+          store: new RedisStore({ client: nr, prefix: `bn${inFlight}`, onError: 'deny', timeoutMs: 5000 }),
+        });
+        const rlf = new RateLimiterRedis({
+          storeClient: io,
+          points: burst,
+          duration: 3600,
+          keyPrefix: `rlf${inFlight}`,
+        });
+        for (const key of keys.filter((k) => k.startsWith('drained:'))) {
+          await ours.tryTake(key, burst);
+          await oursNr.tryTake(key, burst);
+          await rlf.consume(key, burst);
+        }
+        const counts: Counted[] = [0, 1, 2].map(() => ({ admitted: 0, total: 0 }));
+        let cursor = 0;
+        const next = () => keys[cursor++ % HOT_KEYS] as string;
+        const measured = await compare(
+          [
+            {
+              name: 'tokenpace RedisStore (ioredis)',
+              run: (n) =>
+                concurrently(n, inFlight, async () => (await ours.tryTake(next())).allowed, counts[0] as Counted),
+            },
+            {
+              name: 'rate-limiter-flexible RateLimiterRedis (ioredis)',
+              run: (n) =>
+                concurrently(
+                  n,
+                  inFlight,
+                  () =>
+                    rlf.consume(next()).then(
+                      () => true,
+                      () => false,
+                    ),
+                  counts[1] as Counted,
+                ),
+            },
+            {
+              name: 'tokenpace RedisStore (node-redis)',
+              run: (n) =>
+                concurrently(n, inFlight, async () => (await oursNr.tryTake(next())).allowed, counts[2] as Counted),
+            },
+          ],
+          { rounds: 5, sampleMs: 300 },
+        );
+        out.push(
+          `#### ${inFlight === 1 ? 'One call at a time' : `${inFlight} calls in flight`}: ${HOT_KEYS} hot keys, half of them drained`,
+          '',
+          table(
+            ['contender', 'decisions', 'vs RateLimiterRedis', 'admitted'],
+            rowsWithShare(measured, counts, 'rate-limiter-flexible RateLimiterRedis (ioredis)'),
+          ),
+          '',
+        );
+      }
+
+      // Exactness: 64 in flight, 3000 calls, one key with a burst of 1000 and no refill to speak of.
+      const exact: string[][] = [];
+      const oneKey = new KeyedLimiter({
+        rate: 0.001,
+        burst: 1000,
+        store: new RedisStore({ client: io, prefix: 'exact', onError: 'deny', timeoutMs: 5000 }),
+      });
+      const rlfOne = new RateLimiterRedis({ storeClient: io, points: 1000, duration: 3600, keyPrefix: 'rlfexact' });
+      for (const [name, decide] of [
+        ['tokenpace RedisStore', async () => (await oneKey.tryTake('one')).allowed],
+        [
+          'rate-limiter-flexible RateLimiterRedis',
+          () =>
+            rlfOne.consume('one').then(
+              () => true,
+              () => false,
+            ),
+        ],
+      ] as const) {
+        const c = { admitted: 0, total: 0 };
+        await concurrently(3000, 64, decide, c);
+        exact.push([name, String(c.total), String(c.admitted), c.admitted === 1000 ? 'exact' : 'WRONG']);
+      }
+      out.push(
+        '#### Exact admission: 3000 calls, 64 in flight, one key with a burst of 1000',
+        '',
+        table(['contender', 'calls', 'admitted', ''], exact),
+        '',
+        `#### redis-benchmark, raw EVALSHA of the same script (64 connections, one decision per call): ${await redisBenchmark(server.port, sha)}`,
+        '',
+        'Our client batches the decisions in flight into one script call (up to 128), over one connection.',
+      );
+    } finally {
+      io.disconnect();
+      await nr.close();
+      await server.stop();
+    }
+    return out.join('\n');
+  },
+};

@@ -1,0 +1,33 @@
+/**
+ * Redis Cluster's key-to-slot rule (CRC16/XMODEM of the key, or of its hash tag,
+ * modulo 16384), so a RedisStore can batch only the decisions that one cluster
+ * node can run together. A hash tag is the part between the first `{` and the
+ * first `}` after it, when that part is not empty.
+ */
+
+const TABLE = new Uint16Array(256);
+for (let i = 0; i < 256; i++) {
+  let crc = i << 8;
+  for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  TABLE[i] = crc;
+}
+
+function crc16(bytes: Uint8Array, start: number, end: number): number {
+  let crc = 0;
+  for (let i = start; i < end; i++)
+    crc = ((crc << 8) & 0xffff) ^ (TABLE[((crc >> 8) ^ (bytes[i] as number)) & 0xff] as number);
+  return crc;
+}
+
+const encoder = new TextEncoder();
+
+/** The cluster slot (0..16383) Redis assigns to `key`. */
+export function clusterSlot(key: string): number {
+  const bytes = encoder.encode(key);
+  const open = bytes.indexOf(0x7b); // {
+  if (open !== -1) {
+    const close = bytes.indexOf(0x7d, open + 1); // }
+    if (close > open + 1) return crc16(bytes, open + 1, close) & 0x3fff;
+  }
+  return crc16(bytes, 0, bytes.length) & 0x3fff;
+}

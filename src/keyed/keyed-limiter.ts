@@ -1,0 +1,298 @@
+/**
+ * KeyedLimiter: one token bucket per key (client, API key, tenant, route),
+ * an optional global bucket over all of them, state in a store.
+ *
+ * The verbs are the bucket's with a key in front:
+ *
+ * - `tryTake(key, cost)` decides now. A refusal is a returned `Decision`
+ *   (`allowed: false`, with `retryAfterMs`), never a rejected promise.
+ * - `take(key, cost, { signal, maxWait })` reserves in the store (the bucket
+ *   may go into debt) and waits until the tokens are there, so a fleet can
+ *   pace itself to a shared limit instead of only refusing. A wait longer than
+ *   `maxWait` charges nothing and rejects with `WaitTooLongError`; an abort
+ *   gives back what Go's cancel rule allows and rejects with the signal's reason.
+ * - `peek(key, cost)` says what `tryTake` would, spending nothing; `reset(key)`
+ *   forgets a key (its bucket is full again).
+ *
+ * With `global`, a request is admitted only if the key's bucket and the global
+ * bucket both have the tokens; when either refuses, neither is charged. The
+ * store makes each decision in one atomic step (one synchronous call in
+ * memory, one Lua script in Redis), so this holds under any concurrency.
+ *
+ * Worked example: rate 20/s, burst 40. After an idle minute a key's bucket is
+ * full at 40 (not 1200: the burst is a reserve, not a rate), so 30 quick
+ * calls pass and leave 10; of the next 30 quick calls exactly 10 pass, and
+ * each refused one is told to retry in (1 - tokens) / 20 s.
+ */
+
+import { type Clock, systemClock } from '../clock.js';
+import { InvalidOptionError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
+import type { Decision } from '../meters/decision.js';
+import { type BucketParams, bucketParams, checkCost, slackFor } from '../meters/token-bucket.js';
+import {
+  type DurationInput,
+  parseDuration,
+  parseRate,
+  parseSizeOption,
+  type RateInput,
+  type SizeInput,
+} from '../units.js';
+import { timeToFullMs } from './bucket-math.js';
+import { MemoryStore } from './memory-store.js';
+import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
+
+/** The global bucket's parameters. */
+export interface GlobalLimitOptions {
+  /** Tokens per second for all keys together. */
+  rate: RateInput;
+  /** Capacity of the global bucket. */
+  burst: SizeInput;
+}
+
+/** Options for {@link KeyedLimiter}. */
+export interface KeyedLimiterOptions {
+  /** Each key's refill rate: a number per second or a string like `'100/min'`. */
+  rate: RateInput;
+  /** Each key's capacity (its largest burst). A new key starts full. */
+  burst: SizeInput;
+  /**
+   * Where bucket state lives. Use one store (or one Redis `prefix`) per limiter.
+   * @default a MemoryStore with `maxKeys` and `clock`
+   */
+  store?: KeyedStore;
+  /** A bucket over every key: a request needs tokens from both. */
+  global?: GlobalLimitOptions;
+  /**
+   * For the default MemoryStore: the most keys kept (full buckets are dropped first, then the least
+   * recently used). Pass it to the store instead when you give a `store`.
+   * @default 100_000
+   */
+  maxKeys?: number;
+  /** Time for the default store and for `take`'s waits. @default systemClock */
+  clock?: Clock;
+}
+
+/** Options for {@link KeyedLimiter.take}. */
+export interface KeyedTakeOptions {
+  /** Aborting it while waiting gives the tokens back (by the cancel rule) and rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Refuse (charging nothing) a wait longer than this: ms or a string like `'2s'`. @default Infinity */
+  maxWait?: DurationInput;
+}
+
+/**
+ * One token bucket per key, an optional global bucket, state in a store.
+ *
+ * @example
+ * const limiter = new KeyedLimiter({ rate: '100/min', burst: 20, global: { rate: 1000, burst: 2000 } });
+ * const d = await limiter.tryTake(req.ip);
+ * if (!d.allowed) res.writeHead(429, { 'retry-after': Math.ceil(d.retryAfterMs / 1000) }).end();
+ */
+export class KeyedLimiter {
+  readonly store: KeyedStore;
+  #bucket: BucketParams;
+  #global: BucketParams | undefined;
+  readonly #clock: Clock;
+  /** The store, when it is a MemoryStore: decided synchronously, no promise in between. */
+  readonly #memory: MemoryStore | undefined;
+  /** The memory store's answer on the fast path, read at once (no object per decision). */
+  readonly #scratch: StoreResult = {
+    allowed: false,
+    tokens: 0,
+    globalTokens: 0,
+    waitMs: 0,
+    nowMs: 0,
+    readyAtMs: 0,
+    globalReadyAtMs: 0,
+    source: 'store',
+  };
+
+  constructor(options: KeyedLimiterOptions) {
+    this.#bucket = bucketParams(options.rate, options.burst);
+    this.#global =
+      options.global === undefined
+        ? undefined
+        : {
+            ratePerSecond: parseRate(options.global.rate),
+            capacity: parseSizeOption(options.global.burst, 'global.burst'),
+          };
+    this.#clock = options.clock ?? systemClock;
+    if (options.store !== undefined && options.maxKeys !== undefined) {
+      throw new InvalidOptionError(
+        'maxKeys',
+        options.maxKeys,
+        '`maxKeys` configures the default memory store; with a `store`, pass it to the store instead ' +
+          '(new MemoryStore({ maxKeys }))',
+      );
+    }
+    this.store = options.store ?? new MemoryStore({ maxKeys: options.maxKeys, clock: this.#clock });
+    this.#memory = this.store instanceof MemoryStore ? this.store : undefined;
+  }
+
+  /** Each key's rate, tokens per second. */
+  get rate(): number {
+    return this.#bucket.ratePerSecond;
+  }
+
+  /** Each key's burst. */
+  get burst(): number {
+    return this.#bucket.capacity;
+  }
+
+  /** The global bucket's parameters, if any. */
+  get global(): Readonly<BucketParams> | undefined {
+    return this.#global;
+  }
+
+  /**
+   * Takes `cost` tokens from `key`'s bucket (and the global one) if they are there now.
+   * Resolves with a Decision either way; rejects only for a bad key or cost, or a store that fails
+   * without a policy.
+   */
+  tryTake(key: string, cost = 1): Promise<Decision> {
+    return this.#decide('try', key, cost, Number.POSITIVE_INFINITY);
+  }
+
+  /** What {@link tryTake} would decide now, spending nothing. */
+  peek(key: string, cost = 1): Promise<Decision> {
+    return this.#decide('peek', key, cost, Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * Reserves `cost` tokens in the store and waits until they are there. Resolves with the
+   * Decision (allowed) once the caller may act.
+   *
+   * Rejects with `WaitTooLongError` (`ERR_WAIT_TOO_LONG`, charging nothing) if the wait would
+   * exceed `maxWait`; with the signal's reason if `signal` aborts (the tokens go back by the cancel
+   * rule); with `StoreUnavailableError` if the store cannot be reached and its policy is to deny.
+   */
+  async take(key: string, cost = 1, options: KeyedTakeOptions = {}): Promise<Decision> {
+    const { signal } = options;
+    const maxWaitMs = options.maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(options.maxWait);
+    this.#check(key, cost);
+    signal?.throwIfAborted();
+    const op: StoreOp = {
+      mode: 'reserve',
+      key,
+      cost,
+      bucket: this.#bucket,
+      global: this.#global,
+      maxWaitMs,
+    };
+    const result = await this.store.decide(op);
+    if (!result.allowed) {
+      if (result.source === 'deny') {
+        throw new StoreUnavailableError(
+          `the store could not be reached and its policy is to deny: key ${JSON.stringify(key)} was not admitted; ` +
+            `retry in about ${Math.ceil(result.waitMs)} ms`,
+        );
+      }
+      throw new WaitTooLongError(result.waitMs, maxWaitMs, result.waitMs - maxWaitMs);
+    }
+    if (signal?.aborted) {
+      await this.store.refund(op, result);
+      throw signal.reason;
+    }
+    if (result.waitMs > 0) await this.#wait(result.waitMs, signal, op, result);
+    return {
+      allowed: true,
+      remaining: this.#remaining(result),
+      retryAfterMs: 0,
+      resetAfterMs: timeToFullMs(result.tokens, op.bucket),
+      limit: op.bucket.capacity,
+    };
+  }
+
+  /** Forgets `key`: its bucket is full again. The global bucket is untouched. */
+  reset(key: string): Promise<void> {
+    try {
+      this.#checkKey(key);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.store.reset(key);
+  }
+
+  /**
+   * Changes each key's rate from now on. A key's bucket is brought up to date at its next
+   * decision, so the time since its last decision refills at the new rate.
+   */
+  setRate(rate: RateInput): void {
+    this.#bucket = { ratePerSecond: parseRate(rate), capacity: this.#bucket.capacity };
+  }
+
+  /** Changes each key's burst from now on; tokens above a smaller burst are dropped at the key's next decision. */
+  setBurst(burst: SizeInput): void {
+    this.#bucket = { ratePerSecond: this.#bucket.ratePerSecond, capacity: parseSizeOption(burst, 'burst') };
+  }
+
+  #decide(mode: StoreMode, key: string, cost: number, maxWaitMs: number): Promise<Decision> {
+    try {
+      this.#check(key, cost);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const bucket = this.#bucket;
+    const memory = this.#memory;
+    if (memory !== undefined) {
+      const result = memory.decideNowInto(this.#scratch, mode, key, cost, bucket, this.#global, maxWaitMs);
+      return Promise.resolve(this.#decision(result, bucket));
+    }
+    return this.store
+      .decide({ mode, key, cost, bucket, global: this.#global, maxWaitMs })
+      .then((result) => this.#decision(result, bucket));
+  }
+
+  #decision(result: StoreResult, bucket: BucketParams): Decision {
+    if (result.source === 'allow') {
+      return { allowed: true, remaining: bucket.capacity, retryAfterMs: 0, resetAfterMs: 0, limit: bucket.capacity };
+    }
+    return {
+      allowed: result.allowed,
+      remaining: this.#remaining(result),
+      retryAfterMs: result.allowed ? 0 : result.waitMs,
+      resetAfterMs: result.source === 'deny' ? result.waitMs : timeToFullMs(result.tokens, bucket),
+      limit: bucket.capacity,
+    };
+  }
+
+  #remaining(result: StoreResult): number {
+    const tokens = Math.min(result.tokens, result.globalTokens);
+    const whole = Math.floor(tokens + slackFor(this.#bucket.capacity));
+    return Math.max(whole, 0);
+  }
+
+  #check(key: string, cost: number): void {
+    this.#checkKey(key);
+    checkCost(cost, this.#bucket.capacity);
+    if (this.#global !== undefined) checkCost(cost, this.#global.capacity);
+  }
+
+  #checkKey(key: string): void {
+    if (typeof key !== 'string' || key.length === 0) {
+      throw new InvalidOptionError(
+        'key',
+        key,
+        `Expected \`key\` to be a non-empty string, got ${typeof key === 'string' ? 'an empty string' : typeof key}; ` +
+          'convert numbers and other ids with String(id)',
+      );
+    }
+  }
+
+  #wait(ms: number, signal: AbortSignal | undefined, op: StoreOp, result: StoreResult): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => {
+        this.#clock.clearTimeout(timer);
+        this.store.refund(op, result).then(
+          () => reject(signal?.reason),
+          () => reject(signal?.reason),
+        );
+      };
+      const timer = this.#clock.setTimeout(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}

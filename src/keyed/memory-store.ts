@@ -1,0 +1,369 @@
+/**
+ * MemoryStore: keyed buckets in this process's memory.
+ *
+ * Layout. A `Map` from key to a slot number, and per slot, in typed arrays:
+ * the bucket's two variables (`tokens`, `updatedAtMs`) and the slot's
+ * neighbours in the recency list (`newer`, `older`), plus the key itself in a
+ * plain array (the same string the map holds, so it costs a pointer). A slot
+ * number is a small integer that V8 keeps inside the map's entry, so a live
+ * key costs its map entry, its key string and 32 bytes: no object, no boxed
+ * number, no timer. The arrays grow by doubling up to `maxKeys`.
+ *
+ * Order. The recency list is intrusive (two Int32Arrays), so using a key
+ * moves it to the front with four array writes. (Re-inserting into the `Map`
+ * to keep its order would be simpler, but V8 compacts a big map's holes by
+ * copying the whole table: 8 us per decision at a million keys.)
+ *
+ * Bound. At most `maxKeys` keys are kept. A bucket that has refilled to full
+ * holds no information (it equals a new one), so when a new key needs room the
+ * full buckets go first: a sweep drops every full bucket at once. A sweep costs
+ * a pass over the slots, so it runs at most once per `maxKeys / 16` new keys
+ * (amortised O(1) per key); between sweeps, and when no bucket is full, the
+ * least recently used key goes. Forgetting a bucket that was not full gives
+ * that key a fresh burst, so size `maxKeys` above the number of keys active
+ * within `burst / rate` seconds.
+ *
+ * Global bucket. One bucket shared by every key, kept apart from the map
+ * (never evicted). A decision reads both and charges both or neither, in one
+ * synchronous step, which is atomic in one process.
+ *
+ * Keys are compared as strings by the `Map`, so `'__proto__'`, `'constructor'`
+ * and `'hasOwnProperty'` are ordinary keys.
+ */
+
+import { type Clock, systemClock } from '../clock.js';
+import { InvalidOptionError } from '../errors.js';
+import { type BucketParams, type BucketState, delayUntil, slackFor, tokensAt } from '../meters/token-bucket.js';
+import { refundable } from './bucket-math.js';
+import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
+
+/** Options for {@link MemoryStore}. */
+export interface MemoryStoreOptions {
+  /**
+   * The most keys kept at once. Full buckets are dropped first, then the least recently used.
+   * Minimum 1.
+   * @default 100_000
+   */
+  maxKeys?: number;
+  /** The time source. @default systemClock */
+  clock?: Clock;
+}
+
+/** The default bound on keys kept in memory. */
+export const DEFAULT_MAX_KEYS = 100_000;
+
+const INITIAL_SLOTS = 1024;
+const NONE = -1;
+
+/**
+ * Keyed token buckets in memory, bounded by `maxKeys`, with no timer per key.
+ *
+ * @example
+ * const limiter = new KeyedLimiter({ rate: 10, burst: 20, store: new MemoryStore({ maxKeys: 50_000 }) });
+ */
+export class MemoryStore implements KeyedStore {
+  readonly maxKeys: number;
+  readonly #clock: Clock;
+  readonly #slots = new Map<string, number>();
+  #tokens: Float64Array;
+  #updatedAtMs: Float64Array;
+  /** Recency list: the next more recently used slot (NONE at the front). */
+  #newer: Int32Array;
+  /** Recency list: the next less recently used slot (NONE at the back). */
+  #older: Int32Array;
+  /** The key of each live slot (undefined when free). */
+  #keys: (string | undefined)[] = [];
+  /** Most recently used slot. */
+  #front = NONE;
+  /** Least recently used slot. */
+  #back = NONE;
+  /** Slots freed by eviction or reset, reused before new ones. */
+  #free: number[] = [];
+  /** Slots ever handed out (the arrays' used prefix). */
+  #used = 0;
+  #insertsSinceSweep = Number.POSITIVE_INFINITY;
+  readonly #sweepEvery: number;
+  readonly #global: BucketState = { tokens: Number.NaN, updatedAtMs: 0 };
+  /** A reusable view of one slot's state, for the meter's functions. */
+  readonly #scratch: BucketState = { tokens: 0, updatedAtMs: 0 };
+  /** Evictions so far, by reason. */
+  readonly evictions = { full: 0, leastRecentlyUsed: 0 };
+
+  constructor(options: MemoryStoreOptions = {}) {
+    const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
+    if (!(Number.isInteger(maxKeys) && maxKeys >= 1 && maxKeys < 2 ** 31)) {
+      throw new InvalidOptionError(
+        'maxKeys',
+        maxKeys,
+        `Expected \`maxKeys\` to be an integer from 1 to 2^31 - 1, got ${maxKeys}`,
+      );
+    }
+    this.maxKeys = maxKeys;
+    this.#clock = options.clock ?? systemClock;
+    this.#sweepEvery = Math.floor(maxKeys / 16);
+    const initial = Math.min(maxKeys, INITIAL_SLOTS);
+    this.#tokens = new Float64Array(initial);
+    this.#updatedAtMs = new Float64Array(initial);
+    this.#newer = new Int32Array(initial);
+    this.#older = new Int32Array(initial);
+  }
+
+  /** Keys currently kept. */
+  get size(): number {
+    return this.#slots.size;
+  }
+
+  /** True if `key` has a bucket here (a key never seen, reset or evicted has none: it is full). */
+  has(key: string): boolean {
+    return this.#slots.has(key);
+  }
+
+  /** The keys kept, least recently used first. */
+  *keys(): IterableIterator<string> {
+    for (let slot = this.#back; slot !== NONE; slot = this.#newer[slot] as number) yield this.#keys[slot] as string;
+  }
+
+  decide(op: StoreOp): Promise<StoreResult> {
+    return Promise.resolve(
+      this.decideAt(this.#clock.now(), op.mode, op.key, op.cost, op.bucket, op.global, op.maxWaitMs),
+    );
+  }
+
+  /** The synchronous decision now, by this store's clock (the limiter's fast path). @internal */
+  decideNow(
+    mode: StoreMode,
+    key: string,
+    cost: number,
+    bucket: BucketParams,
+    global: BucketParams | undefined,
+    maxWaitMs: number,
+  ): StoreResult {
+    return this.decideAt(this.#clock.now(), mode, key, cost, bucket, global, maxWaitMs);
+  }
+
+  /**
+   * The synchronous decision at an explicit time. With `out`, the result is written there instead
+   * of into a new object (the limiter's fast path reads it at once).
+   * @internal
+   */
+  decideAt(
+    nowMs: number,
+    mode: StoreMode,
+    key: string,
+    cost: number,
+    bucket: BucketParams,
+    global: BucketParams | undefined,
+    maxWaitMs: number,
+    out?: StoreResult,
+  ): StoreResult {
+    const slots = this.#slots;
+    let slot = slots.get(key);
+    const scratch = this.#scratch;
+    if (slot === undefined) {
+      scratch.tokens = bucket.capacity;
+      scratch.updatedAtMs = nowMs;
+    } else {
+      scratch.tokens = this.#tokens[slot] as number;
+      scratch.updatedAtMs = this.#updatedAtMs[slot] as number;
+      if (slot !== this.#front) {
+        this.#unlink(slot);
+        this.#pushFront(slot);
+      }
+    }
+    let tokens = tokensAt(scratch, bucket, nowMs);
+    if (tokens > bucket.capacity) tokens = bucket.capacity; // a burst lowered since
+    scratch.tokens = tokens;
+    if (nowMs > scratch.updatedAtMs) scratch.updatedAtMs = nowMs;
+    // (delayUntil's own test, without its second read of the bucket when the tokens are there)
+    const readyInMs = cost - tokens > slackFor(bucket.capacity) ? delayUntil(scratch, bucket, nowMs, cost) : 0;
+    let waitMs = readyInMs;
+    let globalTokens = Number.POSITIVE_INFINITY;
+    let globalReadyInMs = 0;
+    const g = this.#global;
+    if (global !== undefined) {
+      if (Number.isNaN(g.tokens)) {
+        g.tokens = global.capacity;
+        g.updatedAtMs = nowMs;
+      }
+      globalTokens = tokensAt(g, global, nowMs);
+      if (globalTokens > global.capacity) globalTokens = global.capacity;
+      g.tokens = globalTokens;
+      if (nowMs > g.updatedAtMs) g.updatedAtMs = nowMs;
+      globalReadyInMs = cost - globalTokens > slackFor(global.capacity) ? delayUntil(g, global, nowMs, cost) : 0;
+      if (globalReadyInMs > waitMs) waitMs = globalReadyInMs;
+    }
+    const allowed = mode === 'reserve' ? waitMs <= maxWaitMs : waitMs === 0;
+    if (allowed && mode !== 'peek') {
+      tokens -= cost;
+      if (global !== undefined) {
+        globalTokens -= cost;
+        g.tokens = globalTokens;
+      }
+      const updatedAtMs = scratch.updatedAtMs;
+      if (slot === undefined) slot = this.#insert(key, nowMs, bucket);
+      this.#tokens[slot] = tokens;
+      this.#updatedAtMs[slot] = updatedAtMs;
+    }
+    if (out !== undefined) {
+      out.allowed = allowed;
+      out.tokens = tokens;
+      out.globalTokens = globalTokens;
+      out.waitMs = waitMs;
+      out.nowMs = nowMs;
+      out.readyAtMs = nowMs + readyInMs;
+      out.globalReadyAtMs = nowMs + globalReadyInMs;
+      out.source = 'store';
+      return out;
+    }
+    return {
+      allowed,
+      tokens,
+      globalTokens,
+      waitMs,
+      nowMs,
+      readyAtMs: nowMs + readyInMs,
+      globalReadyAtMs: nowMs + globalReadyInMs,
+      source: 'store',
+    };
+  }
+
+  /** {@link decideAt} now, into `out`. @internal */
+  decideNowInto(
+    out: StoreResult,
+    mode: StoreMode,
+    key: string,
+    cost: number,
+    bucket: BucketParams,
+    global: BucketParams | undefined,
+    maxWaitMs: number,
+  ): StoreResult {
+    return this.decideAt(this.#clock.now(), mode, key, cost, bucket, global, maxWaitMs, out);
+  }
+
+  refund(op: StoreOp, result: StoreResult): Promise<void> {
+    this.refundAt(this.#clock.now(), op, result);
+    return Promise.resolve();
+  }
+
+  /** {@link refund} at an explicit time. @internal */
+  refundAt(nowMs: number, op: StoreOp, result: StoreResult): void {
+    const slot = this.#slots.get(op.key);
+    if (slot !== undefined) {
+      const scratch = this.#scratch;
+      scratch.tokens = this.#tokens[slot] as number;
+      scratch.updatedAtMs = this.#updatedAtMs[slot] as number;
+      const tokens = tokensAt(scratch, op.bucket, nowMs);
+      const back = refundable(tokens, nowMs, result.readyAtMs, op.cost, op.bucket);
+      this.#tokens[slot] = Math.min(op.bucket.capacity, tokens + back);
+      if (nowMs > scratch.updatedAtMs) this.#updatedAtMs[slot] = nowMs;
+    }
+    const g = this.#global;
+    if (op.global !== undefined && !Number.isNaN(g.tokens)) {
+      const tokens = tokensAt(g, op.global, nowMs);
+      const back = refundable(tokens, nowMs, result.globalReadyAtMs, op.cost, op.global);
+      g.tokens = Math.min(op.global.capacity, tokens + back);
+      if (nowMs > g.updatedAtMs) g.updatedAtMs = nowMs;
+    }
+  }
+
+  reset(key: string): Promise<void> {
+    this.resetKey(key);
+    return Promise.resolve();
+  }
+
+  /** Synchronous {@link reset}. @internal */
+  resetKey(key: string): void {
+    const slot = this.#slots.get(key);
+    if (slot !== undefined) this.#drop(slot);
+  }
+
+  /** Forgets every key and the global bucket. */
+  clear(): void {
+    this.#slots.clear();
+    this.#keys = [];
+    this.#free = [];
+    this.#used = 0;
+    this.#front = NONE;
+    this.#back = NONE;
+    this.#global.tokens = Number.NaN;
+  }
+
+  /** Gives `key` a slot, making room first if the store is at `maxKeys`. */
+  #insert(key: string, nowMs: number, bucket: BucketParams): number {
+    if (this.#slots.size >= this.maxKeys) this.#makeRoom(nowMs, bucket);
+    let slot = this.#free.pop();
+    if (slot === undefined) {
+      slot = this.#used++;
+      if (slot >= this.#tokens.length) this.#grow();
+    }
+    this.#slots.set(key, slot);
+    this.#keys[slot] = key;
+    this.#pushFront(slot);
+    this.#insertsSinceSweep++;
+    return slot;
+  }
+
+  #makeRoom(nowMs: number, bucket: BucketParams): void {
+    if (this.#insertsSinceSweep >= this.#sweepEvery) {
+      this.#insertsSinceSweep = 0;
+      const scratch = this.#scratch;
+      const capacity = bucket.capacity;
+      const keys = this.#keys;
+      for (let slot = 0; slot < this.#used; slot++) {
+        if (keys[slot] === undefined) continue;
+        scratch.tokens = this.#tokens[slot] as number;
+        scratch.updatedAtMs = this.#updatedAtMs[slot] as number;
+        if (tokensAt(scratch, bucket, nowMs) >= capacity) {
+          this.#drop(slot);
+          this.evictions.full++;
+        }
+      }
+      if (this.#slots.size < this.maxKeys) return;
+    }
+    if (this.#back === NONE) return;
+    this.#drop(this.#back);
+    this.evictions.leastRecentlyUsed++;
+  }
+
+  /** Forgets a live slot's key and frees the slot. */
+  #drop(slot: number): void {
+    this.#slots.delete(this.#keys[slot] as string);
+    this.#keys[slot] = undefined;
+    this.#unlink(slot);
+    this.#free.push(slot);
+  }
+
+  #pushFront(slot: number): void {
+    const front = this.#front;
+    this.#older[slot] = front;
+    this.#newer[slot] = NONE;
+    if (front === NONE) this.#back = slot;
+    else this.#newer[front] = slot;
+    this.#front = slot;
+  }
+
+  #unlink(slot: number): void {
+    const newer = this.#newer[slot] as number;
+    const older = this.#older[slot] as number;
+    if (newer === NONE) this.#front = older;
+    else this.#older[newer] = older;
+    if (older === NONE) this.#back = newer;
+    else this.#newer[older] = newer;
+  }
+
+  #grow(): void {
+    const length = Math.min(this.maxKeys, this.#tokens.length * 2);
+    const tokens = new Float64Array(length);
+    tokens.set(this.#tokens);
+    const updatedAtMs = new Float64Array(length);
+    updatedAtMs.set(this.#updatedAtMs);
+    this.#tokens = tokens;
+    this.#updatedAtMs = updatedAtMs;
+    const newer = new Int32Array(length);
+    newer.set(this.#newer);
+    const older = new Int32Array(length);
+    older.set(this.#older);
+    this.#newer = newer;
+    this.#older = older;
+  }
+}

@@ -1,0 +1,539 @@
+/**
+ * RedisStore: keyed buckets in Redis, shared by every instance of a fleet.
+ *
+ * One decision is one script call (`EVALSHA`; `EVAL` when Redis answers
+ * `NOSCRIPT`, after a restart or a fail-over). The script (redis-script.ts) is
+ * the meter's arithmetic in Lua with the time from Redis's `TIME`, so
+ * instances with skewed clocks agree, and it expires each bucket when it would
+ * be full again, so idle keys vanish. Redis runs a script atomically: two
+ * concurrent decisions from any number of processes never spend the same token.
+ *
+ * Batching. Decisions asked for while others are on the wire are collected
+ * and sent together as ONE script call (up to 128 decisions), so calls in
+ * flight at once do not each pay a round trip and a script invocation. When
+ * nothing is in flight a decision is sent at the next microtask, so a lone
+ * call waits for nothing. In a cluster a batch holds only decisions for one
+ * slot (the store computes Redis's slot rule itself).
+ *
+ * Key layout (prefix `p`, default `tokenpace`):
+ *
+ * - without a global limit: `p:k:<key>`, no hash tag, so keys spread over a
+ *   cluster's slots and nodes;
+ * - with a global limit: `{p}:k:<key>` and the global bucket `{p}:g`. A
+ *   decision must read and charge both atomically, and a script may only
+ *   touch keys of one slot, so the hash tag `{p}` puts every key of the
+ *   limiter in the one slot of the global bucket. The price: in a cluster,
+ *   one node serves this whole limiter (replicas give fail-over, not
+ *   scale-out). A limit shared by every key is a single counter, so exactness
+ *   and one slot go together; split traffic over several prefixes, each with
+ *   its share of the global rate, to spread it.
+ *
+ * Failure policy. Each call is bounded by `timeoutMs`. When Redis fails or
+ * does not answer in time, the store decides by `onError`: `'allow'` admits
+ * (fail-open), `'deny'` refuses (fail-closed), `'local'` decides with an
+ * in-memory bucket per instance (each instance then admits up to the full
+ * limit on its own). The store then stops sending decisions to Redis (each
+ * would wait out the timeout) and answers by the policy at once, while one
+ * `PING` at a time probes Redis every `probeIntervalMs`; the first answer
+ * restores normal service. Both transitions are events (`degraded`,
+ * `recovered`), and every failed call is a `failure` event: never silent.
+ *
+ * A call that timed out may still reach Redis later (a paused server
+ * resumes, a client's offline queue flushes) and be counted there: that errs
+ * on the strict side, never the lenient one.
+ */
+
+import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { type Clock, systemClock } from '../clock.js';
+import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
+import { clusterSlot } from './cluster-slot.js';
+import { MemoryStore } from './memory-store.js';
+import { KEYED_SCRIPT } from './redis-script.js';
+import type { KeyedStore, StoreOp, StoreResult } from './store.js';
+
+/** The subset of an `ioredis` client (or `Cluster`) that RedisStore uses. */
+export interface IoredisLikeClient {
+  evalsha(sha: string, numKeys: number, ...args: string[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...args: string[]): Promise<unknown>;
+  del(...keys: string[]): Promise<unknown>;
+  ping(): Promise<unknown>;
+  /** `true` on an ioredis `Cluster`. */
+  isCluster?: boolean;
+}
+
+/** The subset of a `redis` (node-redis) client (or cluster) that RedisStore uses. */
+export interface NodeRedisLikeClient {
+  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  del(keys: string | string[]): Promise<unknown>;
+  ping(): Promise<unknown>;
+}
+
+/** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */
+export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
+
+/** What to do when Redis fails or does not answer within `timeoutMs`. */
+export type FailurePolicy = 'allow' | 'deny' | 'local';
+
+/** Options for {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /** A connected ioredis or node-redis client (single node or cluster). Neither library is a dependency. */
+  client: RedisClientLike;
+  /**
+   * Namespace of the keys; must not contain `{` or `}`. Use one per limiter.
+   * @default 'tokenpace'
+   */
+  prefix?: string;
+  /** Fail-open (`'allow'`), fail-closed (`'deny'`), or an in-memory bucket per instance (`'local'`). Required. */
+  onError: FailurePolicy;
+  /**
+   * The longest a decision waits for Redis before the policy decides, ms. Minimum 1.
+   * @default 200
+   */
+  timeoutMs?: number;
+  /** How often a failed Redis is probed with PING, ms. @default 250 */
+  probeIntervalMs?: number;
+  /** Whether `client` is a cluster (batches are then split by slot). @default detected from the client */
+  cluster?: boolean;
+  /** Timers (timeouts, probes) and the `'local'` policy's time. @default systemClock */
+  clock?: Clock;
+  /** The most keys the `'local'` policy keeps. @default 100_000 */
+  localMaxKeys?: number;
+  /**
+   * Replaces Redis's `TIME` with this clock's milliseconds: for tests and simulations on a virtual
+   * clock only. A fleet leaves it unset, so every instance uses the server's time. (Redis expires keys
+   * in its own time, so with a virtual clock a key lives at least a minute.)
+   */
+  now?: () => number;
+}
+
+/** The events a RedisStore emits. */
+export interface RedisStoreEvents {
+  /** Redis stopped answering: decisions now follow the policy. */
+  degraded: [{ error: Error; policy: FailurePolicy }];
+  /** Redis answers again; `downMs` is how long decisions followed the policy. */
+  recovered: [{ downMs: number }];
+  /** A call to Redis failed or timed out (also while degraded, for probes). */
+  failure: [{ error: Error; operations: number }];
+}
+
+/** Counters a RedisStore keeps. */
+export interface RedisStoreStats {
+  /** Decisions made by Redis. */
+  decisions: number;
+  /** Script calls sent (a batch is one call). */
+  calls: number;
+  /** Decisions made by the failure policy. */
+  byPolicy: number;
+  /** Failed or timed-out calls and probes. */
+  failures: number;
+}
+
+/** The default bound on one call to Redis. */
+export const DEFAULT_TIMEOUT_MS = 200;
+/** Retry-after given with a `'deny'` decision. */
+export const DENY_RETRY_AFTER_MS = 1000;
+const MAX_BATCH = 128;
+/** With a virtual clock (`now`), keys live at least this long in Redis's real time. */
+const VIRTUAL_CLOCK_MIN_TTL_MS = 60_000;
+
+interface Pending {
+  op: StoreOp;
+  /** Set for a cancel: the reservation whose tokens go back. */
+  cancel: StoreResult | undefined;
+  resolve: (result: StoreResult) => void;
+}
+
+/** The SHA-1 of the script, computed when the first RedisStore is made. */
+let scriptSha: string | undefined;
+
+/**
+ * Keyed token buckets in Redis, shared by a fleet, with an explicit failure policy.
+ *
+ * @example
+ * import { Redis } from 'ioredis';
+ * const store = new RedisStore({ client: new Redis(), onError: 'local', timeoutMs: 100 });
+ * store.on('degraded', ({ error }) => log.warn({ error }, 'rate limits are per instance until Redis is back'));
+ * const limiter = new KeyedLimiter({ rate: '100/min', burst: 20, store });
+ */
+export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedStore {
+  readonly prefix: string;
+  readonly policy: FailurePolicy;
+  readonly timeoutMs: number;
+  readonly probeIntervalMs: number;
+  readonly stats: RedisStoreStats = { decisions: 0, calls: 0, byPolicy: 0, failures: 0 };
+  readonly #client: RedisClientLike;
+  readonly #nodeRedis: boolean;
+  readonly #cluster: boolean;
+  readonly #clock: Clock;
+  readonly #now: (() => number) | undefined;
+  readonly #sha: string;
+  readonly #local: MemoryStore | undefined;
+  #pending: Pending[] = [];
+  #flushScheduled = false;
+  #inFlight = 0;
+  #degradedSinceMs: number | undefined;
+  #probeTimer: unknown;
+  #probing = false;
+  #closed = false;
+
+  constructor(options: RedisStoreOptions) {
+    super();
+    const { client } = options;
+    const nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
+    if (!nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
+      throw new InvalidOptionError(
+        'client',
+        client,
+        'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
+      );
+    }
+    if (!(options.onError === 'allow' || options.onError === 'deny' || options.onError === 'local')) {
+      throw new InvalidOptionError(
+        'onError',
+        options.onError,
+        `Expected \`onError\` to be 'allow' (fail-open), 'deny' (fail-closed) or 'local' (in-memory per instance), got ${String(options.onError)}`,
+      );
+    }
+    const prefix = options.prefix ?? 'tokenpace';
+    if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
+      throw new InvalidOptionError(
+        'prefix',
+        prefix,
+        `Expected \`prefix\` to be a non-empty string without { or }, got ${JSON.stringify(prefix)}`,
+      );
+    }
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!(timeoutMs >= 1 && timeoutMs < Number.POSITIVE_INFINITY)) {
+      throw new InvalidOptionError(
+        'timeoutMs',
+        timeoutMs,
+        `Expected \`timeoutMs\` to be a finite number >= 1, got ${timeoutMs}`,
+      );
+    }
+    const probeIntervalMs = options.probeIntervalMs ?? 250;
+    if (!(probeIntervalMs >= 1 && probeIntervalMs < Number.POSITIVE_INFINITY)) {
+      throw new InvalidOptionError(
+        'probeIntervalMs',
+        probeIntervalMs,
+        `Expected \`probeIntervalMs\` to be a finite number >= 1, got ${probeIntervalMs}`,
+      );
+    }
+    this.#client = client;
+    this.#nodeRedis = nodeRedis;
+    this.#cluster = options.cluster ?? isClusterClient(client);
+    this.prefix = prefix;
+    this.policy = options.onError;
+    this.timeoutMs = timeoutMs;
+    this.probeIntervalMs = probeIntervalMs;
+    this.#clock = options.clock ?? systemClock;
+    this.#now = options.now;
+    this.#sha = scriptSha ?? sha1(KEYED_SCRIPT);
+    scriptSha = this.#sha;
+    this.#local =
+      this.policy === 'local' ? new MemoryStore({ clock: this.#clock, maxKeys: options.localMaxKeys }) : undefined;
+  }
+
+  /** False while decisions follow the failure policy. */
+  get healthy(): boolean {
+    return this.#degradedSinceMs === undefined;
+  }
+
+  /** The Redis key that holds `key`'s bucket (with a global limit: `{prefix}:k:<key>`). */
+  keyFor(key: string, global: boolean): string {
+    return global ? `{${this.prefix}}:k:${key}` : `${this.prefix}:k:${key}`;
+  }
+
+  /** The Redis key of the global bucket. */
+  get globalKey(): string {
+    return `{${this.prefix}}:g`;
+  }
+
+  decide(op: StoreOp): Promise<StoreResult> {
+    if (this.#degradedSinceMs !== undefined || this.#closed) return Promise.resolve(this.#byPolicy(op));
+    return new Promise<StoreResult>((resolve) => this.#enqueue({ op, cancel: undefined, resolve }));
+  }
+
+  refund(op: StoreOp, result: StoreResult): Promise<void> {
+    if (result.source === 'local') return (this.#local as MemoryStore).refund(op, result);
+    if (result.source !== 'store' || this.#degradedSinceMs !== undefined) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.#enqueue({ op, cancel: result, resolve: () => resolve() });
+    });
+  }
+
+  async reset(key: string): Promise<void> {
+    this.#local?.resetKey(key);
+    const keys = [this.keyFor(key, false), this.keyFor(key, true)];
+    await this.#withTimeout(this.#cluster ? Promise.all(keys.map((k) => this.#del([k]))) : this.#del(keys)).catch(
+      (error: unknown) => {
+        throw new StoreUnavailableError(
+          `could not reset key ${JSON.stringify(key)} in Redis: ${errorOf(error).message}`,
+          {
+            cause: error,
+          },
+        );
+      },
+    );
+  }
+
+  /** Stops probing and answers every later decision by the policy. Does not close the client (it is yours). */
+  close(): void {
+    this.#closed = true;
+    if (this.#probeTimer !== undefined) this.#clock.clearTimeout(this.#probeTimer);
+    this.#probeTimer = undefined;
+  }
+
+  #enqueue(pending: Pending): void {
+    this.#pending.push(pending);
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    // Nothing on the wire: send at the next microtask. Otherwise gather what the
+    // replies arriving now trigger, and send it as one batch.
+    if (this.#inFlight === 0) queueMicrotask(() => this.#flush());
+    else setImmediate(() => this.#flush());
+  }
+
+  #flush(): void {
+    this.#flushScheduled = false;
+    const all = this.#pending;
+    this.#pending = [];
+    if (this.#degradedSinceMs !== undefined) {
+      for (const p of all) p.resolve(p.cancel !== undefined ? p.cancel : this.#byPolicy(p.op));
+      return;
+    }
+    // One script call serves decisions that share their buckets' parameters (a live setRate makes
+    // new ones) and, in a cluster, their slot. Almost always that is every pending decision.
+    const first = all[0] as Pending;
+    let uniform = !this.#cluster;
+    for (let i = 1; uniform && i < all.length; i++) {
+      const { op } = all[i] as Pending;
+      uniform = op.bucket === first.op.bucket && op.global === first.op.global;
+    }
+    if (uniform) {
+      for (let i = 0; i < all.length; i += MAX_BATCH) this.#send(all.slice(i, i + MAX_BATCH));
+      return;
+    }
+    const groups = new Map<string, Pending[]>();
+    const ids = new Map<object, number>();
+    const id = (o: object | undefined) => {
+      if (o === undefined) return -1;
+      let n = ids.get(o);
+      if (n === undefined) {
+        n = ids.size;
+        ids.set(o, n);
+      }
+      return n;
+    };
+    for (const p of all) {
+      const slot = this.#cluster ? clusterSlot(this.keyFor(p.op.key, p.op.global !== undefined)) : 0;
+      const groupKey = `${slot}/${id(p.op.bucket)}/${id(p.op.global)}`;
+      let group = groups.get(groupKey);
+      if (group === undefined) {
+        group = [];
+        groups.set(groupKey, group);
+      }
+      group.push(p);
+    }
+    for (const group of groups.values()) {
+      for (let i = 0; i < group.length; i += MAX_BATCH) this.#send(group.slice(i, i + MAX_BATCH));
+    }
+  }
+
+  #send(batch: Pending[]): void {
+    const { bucket, global } = (batch[0] as Pending).op;
+    const hasGlobal = global !== undefined;
+    const keys: string[] = hasGlobal ? [this.globalKey] : [];
+    const args: string[] = [
+      String(batch.length),
+      this.#now === undefined ? '' : String(this.#now()),
+      this.#now === undefined ? '0' : String(VIRTUAL_CLOCK_MIN_TTL_MS),
+      String(bucket.ratePerSecond),
+      String(bucket.capacity),
+      hasGlobal ? String(global.ratePerSecond) : '',
+      hasGlobal ? String(global.capacity) : '',
+    ];
+    for (const { op, cancel } of batch) {
+      keys.push(this.keyFor(op.key, hasGlobal));
+      if (cancel !== undefined) {
+        args.push('c', String(op.cost), String(cancel.readyAtMs), String(cancel.globalReadyAtMs));
+      } else if (op.mode === 'reserve') {
+        args.push('r', String(op.cost), op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs));
+      } else {
+        args.push(op.mode === 'try' ? 't' : 'p', String(op.cost));
+      }
+    }
+    this.#inFlight++;
+    this.stats.calls++;
+    this.#withTimeout(this.#run(keys, args)).then(
+      (reply) => {
+        this.#inFlight--;
+        const perOp = hasGlobal ? 5 : 3;
+        if (!Array.isArray(reply) || reply.length !== 1 + batch.length * perOp) {
+          const got = Array.isArray(reply) ? `${reply.length} values` : typeof reply;
+          this.#failed(
+            new StoreUnavailableError(
+              `unexpected reply from the rate-limit script: expected ${1 + batch.length * perOp} values, got ${got}`,
+            ),
+            batch,
+          );
+          return;
+        }
+        this.stats.decisions += batch.length;
+        const nowMs = Number(reply[0]);
+        for (let i = 0, at = 1; i < batch.length; i++, at += perOp) {
+          const readyInMs = Number(reply[at + 2]);
+          const globalReadyInMs = hasGlobal ? Number(reply[at + 4]) : 0;
+          (batch[i] as Pending).resolve({
+            allowed: reply[at] === '1',
+            tokens: Number(reply[at + 1]),
+            globalTokens: hasGlobal ? Number(reply[at + 3]) : Number.POSITIVE_INFINITY,
+            waitMs: Math.max(readyInMs, globalReadyInMs),
+            nowMs,
+            readyAtMs: nowMs + readyInMs,
+            globalReadyAtMs: nowMs + globalReadyInMs,
+            source: 'store',
+          });
+        }
+      },
+      (error: unknown) => {
+        this.#inFlight--;
+        this.#failed(errorOf(error), batch);
+      },
+    );
+  }
+
+  /** EVALSHA, and EVAL if the server does not know the script (a restart, a fail-over, a new node). */
+  async #run(keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await this.#eval(true, keys, args);
+    } catch (error) {
+      if (!/NOSCRIPT/.test(errorOf(error).message)) throw error;
+      return this.#eval(false, keys, args);
+    }
+  }
+
+  #eval(bySha: boolean, keys: string[], args: string[]): Promise<unknown> {
+    if (this.#nodeRedis) {
+      const client = this.#client as NodeRedisLikeClient;
+      const options = { keys, arguments: args };
+      return bySha ? client.evalSha(this.#sha, options) : client.eval(KEYED_SCRIPT, options);
+    }
+    const client = this.#client as IoredisLikeClient;
+    return bySha
+      ? client.evalsha(this.#sha, keys.length, ...keys, ...args)
+      : client.eval(KEYED_SCRIPT, keys.length, ...keys, ...args);
+  }
+
+  #del(keys: string[]): Promise<unknown> {
+    return this.#nodeRedis
+      ? (this.#client as NodeRedisLikeClient).del(keys)
+      : (this.#client as IoredisLikeClient).del(...keys);
+  }
+
+  /** Settles with `promise`, or rejects after `timeoutMs`; a late settlement is absorbed (never unhandled). */
+  #withTimeout<T>(promise: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = this.#clock.setTimeout(() => {
+        reject(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
+      }, this.timeoutMs);
+      promise.then(
+        (value) => {
+          this.#clock.clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.#clock.clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  #failed(error: Error, batch: Pending[]): void {
+    this.stats.failures++;
+    this.emit('failure', { error, operations: batch.length });
+    this.#degrade(error);
+    for (const p of batch) p.resolve(p.cancel !== undefined ? p.cancel : this.#byPolicy(p.op));
+  }
+
+  #degrade(error: Error): void {
+    if (this.#degradedSinceMs !== undefined) return;
+    this.#degradedSinceMs = this.#clock.now();
+    this.emit('degraded', { error, policy: this.policy });
+    this.#scheduleProbe();
+  }
+
+  #scheduleProbe(): void {
+    if (this.#closed || this.#probeTimer !== undefined) return;
+    this.#probeTimer = this.#clock.setTimeout(() => {
+      this.#probeTimer = undefined;
+      this.#probe();
+    }, this.probeIntervalMs);
+    unref(this.#probeTimer);
+  }
+
+  #probe(): void {
+    if (this.#probing || this.#closed || this.#degradedSinceMs === undefined) return;
+    this.#probing = true;
+    this.#withTimeout(this.#client.ping()).then(
+      () => {
+        this.#probing = false;
+        if (this.#degradedSinceMs === undefined) return;
+        const downMs = this.#clock.now() - this.#degradedSinceMs;
+        this.#degradedSinceMs = undefined;
+        this.emit('recovered', { downMs });
+      },
+      (error: unknown) => {
+        this.#probing = false;
+        this.stats.failures++;
+        this.emit('failure', { error: errorOf(error), operations: 0 });
+        this.#scheduleProbe();
+      },
+    );
+  }
+
+  #byPolicy(op: StoreOp): StoreResult {
+    this.stats.byPolicy++;
+    if (this.#degradedSinceMs === undefined && !this.#closed) this.#degrade(new StoreUnavailableError('Redis failed'));
+    if (this.policy === 'local') {
+      const local = this.#local as MemoryStore;
+      const result = local.decideNow(op.mode, op.key, op.cost, op.bucket, op.global, op.maxWaitMs);
+      result.source = 'local';
+      return result;
+    }
+    const now = this.#clock.now();
+    const allowed = this.policy === 'allow';
+    return {
+      allowed,
+      tokens: allowed ? op.bucket.capacity : 0,
+      globalTokens: Number.POSITIVE_INFINITY,
+      waitMs: allowed ? 0 : DENY_RETRY_AFTER_MS,
+      nowMs: now,
+      readyAtMs: now,
+      globalReadyAtMs: now,
+      source: this.policy,
+    };
+  }
+}
+
+function isClusterClient(client: RedisClientLike): boolean {
+  if ((client as IoredisLikeClient).isCluster === true) return true;
+  return typeof client === 'object' && client !== null && 'masters' in client && 'nodeByAddress' in client;
+}
+
+function errorOf(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+function unref(handle: unknown): void {
+  if (typeof handle === 'object' && handle !== null && 'unref' in handle) {
+    const { unref } = handle as { unref: unknown };
+    if (typeof unref === 'function') unref.call(handle);
+  }
+}
+
+function sha1(text: string): string {
+  return createHash('sha1').update(text).digest('hex');
+}

@@ -1,0 +1,107 @@
+/**
+ * A real three-node Redis Cluster, started by this file
+ * (`redis-server --cluster-enabled yes` on free ports, `redis-cli --cluster create`):
+ * the contract suite through both clients' cluster modes, keys spread over the
+ * nodes without a global limit, and in one slot with one.
+ */
+
+import { Cluster, Redis } from 'ioredis';
+import { createCluster } from 'redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clusterSlot } from '../../src/keyed/cluster-slot.js';
+import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
+import { RedisStore } from '../../src/keyed/redis-store.js';
+import { type RedisCluster, startRedisCluster } from '../helpers/redis-server.js';
+import { storeContract } from './contract.js';
+
+let cluster: RedisCluster;
+let ioCluster: Cluster;
+let nodeCluster: ReturnType<typeof createCluster>;
+let n = 0;
+
+beforeAll(async () => {
+  cluster = await startRedisCluster();
+  ioCluster = new Cluster(cluster.seeds);
+  await new Promise<void>((resolve, reject) => {
+    ioCluster.once('ready', () => resolve());
+    ioCluster.once('error', reject);
+  });
+  nodeCluster = createCluster({ rootNodes: cluster.seeds.map((s) => ({ url: `redis://${s.host}:${s.port}` })) });
+  nodeCluster.on('error', () => {});
+  await nodeCluster.connect();
+}, 30_000);
+
+afterAll(async () => {
+  ioCluster?.disconnect();
+  await nodeCluster?.close();
+  await cluster?.stop();
+});
+
+/** Keys held by each node. */
+async function keysPerNode(pattern: string): Promise<number[]> {
+  const counts = [];
+  for (const node of cluster.nodes) {
+    const client = new Redis({ port: node.port, host: '127.0.0.1' });
+    counts.push((await client.keys(pattern)).length);
+    client.disconnect();
+  }
+  return counts;
+}
+
+storeContract(
+  'RedisStore (ioredis Cluster)',
+  (now) => new RedisStore({ client: ioCluster, prefix: `cc-io-${++n}`, onError: 'deny', now, timeoutMs: 1000 }),
+);
+storeContract(
+  'RedisStore (node-redis cluster)',
+  (now) => new RedisStore({ client: nodeCluster, prefix: `cc-nr-${++n}`, onError: 'deny', now, timeoutMs: 1000 }),
+);
+
+describe('RedisStore on a three-node cluster', () => {
+  it("computes Redis's slot for a key, hash tags included", async () => {
+    const probe = new Redis({ port: cluster.nodes[0]?.port, host: '127.0.0.1' });
+    for (const key of [
+      'tokenpace:k:user:1',
+      '{tokenpace}:k:user:1',
+      '{tokenpace}:g',
+      'a{}b',
+      'a{b}c{d}',
+      'é€',
+      '{',
+      '}{x}',
+    ]) {
+      expect(clusterSlot(key)).toBe(Number(await probe.call('cluster', 'keyslot', key)));
+    }
+    probe.disconnect();
+  });
+
+  for (const [name, client] of [
+    ['ioredis', () => ioCluster],
+    ['node-redis', () => nodeCluster],
+  ] as const) {
+    it(`${name}: without a global limit, keys spread over every node; 300 concurrent decisions are exact`, async () => {
+      const prefix = `spread-${name}`;
+      const store = new RedisStore({ client: client(), prefix, onError: 'deny', timeoutMs: 2000 });
+      const failures: string[] = [];
+      store.on('failure', ({ error }) => failures.push(error.message));
+      const limiter = new KeyedLimiter({ rate: 0.001, burst: 2, store });
+      const decisions = await Promise.all(Array.from({ length: 300 }, (_, i) => limiter.tryTake(`user:${i % 100}`)));
+      expect(failures).toEqual([]);
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(200);
+      const perNode = await keysPerNode(`${prefix}:k:*`);
+      expect(perNode.reduce((a, b) => a + b, 0)).toBe(100);
+      for (const count of perNode) expect(count).toBeGreaterThan(10);
+    });
+
+    it(`${name}: with a global limit, every key and the global bucket share one slot; the global is exact`, async () => {
+      const prefix = `global-${name}`;
+      const store = new RedisStore({ client: client(), prefix, onError: 'deny', timeoutMs: 2000 });
+      const limiter = new KeyedLimiter({ rate: 0.001, burst: 5, global: { rate: 0.001, burst: 120 }, store });
+      const decisions = await Promise.all(Array.from({ length: 400 }, (_, i) => limiter.tryTake(`user:${i % 50}`)));
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(120);
+      const perNode = await keysPerNode(`{${prefix}}:*`);
+      expect(perNode.filter((c) => c > 0)).toHaveLength(1);
+      expect(perNode.reduce((a, b) => a + b, 0)).toBe(51); // 50 keys + the global bucket
+    });
+  }
+});

@@ -1,0 +1,137 @@
+/**
+ * Fault tests against a real redis-server that this file starts, kills,
+ * pauses (SIGSTOP/SIGCONT) and restarts: each failure policy answers within
+ * its timeout, says so through events, and recovers by itself, with no
+ * unhandled rejection. Times are real, so the bounds are generous.
+ */
+
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isTokenpaceError } from '../../src/errors.js';
+import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
+import { type FailurePolicy, type RedisClientLike, RedisStore } from '../../src/keyed/redis-store.js';
+import { type RedisServer, startRedis } from '../helpers/redis-server.js';
+
+const TIMEOUT_MS = 100;
+/** Room for a loaded machine: an answer "within the timeout" must come within this. */
+const SLACK_MS = 400;
+
+let server: RedisServer;
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown) => unhandled.push(reason);
+
+beforeAll(async () => {
+  server = await startRedis();
+  process.on('unhandledRejection', onUnhandled);
+});
+afterAll(async () => {
+  process.off('unhandledRejection', onUnhandled);
+  await server.stop();
+});
+
+interface Client {
+  client: RedisClientLike;
+  close(): Promise<void>;
+}
+
+async function ioredisClient(): Promise<Client> {
+  // the client's defaults: its own reconnect back-off and offline queue
+  const client = new Redis({ port: server.port, host: '127.0.0.1' });
+  client.on('error', () => {});
+  await new Promise<void>((resolve) => client.once('ready', () => resolve()));
+  return { client, close: async () => client.disconnect() };
+}
+
+async function nodeRedisClient(): Promise<Client> {
+  const client = createClient({ socket: { port: server.port, host: '127.0.0.1' } });
+  client.on('error', () => {});
+  await client.connect();
+  return { client, close: async () => client.destroy() };
+}
+
+async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function timed<T>(promise: Promise<T>): Promise<{ value: T; ms: number }> {
+  const start = performance.now();
+  const value = await promise;
+  return { value, ms: performance.now() - start };
+}
+
+function expectByPolicy(policy: FailurePolicy, allowed: boolean[]): void {
+  if (policy === 'allow') expect(allowed).toEqual([true, true, true, true, true]);
+  if (policy === 'deny') expect(allowed).toEqual([false, false, false, false, false]);
+  // 'local': a fresh in-memory bucket of burst 3 for this instance
+  if (policy === 'local') expect(allowed).toEqual([true, true, true, false, false]);
+}
+
+const clients = { ioredis: ioredisClient, 'node-redis': nodeRedisClient };
+
+describe.each(Object.entries(clients))('RedisStore failures with %s', (_name, connect) => {
+  for (const policy of ['allow', 'deny', 'local'] as const) {
+    it(`onError '${policy}': killed, then restarted; paused, then resumed`, async () => {
+      const { client, close } = await connect();
+      const store = new RedisStore({
+        client,
+        prefix: `faults-${policy}-${_name}`,
+        onError: policy,
+        timeoutMs: TIMEOUT_MS,
+        probeIntervalMs: 50,
+      });
+      const events: string[] = [];
+      store.on('degraded', ({ policy: p }) => events.push(`degraded:${p}`));
+      store.on('recovered', () => events.push('recovered'));
+      let failures = 0;
+      store.on('failure', () => failures++);
+      const limiter = new KeyedLimiter({ rate: 0.01, burst: 3, store });
+      const k = `key-${Date.now()}`;
+      expect((await limiter.tryTake(k)).allowed).toBe(true);
+      expect(store.healthy).toBe(true);
+
+      for (const fault of ['kill', 'pause'] as const) {
+        if (fault === 'kill') server.signal('SIGKILL');
+        else server.signal('SIGSTOP');
+        await new Promise((r) => setTimeout(r, 20));
+        // The first decision after the fault waits at most the timeout (a pause) or fails at once (a kill).
+        const first = await timed(limiter.tryTake(`${k}-${fault}`));
+        expect(first.ms).toBeLessThan(TIMEOUT_MS + SLACK_MS);
+        expect(store.healthy).toBe(false);
+        // Degraded: the rest are decided by the policy at once.
+        const rest = await timed(Promise.all([1, 2, 3, 4].map(() => limiter.tryTake(`${k}-${fault}`))));
+        expect(rest.ms).toBeLessThan(SLACK_MS);
+        expectByPolicy(policy, [first.value.allowed, ...rest.value.map((d) => d.allowed)]);
+        if (policy === 'deny') expect(first.value.retryAfterMs).toBeGreaterThan(0);
+        // take() follows the policy too
+        const taken = limiter.take(`${k}-${fault}-take`).then(
+          () => 'admitted',
+          (e: unknown) => (isTokenpaceError(e, 'ERR_STORE_UNAVAILABLE') ? 'unavailable' : String(e)),
+        );
+        expect(await taken).toBe(policy === 'deny' ? 'unavailable' : 'admitted');
+        expect(events.at(-1)).toBe(`degraded:${policy}`);
+
+        if (fault === 'kill') await server.restart();
+        else server.signal('SIGCONT');
+        await until(() => store.healthy, 5000, 'recovery');
+        expect(events.at(-1)).toBe('recovered');
+        // Back to Redis: the key charged before the fault is still charged after a pause,
+        // and starts over after a restart (the server keeps nothing).
+        const before = store.stats.decisions;
+        const after = await limiter.tryTake(k);
+        expect(store.stats.decisions).toBe(before + 1);
+        expect(after.remaining).toBe(fault === 'kill' ? 2 : 1);
+      }
+      expect(failures).toBeGreaterThanOrEqual(2);
+      expect(events.filter((e) => e === 'recovered')).toHaveLength(2);
+      store.close();
+      await close();
+      await new Promise((r) => setTimeout(r, 50));
+      expect(unhandled).toEqual([]);
+    }, 20_000);
+  }
+});

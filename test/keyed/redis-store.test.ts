@@ -1,0 +1,217 @@
+import fc from 'fast-check';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
+import { MemoryStore } from '../../src/keyed/memory-store.js';
+import { RedisStore } from '../../src/keyed/redis-store.js';
+import type { StoreMode, StoreOp } from '../../src/keyed/store.js';
+import { manualClock } from '../helpers/fake-clock.js';
+
+const port = inject('redisPort');
+const ioredis = new Redis({ port, host: '127.0.0.1', lazyConnect: true });
+const nodeRedis = createClient({ socket: { port, host: '127.0.0.1' } });
+let n = 0;
+const prefix = () => `rs-${process.pid}-${++n}`;
+
+beforeAll(async () => {
+  await ioredis.connect();
+  await nodeRedis.connect();
+});
+afterAll(async () => {
+  ioredis.disconnect();
+  await nodeRedis.close();
+});
+
+describe('RedisStore', () => {
+  it('the Lua script and the memory store agree to the last bit on any sequence of operations', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 1000 }),
+        fc.integer({ min: 1, max: 300 }),
+        fc.boolean(),
+        fc.array(
+          fc.record({
+            dt: fc.oneof(fc.integer({ min: 0, max: 3000 }), fc.double({ min: -50, max: 500, noNaN: true })),
+            key: fc.constantFrom('a', 'b', '__proto__'),
+            cost: fc.double({ min: 0, max: 1, noNaN: true }),
+            mode: fc.constantFrom<StoreMode | 'cancel'>('try', 'reserve', 'peek', 'cancel'),
+            maxWaitMs: fc.oneof(fc.constant(Number.POSITIVE_INFINITY), fc.integer({ min: 0, max: 2000 })),
+          }),
+          { maxLength: 40 },
+        ),
+        async (rate, burst, withGlobal, steps) => {
+          const clock = manualClock(1_700_000_000_000);
+          const memory = new MemoryStore({ clock });
+          const redis = new RedisStore({ client: ioredis, prefix: prefix(), onError: 'deny', now: () => clock.now() });
+          const bucket = { ratePerSecond: rate, capacity: burst };
+          const global = withGlobal ? { ratePerSecond: rate * 2, capacity: burst * 1.5 } : undefined;
+          let lastReserve:
+            | {
+                op: StoreOp;
+                m: Awaited<ReturnType<MemoryStore['decide']>>;
+                r: Awaited<ReturnType<RedisStore['decide']>>;
+              }
+            | undefined;
+          for (const step of steps) {
+            clock.set(clock.now() + step.dt);
+            const cost = step.cost * burst;
+            if (step.mode === 'cancel') {
+              if (lastReserve === undefined) continue;
+              await memory.refund(lastReserve.op, lastReserve.m);
+              await redis.refund(lastReserve.op, lastReserve.r);
+              lastReserve = undefined;
+              continue;
+            }
+            const op: StoreOp = { mode: step.mode, key: step.key, cost, bucket, global, maxWaitMs: step.maxWaitMs };
+            const m = await memory.decide(op);
+            const r = await redis.decide(op);
+            expect(r).toEqual(m);
+            if (op.mode === 'reserve' && m.allowed) lastReserve = { op, m, r };
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('a batch of concurrent decisions equals the same decisions made one by one in memory', async () => {
+    for (const client of [ioredis, nodeRedis]) {
+      const clock = manualClock(1_000_000);
+      const memory = new MemoryStore({ clock });
+      const redis = new RedisStore({ client, prefix: prefix(), onError: 'deny', now: () => clock.now() });
+      const bucket = { ratePerSecond: 3, capacity: 7 };
+      const global = { ratePerSecond: 10, capacity: 40 };
+      for (let round = 0; round < 3; round++) {
+        const ops: StoreOp[] = Array.from({ length: 150 }, (_, i) => ({
+          mode: (['try', 'reserve', 'peek'] as const)[i % 3] as StoreMode,
+          key: `k${(i * 7) % 11}`,
+          cost: 1 + (i % 4) / 2,
+          bucket,
+          global,
+          maxWaitMs: i % 5 === 0 ? Number.POSITIVE_INFINITY : 400,
+        }));
+        const batched = await Promise.all(ops.map((op) => redis.decide(op)));
+        const oneByOne = [];
+        for (const op of ops) oneByOne.push(await memory.decide(op));
+        expect(batched).toEqual(oneByOne);
+        expect(batched.filter((r) => r.allowed).length).toBeGreaterThan(5);
+        clock.advance(1500);
+      }
+      expect(redis.stats.calls).toBeLessThan(10);
+    }
+  });
+
+  it("uses Redis's TIME: real time refills the bucket, whatever the client's clock says", async () => {
+    // this instance's clock never moves (its timers are real)
+    const frozen = {
+      now: () => 0,
+      setTimeout: (fn: () => void, ms: number) => setTimeout(fn, ms),
+      clearTimeout: (h: unknown) => clearTimeout(h as NodeJS.Timeout),
+    };
+    const store = new RedisStore({ client: ioredis, prefix: prefix(), onError: 'deny', clock: frozen });
+    const limiter = new KeyedLimiter({ rate: 5, burst: 10, store, clock: frozen });
+    const startMs = performance.now();
+    expect((await limiter.tryTake('k', 10)).allowed).toBe(true);
+    const eleventh = await limiter.tryTake('k');
+    // a token takes 200 ms to refill; a loaded machine may take that long between two calls
+    if (performance.now() - startMs < 150) expect(eleventh.allowed).toBe(false);
+    await new Promise((r) => setTimeout(r, 650));
+    expect((await limiter.tryTake('k', 2)).allowed).toBe(true); // 3 tokens refilled by Redis's clock
+  });
+
+  it('take paces three instances to one shared rate in real time (reservations in Redis, waits local)', async () => {
+    const extra = new Redis({ port, host: '127.0.0.1' });
+    const p = prefix();
+    const limiters = [ioredis, extra, nodeRedis].map(
+      (client) =>
+        new KeyedLimiter({
+          rate: 50,
+          burst: 5,
+          store: new RedisStore({ client, prefix: p, onError: 'deny', timeoutMs: 2000 }),
+        }),
+    );
+    const startMs = performance.now();
+    const done: number[] = [];
+    await Promise.all(
+      limiters.flatMap((limiter) =>
+        Array.from({ length: 10 }, () => limiter.take('shared').then(() => done.push(performance.now() - startMs))),
+      ),
+    );
+    extra.disconnect();
+    done.sort((a, b) => a - b);
+    // 30 takes at 50/s with a burst of 5: the last may not start before (30 - 5) / 50 s = 500 ms
+    expect(done[29]).toBeGreaterThanOrEqual(495);
+    // and no window of T ms saw more than burst + rate * T starts (+2: the window's edge, and local
+    // timers' jitter against Redis's clock on a loaded machine)
+    for (let i = 0; i < done.length; i++) {
+      for (let j = i; j < done.length; j++) {
+        const windowMs = (done[j] as number) - (done[i] as number);
+        expect(j - i + 1).toBeLessThanOrEqual(5 + (50 * windowMs) / 1000 + 2);
+      }
+    }
+  });
+
+  it('expires a bucket when it would be full again, and deletes one that is full', async () => {
+    const p = prefix();
+    const store = new RedisStore({ client: ioredis, prefix: p, onError: 'deny' }); // Redis's TIME
+    const limiter = new KeyedLimiter({ rate: 100, burst: 200, store });
+    await limiter.tryTake('k', 200);
+    const ttl = await ioredis.pttl(`${p}:k:k`);
+    expect(ttl).toBeGreaterThan(1900);
+    expect(ttl).toBeLessThanOrEqual(2001);
+    await limiter.reset('k');
+    expect(await ioredis.exists(`${p}:k:k`)).toBe(0);
+    await limiter.tryTake('k', 0);
+    expect(await ioredis.exists(`${p}:k:k`)).toBe(0); // a full bucket is no key at all
+  });
+
+  it('lays keys out for Redis Cluster: one slot with a global bucket, spread without', async () => {
+    const p = prefix();
+    const store = new RedisStore({ client: nodeRedis, prefix: p, onError: 'allow' });
+    expect(store.keyFor('user:1', false)).toBe(`${p}:k:user:1`);
+    expect(store.keyFor('user:1', true)).toBe(`{${p}}:k:user:1`);
+    expect(store.globalKey).toBe(`{${p}}:g`);
+    const limiter = new KeyedLimiter({ rate: 1, burst: 1, global: { rate: 10, burst: 10 }, store });
+    await limiter.tryTake('user:1');
+    expect(await ioredis.exists(store.keyFor('user:1', true), store.globalKey)).toBe(2);
+  });
+
+  it('reloads the script with EVAL when Redis has forgotten it (NOSCRIPT)', async () => {
+    for (const client of [ioredis, nodeRedis]) {
+      const store = new RedisStore({ client, prefix: prefix(), onError: 'deny' });
+      const limiter = new KeyedLimiter({ rate: 1, burst: 2, store });
+      await ioredis.script('FLUSH');
+      expect((await limiter.tryTake('k')).allowed).toBe(true);
+      expect((await limiter.tryTake('k')).allowed).toBe(true);
+      expect((await limiter.tryTake('k')).allowed).toBe(false);
+      expect(store.healthy).toBe(true);
+      expect(store.stats.byPolicy).toBe(0);
+    }
+  });
+
+  it('batches decisions in flight together: 500 concurrent calls, far fewer script calls, exact admission', async () => {
+    for (const client of [ioredis, nodeRedis]) {
+      const store = new RedisStore({ client, prefix: prefix(), onError: 'deny' });
+      const failures: string[] = [];
+      store.on('failure', ({ error }) => failures.push(error.message));
+      const limiter = new KeyedLimiter({ rate: 0.001, burst: 100, global: { rate: 0.001, burst: 250 }, store });
+      const decisions = await Promise.all(Array.from({ length: 500 }, (_, i) => limiter.tryTake(`k${i % 5}`)));
+      const admitted = decisions.filter((d) => d.allowed).length;
+      expect(failures).toEqual([]);
+      expect(admitted).toBe(250);
+      expect(store.stats.decisions).toBe(500);
+      expect(store.stats.calls).toBeLessThanOrEqual(Math.ceil(500 / 128) + 1);
+    }
+  });
+
+  it('refuses bad options with the fix in the message', () => {
+    expect(() => new RedisStore({ client: {} as never, onError: 'deny' })).toThrow(/ioredis client/);
+    expect(() => new RedisStore({ client: ioredis, onError: 'maybe' as never })).toThrow(/'allow' \(fail-open\)/);
+    expect(() => new RedisStore({ client: ioredis, onError: 'deny', prefix: 'a{b}' })).toThrow(/without \{ or \}/);
+    expect(() => new RedisStore({ client: ioredis, onError: 'deny', timeoutMs: 0 })).toThrow(/timeoutMs/);
+    expect(() => new RedisStore({ client: ioredis, onError: 'deny', probeIntervalMs: Number.NaN })).toThrow(
+      /probeIntervalMs/,
+    );
+  });
+});
