@@ -7,8 +7,10 @@
  *
  * A throwing listener must not stop the scheduler half-way through a change
  * of state (a job counted as running whose promise never settles, a drain
- * left undone): its exception surfaces on its own, as an uncaught exception
- * on the next microtask, like a throwing timer callback's.
+ * left undone). Its exception goes to the `error` listeners, as p-queue's
+ * does, if there are any; otherwise (or if an `error` listener throws) it
+ * surfaces on its own, as an uncaught exception on the next microtask, like
+ * a throwing timer callback's.
  */
 
 import type { SchedulerEvents } from './options.js';
@@ -71,9 +73,13 @@ export class Emitter {
       try {
         listener(...args);
       } catch (error) {
-        queueMicrotask(() => {
-          throw error;
-        });
+        if (event !== 'error' && this.has('error')) {
+          this.emit('error', error);
+        } else {
+          queueMicrotask(() => {
+            throw error;
+          });
+        }
       }
     }
   }

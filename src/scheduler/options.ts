@@ -5,7 +5,7 @@
  */
 
 import type { Clock } from '../clock.js';
-import { InvalidOptionError } from '../errors.js';
+import { describeValue, InvalidOptionError } from '../errors.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 
 /** Options for {@link Scheduler}. At least one of `rate` and `concurrency` must be given. */
@@ -70,6 +70,18 @@ export interface SchedulerOptions {
   autoStart?: boolean;
   /** The time source. @default systemClock */
   clock?: Clock;
+  /**
+   * p-queue's rate window, mapped onto the bucket: `intervalCap` jobs per
+   * `interval` milliseconds becomes `rate: intervalCap / interval` (per ms) and
+   * `burst: intervalCap`. A token bucket admits at most burst + rate * T in any
+   * window of T, so in any window of `interval` up to 2 * intervalCap may start
+   * (p-queue's fixed windows allow the same at a window boundary). Give either
+   * these two or `rate`/`burst`, not both. p-queue's defaults (`interval: 0`,
+   * `intervalCap: Infinity`) mean no rate limit, as there.
+   */
+  interval?: number;
+  /** See {@link SchedulerOptions.interval}. */
+  intervalCap?: number;
 }
 
 /** What a job's function receives. */
@@ -179,6 +191,70 @@ export interface SchedulerEvents {
 /** The events a {@link Scheduler} emits. */
 export type EventName = keyof SchedulerEvents;
 
+/** Every event name, for the check in `on`/`once`/`off`. */
+export const EVENT_NAMES: ReadonlySet<string> = new Set<EventName>([
+  'add',
+  'active',
+  'completed',
+  'error',
+  'empty',
+  'idle',
+  'rejected',
+]);
+
+/** An event name and a listener, checked: an unknown name or a listener that is not a function is refused. */
+export function checkListener(event: unknown, listener: unknown): void {
+  if (typeof event !== 'string' || !EVENT_NAMES.has(event)) {
+    throw new InvalidOptionError(
+      'event',
+      event,
+      `unknown event ${describeValue(event)}: expected one of ${[...EVENT_NAMES].map((e) => `'${e}'`).join(', ')}`,
+    );
+  }
+  if (typeof listener !== 'function') {
+    throw new InvalidOptionError(
+      'listener',
+      listener,
+      `Expected the listener for '${event}' to be a function, got ${describeValue(listener)}`,
+    );
+  }
+}
+
+/**
+ * p-queue's `interval`/`intervalCap` as `rate`/`burst` (see {@link SchedulerOptions.interval}),
+ * or `undefined` when they ask for no rate limit (absent, or p-queue's defaults).
+ */
+export function intervalRate(options: SchedulerOptions): { rate: number; burst: number } | undefined {
+  const { interval, intervalCap } = options;
+  if (interval === undefined && intervalCap === undefined) return undefined;
+  if (options.rate !== undefined || options.burst !== undefined) {
+    throw new InvalidOptionError(
+      'interval',
+      interval,
+      "give either `rate`/`burst` or p-queue's `interval`/`intervalCap`, not both: `intervalCap` jobs per `interval` ms " +
+        'is `rate: intervalCap * 1000 / interval` (per second) with `burst: intervalCap`',
+    );
+  }
+  const ms = interval ?? 0;
+  const cap = intervalCap ?? Number.POSITIVE_INFINITY;
+  if (!(typeof ms === 'number' && ms >= 0 && ms < Number.POSITIVE_INFINITY)) {
+    throw new InvalidOptionError(
+      'interval',
+      interval,
+      `Expected \`interval\` to be a finite number of ms >= 0, got ${describeValue(interval)}; or give \`rate\` and \`burst\``,
+    );
+  }
+  if (!(typeof cap === 'number' && cap >= 1 && (Number.isInteger(cap) || cap === Number.POSITIVE_INFINITY))) {
+    throw new InvalidOptionError(
+      'intervalCap',
+      intervalCap,
+      `Expected \`intervalCap\` to be an integer >= 1, got ${describeValue(intervalCap)}; or give \`rate\` and \`burst\``,
+    );
+  }
+  if (ms === 0 || cap === Number.POSITIVE_INFINITY) return undefined; // p-queue: no rate limit
+  return { rate: (cap * 1000) / ms, burst: cap };
+}
+
 /** A listener for event `E`. */
 export type SchedulerListener<E extends EventName> = (...args: SchedulerEvents[E]) => void;
 
@@ -193,7 +269,7 @@ export function parseConcurrency(value: unknown, hasRate: boolean): number {
   throw new InvalidOptionError(
     'concurrency',
     value,
-    `Expected \`concurrency\` to be a number > 0${hasRate ? ' or Infinity' : ' (or give a `rate`)'}, got ${String(value)}`,
+    `Expected \`concurrency\` to be a number > 0${hasRate ? ' or Infinity' : ' (or give a `rate`)'}, got ${describeValue(value)}`,
   );
 }
 
@@ -204,7 +280,7 @@ export function parseMaxQueue(value: number | undefined): number {
   throw new InvalidOptionError(
     'maxQueue',
     maxQueue,
-    `Expected \`maxQueue\` to be a finite integer >= 0, got ${String(maxQueue)}: the queue is bounded on purpose; ` +
+    `Expected \`maxQueue\` to be a finite integer >= 0, got ${describeValue(maxQueue)}: the queue is bounded on purpose; ` +
       'pick the most jobs you are willing to hold in memory',
   );
 }

@@ -13,7 +13,7 @@
  * handler yet.
  */
 
-import { CostExceedsCapacityError, InvalidSizeError, QueueFullError } from '../errors.js';
+import { CostExceedsCapacityError, describeValue, InvalidSizeError, QueueFullError } from '../errors.js';
 import type { Emitter } from './events.js';
 import type { RejectReason, SchedulerCounters } from './options.js';
 import { type Job, rejection } from './run.js';
@@ -59,7 +59,9 @@ export class Refusals {
   /** Turns a new job away for its cost: not a number >= 0, or one that can never start. */
   refuseCost(cost: unknown, priority: number, burst: number, concurrency: number): Promise<never> {
     if (typeof cost !== 'number' || !(cost >= 0)) {
-      return Promise.reject(new InvalidSizeError(cost, `invalid cost ${String(cost)}: expected a finite number >= 0`));
+      return Promise.reject(
+        new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`),
+      );
     }
     return this.refuse('costExceedsCapacity', costError(cost, burst, concurrency), cost, priority);
   }

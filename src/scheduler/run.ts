@@ -63,8 +63,14 @@ export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined });
 export class Runner {
   /** Jobs running. */
   pending = 0;
-  /** The cost of the jobs running. */
+  /** The concurrency the jobs running hold: their costs, with {@link zeroCostHold} for each of cost 0. */
   runningCost = 0;
+  /**
+   * The concurrency a job of cost 0 holds while it runs: 1, or the whole
+   * concurrency if that is smaller. Every running job counts: under
+   * `concurrency: 1` a free job still runs alone.
+   */
+  zeroCostHold = 1;
 
   readonly #clock: Clock;
   readonly #counters: SchedulerCounters;
@@ -86,8 +92,9 @@ export class Runner {
    * result as a promise (the same promise if `fn` returned a native one).
    */
   invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number) {
+    const held = cost === 0 ? this.zeroCostHold : cost;
     this.pending++;
-    this.runningCost += cost;
+    this.runningCost += held;
     const counters = this.#counters;
     counters.started++;
     counters.waitedMs += waitedMs;
@@ -98,11 +105,11 @@ export class Runner {
     } catch (error) {
       result = Promise.reject(error);
     }
-    if (cost === 1) result.then(this.#finishOne, this.#failOne);
+    if (held === 1) result.then(this.#finishOne, this.#failOne);
     else
       result.then(
-        (value) => this.#finish(cost, true, value),
-        (error) => this.#finish(cost, false, error),
+        (value) => this.#finish(held, true, value),
+        (error) => this.#finish(held, false, error),
       );
     return result;
   }
@@ -160,10 +167,10 @@ export class Runner {
     );
   }
 
-  /** A job's function settled: free its concurrency, count it, tell. */
-  #finish(cost: number, ok: boolean, value: unknown): void {
+  /** A job's function settled: free the concurrency it held, count it, tell. */
+  #finish(held: number, ok: boolean, value: unknown): void {
     this.pending--;
-    this.runningCost = this.pending === 0 ? 0 : this.runningCost - cost;
+    this.runningCost = this.pending === 0 ? 0 : this.runningCost - held;
     if (ok) {
       this.#counters.completed++;
       if (this.#events.has('completed')) this.#events.emit('completed', value);

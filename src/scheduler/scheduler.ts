@@ -60,14 +60,24 @@
  * `startAt`) in ../meters/bucket.ts.
  */
 
-import { type Clock, systemClock } from '../clock.js';
-import { AbortError, InvalidOptionError, WaitTooLongError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import {
+  AbortError,
+  checkOptions,
+  checkSignal,
+  describeValue,
+  InvalidOptionError,
+  retryHintMs,
+  WaitTooLongError,
+} from '../errors.js';
 import {
   type BucketParams,
   type BucketState,
   bucketParams,
+  burstParam,
   charge,
   msUntil,
+  rateParam,
   reconfigure,
   slackFor,
   startAt,
@@ -75,11 +85,13 @@ import {
   tryCharge,
 } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
-import { parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
+import type { RateInput, SizeInput } from '../units.js';
 import { Emitter } from './events.js';
 import {
+  checkListener,
   DEFAULT_CATCH_UP_MS,
   type EventName,
+  intervalRate,
   type JobFunction,
   parseConcurrency,
   parseMaxQueue,
@@ -166,9 +178,12 @@ export class Scheduler {
   readonly #refusals: Refusals;
 
   constructor(options: SchedulerOptions) {
-    this.#clock = options.clock ?? systemClock;
+    checkOptions(options, 'Scheduler options ({ rate, burst, concurrency, maxQueue, ... })', true);
+    this.#clock = checkClock(options.clock);
     this.#watchdog = new Watchdog(this.#clock, () => this.#pump(this.#clock.now()));
-    const hasRate = options.rate !== undefined;
+    const fromInterval = intervalRate(options);
+    const rate = fromInterval?.rate ?? options.rate;
+    const hasRate = rate !== undefined;
     if (!hasRate && options.concurrency === undefined) {
       throw new InvalidOptionError(
         'rate',
@@ -177,7 +192,7 @@ export class Scheduler {
       );
     }
     if (hasRate) {
-      this.#params = bucketParams(options.rate as RateInput, options.burst ?? 1);
+      this.#params = bucketParams(rate, fromInterval?.burst ?? options.burst ?? 1);
       this.#bucket = { tokens: this.#params.capacity, updatedAtMs: this.#clock.now() };
     } else if (options.burst !== undefined) {
       throw new InvalidOptionError(
@@ -195,6 +210,7 @@ export class Scheduler {
     this.#catchUpMs = parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS);
     this.#paused = options.autoStart === false;
     this.#runner = new Runner(this.#clock, this.#counters, this.#events, this.#finished);
+    this.#runner.zeroCostHold = Math.min(1, this.#concurrency);
     this.#refusals = new Refusals(this.#counters, this.#events, this.#maxQueue);
   }
 
@@ -242,7 +258,15 @@ export class Scheduler {
 
   /** Jobs waiting at exactly `priority`. */
   sizeBy(options: { priority: number }): number {
-    return this.#queue.sizeAt(options.priority);
+    const priority = checkOptions(options, 'sizeBy options ({ priority })', true)?.priority;
+    if (typeof priority !== 'number' || Number.isNaN(priority)) {
+      throw new InvalidOptionError(
+        'priority',
+        priority,
+        `Expected \`priority\` to be a number, got ${describeValue(priority)}`,
+      );
+    }
+    return this.#queue.sizeAt(priority);
   }
 
   /** A snapshot of the counters. */
@@ -261,16 +285,28 @@ export class Scheduler {
    * `AbortError` from {@link clear}, or `JobTimeoutError`.
    */
   schedule<R>(fn: JobFunction<R>, options: ScheduleOptions = EMPTY): Promise<R> {
+    if (typeof fn !== 'function' || typeof options !== 'object' || options === null) return this.#badCall(fn, options);
     const cost = options.cost ?? 1;
     const priority = options.priority ?? 0;
-    const signal = options.signal;
+    let signal = options.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      try {
+        signal = checkSignal(signal); // a cross-realm signal passes; anything else is refused here, before anything
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
     const refusals = this.#refusals;
     if (!(typeof cost === 'number' && cost >= 0 && cost <= this.#maxCost)) {
       return refusals.refuseCost(cost, priority, this.#params.capacity, this.#concurrency);
     }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       return Promise.reject(
-        new InvalidOptionError('priority', priority, `Expected \`priority\` to be a finite number, got ${priority}`),
+        new InvalidOptionError(
+          'priority',
+          priority,
+          `Expected \`priority\` to be a finite number, got ${describeValue(priority)}`,
+        ),
       );
     }
     if (signal?.aborted) return refusals.refuse('aborted', signal.reason, cost, priority);
@@ -293,7 +329,7 @@ export class Scheduler {
     if (
       queue.size === 0 &&
       !this.#paused &&
-      runner.runningCost + cost <= this.#concurrency + this.#concurrencySlack &&
+      runner.runningCost + (cost === 0 ? runner.zeroCostHold : cost) <= this.#concurrency + this.#concurrencySlack &&
       (bucket === undefined || tryCharge(bucket, this.#params, now, cost))
     ) {
       this.#counters.admitted++;
@@ -334,6 +370,22 @@ export class Scheduler {
     // Behind an existing head nothing changes: the head, its timer and the oldest deadline stay.
     if (queue.peek() === job) this.#pump(now);
     return promise;
+  }
+
+  /** A call to `schedule` with something other than a function and an options object: a coded rejection. */
+  #badCall(fn: unknown, options: unknown): Promise<never> {
+    if (typeof fn !== 'function') {
+      return Promise.reject(
+        new InvalidOptionError('fn', fn, `Expected the job to be a function, got ${describeValue(fn)}`),
+      );
+    }
+    return Promise.reject(
+      new InvalidOptionError(
+        'options',
+        options,
+        `Expected the job's options to be an object or undefined, got ${describeValue(options)}`,
+      ),
+    );
   }
 
   /** p-queue's name for {@link schedule}. */
@@ -412,7 +464,7 @@ export class Scheduler {
    */
   setRate(rate: RateInput): void {
     const now = this.#clock.now();
-    const ratePerSecond = parseRateOption(rate, 'rate');
+    const ratePerSecond = rateParam(rate);
     if (this.#bucket === undefined) {
       this.#params = { ratePerSecond, capacity: 1 };
       this.#bucket = { tokens: 1, updatedAtMs: now };
@@ -435,7 +487,7 @@ export class Scheduler {
     if (bucket === undefined) {
       throw new InvalidOptionError('burst', burst, '`setBurst` needs a rate: call `setRate` first');
     }
-    const next = { ...this.#params, capacity: parseSizeOption(burst, 'burst') };
+    const next = { ...this.#params, capacity: burstParam(burst) };
     const now = this.#clock.now();
     reconfigure(bucket, this.#params, now, next);
     this.#params = next;
@@ -451,6 +503,7 @@ export class Scheduler {
   setConcurrency(concurrency: number): void {
     this.#concurrency = parseConcurrency(concurrency, this.#bucket !== undefined);
     this.#concurrencySlack = slackFor(this.#concurrency);
+    this.#runner.zeroCostHold = Math.min(1, this.#concurrency);
     const now = this.#clock.now();
     // Freed capacity counts from now, as a finished job's does.
     if (this.#concurrencyBlocked) {
@@ -476,24 +529,32 @@ export class Scheduler {
 
   /** Resolves when fewer than `limit` jobs wait: a producer's cue to add more. */
   onSizeLessThan(limit: number): Promise<void> {
+    if (typeof limit !== 'number' || !(limit >= 0)) {
+      return Promise.reject(
+        new InvalidOptionError('limit', limit, `Expected \`limit\` to be a number >= 0, got ${describeValue(limit)}`),
+      );
+    }
     if (this.#queue.size < limit) return Promise.resolve();
     return this.#events.when('next', () => this.#queue.size < limit);
   }
 
   /** Adds a listener. */
   on<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+    checkListener(event, listener);
     this.#events.on(event, listener);
     return this;
   }
 
   /** Removes a listener added with {@link on} or {@link once}. */
   off<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+    checkListener(event, listener);
     this.#events.off(event, listener);
     return this;
   }
 
   /** Adds a listener that runs once. */
   once<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+    checkListener(event, listener);
     this.#events.once(event, listener);
     return this;
   }
@@ -514,7 +575,8 @@ export class Scheduler {
     const queue = this.#queue;
     // A job started here may pause the scheduler (or change its limits) from its fn: check on every turn.
     for (let job = queue.peek(); job !== undefined && !this.#paused; job = queue.peek()) {
-      if (this.#runner.runningCost + job.cost > this.#concurrency + this.#concurrencySlack) {
+      const held = job.cost === 0 ? this.#runner.zeroCostHold : job.cost;
+      if (this.#runner.runningCost + held > this.#concurrency + this.#concurrencySlack) {
         this.#concurrencyBlocked = true;
         return;
       }

@@ -495,10 +495,21 @@ describe('failures', () => {
     expect(scheduler.size + scheduler.pending).toBe(0);
   });
 
-  it('a cost of 0 needs no tokens and holds no concurrency', async () => {
-    const { scheduler, sleep, timers } = setup({ rate: 1, concurrency: 1 });
+  it('a cost of 0 needs no tokens but still counts as running: concurrency 1 means one at a time', async () => {
+    const { scheduler, sleep, timers, clock } = setup({ rate: 1, concurrency: 1 });
     void scheduler.schedule(() => sleep(100));
-    await expect(scheduler.schedule(() => 'free', { cost: 0 })).resolves.toBe('free');
+    let startedAt = -1;
+    const free = scheduler.schedule(
+      () => {
+        startedAt = clock.now();
+        return 'free';
+      },
+      { cost: 0 },
+    );
+    expect(scheduler.size).toBe(1); // waits for the slot, not for tokens
+    await timers.tickAsync(100);
+    await expect(free).resolves.toBe('free');
+    expect(startedAt).toBe(100);
     await timers.runAllAsync();
   });
 });
