@@ -76,6 +76,7 @@ import {
   bucketParams,
   burstParam,
   charge,
+  delayUntil,
   msUntil,
   rateParam,
   reconfigure,
@@ -160,6 +161,12 @@ export class Scheduler {
   /** For retry estimates when the concurrency is what holds jobs back: the mean gap between finishes. */
   #finishGapMs = 0;
   #lastFinishMs = Number.NaN;
+  /** When the last job started (for a retry estimate before any job finished). */
+  #lastStartMs = Number.NaN;
+  /** A job was turned away for lack of concurrency since the last finish: measure the gap to the next. */
+  #contended = false;
+  /** The instant the last retry hint pointed at: the next one points at least one job's time later. */
+  #hintAtMs = Number.NEGATIVE_INFINITY;
   /** Something was queued since the last `empty`; something was admitted since the last `idle`. */
   #emptyOwed = false;
   #idleOwed = false;
@@ -334,6 +341,7 @@ export class Scheduler {
     ) {
       this.#counters.admitted++;
       this.#idleOwed = true;
+      this.#lastStartMs = now;
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
         return runner.invoke(fn, NO_SIGNAL, cost, priority, 0) as Promise<R>;
       }
@@ -346,7 +354,7 @@ export class Scheduler {
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
       const waitMs = this.#predictWaitMs(now, cost, priority, this.#maxWaitMs);
       if (waitMs > 0) {
-        const error = new WaitTooLongError(waitMs, this.#maxWaitMs, waitMs - this.#maxWaitMs);
+        const error = new WaitTooLongError(waitMs, this.#maxWaitMs, retryHintMs(waitMs - this.#maxWaitMs));
         return refusals.refuse('waitTooLong', error, cost, priority);
       }
     }
@@ -598,6 +606,7 @@ export class Scheduler {
         charge(bucket, this.#params, atMs, job.cost);
       }
       this.#unqueue(job);
+      this.#lastStartMs = now;
       this.#start(job, now - job.enqueuedAtMs);
     }
   }
@@ -612,7 +621,7 @@ export class Scheduler {
       const wasHead = job === queue.peek();
       this.#unqueue(job);
       const waitedMs = now - job.enqueuedAtMs;
-      const retryAfterMs = Math.max(0, this.#predictWaitMs(now, job.cost, job.priority) - maxWaitMs);
+      const retryAfterMs = retryHintMs(this.#predictWaitMs(now, job.cost, job.priority) - maxWaitMs);
       const why = this.#paused
         ? 'the scheduler was paused'
         : this.#concurrencyBlocked
@@ -677,9 +686,12 @@ export class Scheduler {
   /** After a job's function settled: start what may start. */
   readonly #finished = (): void => {
     if (this.#queue.size === 0) {
-      this.#lastFinishMs = Number.NaN;
-      this.#notify();
-      return;
+      if (!this.#contended) {
+        this.#lastFinishMs = Number.NaN;
+        this.#notify();
+        return;
+      }
+      this.#contended = false; // jobs were turned away (maxQueue 0): the gap to this finish says how fast slots free
     }
     const now = this.#clock.now();
     if (!Number.isNaN(this.#lastFinishMs)) {
@@ -718,16 +730,51 @@ export class Scheduler {
   }
 
   /**
-   * An estimate of when a queue slot frees up: when the head starts. Under a
-   * rate that is known exactly; under a concurrency it is the mean gap between
-   * finishes after the last one; 0 when nothing is known (paused, no history).
+   * The retry hint for a job of `cost` turned away from a full queue: when the
+   * queue will have room for this caller, rounded up to whole ms plus the
+   * timer margin ({@link retryHintMs}).
+   *
+   * - Under a rate the time is known: room comes when the head starts (with
+   *   `maxQueue: 0`, when this job's own tokens are there).
+   * - Under a concurrency that is full it is estimated: the mean gap between
+   *   finishes while jobs were turned away or waiting, after the last finish;
+   *   before any finish, as long again as the last job has run so far (at
+   *   least 1 ms), which doubles the hint on each refused retry.
+   * - No stampede: callers turned away together would otherwise all be told
+   *   the same instant and all come back to one free slot. Each hint is at
+   *   least the previous one plus the time one more job takes to go through
+   *   (cost / rate, or the gap between finishes), so the k-th caller refused
+   *   in a burst is told when there is room for the k-th.
    */
-  readonly #retryAfterMs = (): number => {
-    if (this.#nextStartMs !== Number.POSITIVE_INFINITY) return Math.max(0, this.#nextStartMs - this.#clock.now());
-    if (this.#concurrencyBlocked && this.#finishGapMs > 0) {
-      return Math.max(0, this.#lastFinishMs + this.#finishGapMs - this.#clock.now());
+  readonly #retryAfterMs = (cost: number): number => {
+    const now = this.#clock.now();
+    const bucket = this.#bucket;
+    const queued = this.#queue.size !== 0;
+    let baseMs = 0;
+    let spacingMs = 0;
+    if (bucket !== undefined) {
+      const params = this.#params;
+      if (!queued) baseMs = delayUntil(bucket, params, now, cost);
+      else if (this.#nextStartMs !== Number.POSITIVE_INFINITY) baseMs = this.#nextStartMs - now;
+      spacingMs = (cost * 1000) / params.ratePerSecond;
     }
-    return 0;
+    const held = cost === 0 ? this.#runner.zeroCostHold : cost;
+    const full = queued
+      ? this.#concurrencyBlocked
+      : this.#runner.runningCost + held > this.#concurrency + this.#concurrencySlack;
+    if (full) {
+      this.#contended = true;
+      const gapMs = this.#finishGapMs;
+      const waitMs =
+        gapMs > 0 && !Number.isNaN(this.#lastFinishMs)
+          ? Math.max(1, this.#lastFinishMs + gapMs - now)
+          : Math.max(1, now - this.#lastStartMs);
+      baseMs = Math.max(baseMs, waitMs);
+      spacingMs = Math.max(spacingMs, gapMs > 0 ? gapMs * held : waitMs);
+    }
+    const atMs = Math.max(now + Math.max(0, baseMs), this.#hintAtMs + spacingMs);
+    this.#hintAtMs = atMs;
+    return retryHintMs(atMs - now);
   };
 
   /** Takes a job out of the queue and off its signal. */

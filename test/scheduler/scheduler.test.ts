@@ -203,7 +203,8 @@ describe('maxWait', () => {
     const fourth = scheduler.schedule(job);
     const error = await fourth.catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WaitTooLongError);
-    expect(error).toMatchObject({ code: 'ERR_WAIT_TOO_LONG', waitMs: 300, maxWaitMs: 250, retryAfterMs: 50 });
+    // retryAfterMs: wait - maxWait = 50, whole ms up, + 2 ms for timers that fire early
+    expect(error).toMatchObject({ code: 'ERR_WAIT_TOO_LONG', waitMs: 300, maxWaitMs: 250, retryAfterMs: 52 });
     expect((error as Error).message).toContain('predicted wait of 300 ms exceeds maxWait of 250 ms');
 
     await timers.tickAsync(49);
@@ -268,7 +269,7 @@ describe('maxWait', () => {
   it('maxWait 0: a job starts now or not at all', async () => {
     const { scheduler } = setup({ rate: 10, maxWait: 0 });
     await expect(scheduler.schedule(() => 1)).resolves.toBe(1);
-    await expect(scheduler.schedule(() => 2)).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG', retryAfterMs: 100 });
+    await expect(scheduler.schedule(() => 2)).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG', retryAfterMs: 102 });
   });
 });
 
@@ -565,7 +566,7 @@ describe('bounded queue', () => {
     await Promise.all(queued);
   });
 
-  it('jobs turned away in one burst share one error but get promises of their own', async () => {
+  it('jobs turned away in one burst are told when there is room for each: spread, not one instant', async () => {
     const { scheduler, timers } = setup({ rate: 10, maxQueue: 1 });
     await scheduler.schedule(() => 0);
     void scheduler.schedule(() => 0).catch(() => {});
@@ -574,12 +575,12 @@ describe('bounded queue', () => {
     expect(first).not.toBe(second);
     const [a, b] = await Promise.all([first.catch((e: unknown) => e), second.catch((e: unknown) => e)]);
     expect(a).toBeInstanceOf(QueueFullError);
-    expect(a).toBe(b);
+    // The head starts at 100 (room for one); a job later at 200 (room for the next). Each + 2 ms margin.
+    expect(a).toMatchObject({ retryAfterMs: 102 });
+    expect(b).toMatchObject({ retryAfterMs: 202 });
     await timers.tickAsync(40);
     const later = await scheduler.schedule(() => 0).catch((e: unknown) => e);
-    expect(later).not.toBe(a); // a new burst: a fresh estimate
-    expect(later).toMatchObject({ retryAfterMs: 60 });
-    expect(a).toMatchObject({ retryAfterMs: 100 });
+    expect(later).toMatchObject({ retryAfterMs: 262 }); // behind the two told before it: 300 - 40
     await timers.runAllAsync();
   });
 
@@ -588,7 +589,7 @@ describe('bounded queue', () => {
     await scheduler.schedule(() => 0);
     const waiting = scheduler.schedule(() => 0);
     await timers.tickAsync(30);
-    await expect(scheduler.schedule(() => 0)).rejects.toMatchObject({ retryAfterMs: 70 });
+    await expect(scheduler.schedule(() => 0)).rejects.toMatchObject({ retryAfterMs: 72 });
     await timers.runAllAsync();
     await waiting;
   });
@@ -597,13 +598,14 @@ describe('bounded queue', () => {
     const { scheduler, timers, sleep } = setup({ concurrency: 1, maxQueue: 2 });
     const job = () => sleep(40);
     const jobs = [scheduler.schedule(job), scheduler.schedule(job), scheduler.schedule(job)];
-    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 0 }); // nothing known yet
+    // Nothing known yet: as long again as the running job has run (0 ms), at least 1 ms, + 2 ms margin.
+    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 3 });
     await timers.tickAsync(40); // the first finishes
     jobs.push(scheduler.schedule(job));
     await timers.tickAsync(40); // the second finishes, 40 ms after the first
     jobs.push(scheduler.schedule(job));
     await timers.tickAsync(10);
-    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 30 });
+    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 32 });
     await timers.runAllAsync();
     await Promise.all(jobs);
   });
