@@ -28,6 +28,8 @@ export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
   prev: Job | undefined = undefined;
   next: Job | undefined = undefined;
+  older: Job | undefined = undefined;
+  newer: Job | undefined = undefined;
   resolve!: (value: unknown) => void;
   constructor(
     readonly fn: JobFunction<unknown>,
