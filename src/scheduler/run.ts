@@ -129,7 +129,10 @@ export class Runner {
   ): void {
     let open = true;
     let timer: Watchdog | undefined;
-    let jobSignal = signal;
+    // The job's own signal when it has a timeout: the caller's abort is forwarded to it by hand, and the
+    // listener removed when the job ends. (AbortSignal.any would keep bookkeeping on a long-lived caller's
+    // signal, such as a process-wide shutdown signal, for every job until that signal is collected.)
+    let own: AbortController | undefined;
     const close = (): void => {
       open = false;
       timer?.disarm();
@@ -138,22 +141,25 @@ export class Runner {
     const onAbort = (): void => {
       if (!open) return;
       close();
-      reject((signal as AbortSignal).reason);
+      const reason = (signal as AbortSignal).reason;
+      own?.abort(reason);
+      reject(reason);
     };
     if (timeoutMs !== Number.POSITIVE_INFINITY) {
-      const own = new AbortController();
-      jobSignal = signal === undefined ? own.signal : AbortSignal.any([signal, own.signal]);
+      const controller = new AbortController();
+      own = controller;
       timer = new Watchdog(this.#clock, () => {
         if (!open) return;
         close();
         this.#counters.timedOut++;
         const error = new JobTimeoutError(timeoutMs);
-        own.abort(error);
+        controller.abort(error);
         reject(error);
       });
       const now = this.#clock.now();
       timer.armAt(now + timeoutMs, now);
     }
+    const jobSignal = own === undefined ? signal : own.signal;
     signal?.addEventListener('abort', onAbort, { once: true });
     this.invoke(fn, { signal: jobSignal }, cost, priority, waitedMs).then(
       (value) => {
