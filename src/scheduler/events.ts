@@ -15,8 +15,8 @@
 
 import type { SchedulerEvents } from './options.js';
 
-/** The public events, and `next`: the queue may have shrunk (for `onSizeLessThan`; not public). */
-export type Events = SchedulerEvents & { next: [] };
+/** The public events, and `changed`: the queue or the jobs running may have changed (for the promise forms; not public). */
+export type Events = SchedulerEvents & { changed: [] };
 
 type Listener<E extends keyof Events> = ((...args: Events[E]) => void) & { original?: unknown };
 

@@ -124,6 +124,8 @@ export interface ScheduleOptions {
 
 /** Options for {@link Scheduler.wrap}. */
 export interface WrapOptions<A extends unknown[]> {
+  /** Aborting it removes the calls still waiting and aborts the running ones (see {@link ScheduleOptions.signal}). */
+  signal?: AbortSignal;
   /** The cost of each call, or a function of the call's arguments that returns it. @default 1 */
   cost?: number | ((...args: A) => number);
   /** @default 0 */
@@ -172,7 +174,7 @@ export interface RejectedJob {
 
 /** Each event's listener arguments. */
 export interface SchedulerEvents {
-  /** A job was queued to wait. */
+  /** A job was added: admitted, to start at once or to wait (as p-queue's, on every add). */
   add: [];
   /** A job started. */
   active: [job: ActiveJob];
@@ -186,6 +188,8 @@ export interface SchedulerEvents {
   idle: [];
   /** A job was turned away or removed before it started. */
   rejected: [job: RejectedJob];
+  /** A job's function settled (fulfilled or not): its slot is free for the next one (as p-queue's). */
+  next: [];
 }
 
 /** The events a {@link Scheduler} emits. */
@@ -200,6 +204,7 @@ export const EVENT_NAMES: ReadonlySet<string> = new Set<EventName>([
   'empty',
   'idle',
   'rejected',
+  'next',
 ]);
 
 /** An event name and a listener, checked: an unknown name or a listener that is not a function is refused. */

@@ -86,7 +86,7 @@ import {
   tryCharge,
 } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
-import type { RateInput, SizeInput } from '../units.js';
+import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import { Emitter } from './events.js';
 import {
   checkListener,
@@ -145,7 +145,7 @@ export class Scheduler {
   #maxCost: number;
   readonly #maxQueue: number;
   readonly #maxWaitMs: number;
-  readonly #timeoutMs: number;
+  #timeoutMs: number;
   readonly #catchUpMs: number;
   #paused: boolean;
 
@@ -243,9 +243,30 @@ export class Scheduler {
     return this.#paused;
   }
 
-  /** The concurrency limit (Infinity if none). */
+  /** The concurrency limit (Infinity if none). Assigning it is {@link setConcurrency}, as in p-queue. */
   get concurrency(): number {
     return this.#concurrency;
+  }
+
+  set concurrency(concurrency: number) {
+    this.setConcurrency(concurrency);
+  }
+
+  /**
+   * The default timeout of new jobs, ms (Infinity: none). Assigning it (a
+   * duration: `5000`, `'5s'`) applies to jobs scheduled from then on, as in p-queue.
+   */
+  get timeout(): number {
+    return this.#timeoutMs;
+  }
+
+  set timeout(timeout: DurationInput | undefined) {
+    this.#timeoutMs = parseTimeout(timeout);
+  }
+
+  /** True when jobs wait for the concurrency: every slot the head needs is taken (p-queue's `isSaturated`). */
+  get isSaturated(): boolean {
+    return this.#queue.size !== 0 && this.#concurrencyBlocked;
   }
 
   /** The rate, tokens per second (Infinity if none). */
@@ -342,6 +363,7 @@ export class Scheduler {
       this.#counters.admitted++;
       this.#idleOwed = true;
       this.#lastStartMs = now;
+      if (this.#events.has('add')) this.#events.emit('add');
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
         return runner.invoke(fn, NO_SIGNAL, cost, priority, 0) as Promise<R>;
       }
@@ -401,28 +423,40 @@ export class Scheduler {
     return this.schedule(fn, options);
   }
 
+  /** Schedules every function with the same options; resolves with their results in order (p-queue's `addAll`). */
+  addAll<R>(fns: readonly JobFunction<R>[], options?: ScheduleOptions): Promise<R[]> {
+    if (!Array.isArray(fns)) {
+      return Promise.reject(
+        new InvalidOptionError('fns', fns, `Expected an array of job functions, got ${describeValue(fns)}`),
+      );
+    }
+    return Promise.all(fns.map((fn) => this.schedule<R>(fn, options)));
+  }
+
   /**
    * Returns a function that runs `fn` through the scheduler: each call is a
-   * job. `cost` may be a function of the call's arguments (a batch's size, a
-   * query's weight).
+   * job, with the call's `this` and arguments. `cost` may be a function of the
+   * call's arguments (a batch's size, a query's weight); `signal` applies to
+   * every call.
    *
    * @example
    * const getUser = scheduler.wrap((id: string) => api.get(`/users/${id}`));
    * const search = scheduler.wrap(runSearch, { cost: (q: Query) => q.pages });
    */
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => R | PromiseLike<R>,
+  wrap<A extends unknown[], R, T = unknown>(
+    fn: (this: T, ...args: A) => R | PromiseLike<R>,
     options: WrapOptions<A> = {},
-  ): (...args: A) => Promise<R> {
-    const { cost, priority, timeout } = options;
-    return (...args: A): Promise<R> => {
+  ): (this: T, ...args: A) => Promise<R> {
+    const { cost, priority, timeout, signal } = options;
+    const scheduler = this;
+    return function wrapped(this: T, ...args: A): Promise<R> {
       let jobCost: number | undefined;
       try {
         jobCost = typeof cost === 'function' ? cost(...args) : cost;
       } catch (error) {
         return Promise.reject(error);
       }
-      return this.schedule(() => fn(...args), { cost: jobCost, priority, timeout });
+      return scheduler.schedule(() => fn.apply(this, args), { cost: jobCost, priority, timeout, signal });
     };
   }
 
@@ -535,6 +569,12 @@ export class Scheduler {
     return this.#events.when('idle');
   }
 
+  /** Resolves when no job runs (jobs may still wait: paused, or waiting for tokens), as p-queue's. */
+  onPendingZero(): Promise<void> {
+    if (this.#runner.pending === 0) return Promise.resolve();
+    return this.#events.when('changed', () => this.#runner.pending === 0);
+  }
+
   /** Resolves when fewer than `limit` jobs wait: a producer's cue to add more. */
   onSizeLessThan(limit: number): Promise<void> {
     if (typeof limit !== 'number' || !(limit >= 0)) {
@@ -543,7 +583,7 @@ export class Scheduler {
       );
     }
     if (this.#queue.size < limit) return Promise.resolve();
-    return this.#events.when('next', () => this.#queue.size < limit);
+    return this.#events.when('changed', () => this.#queue.size < limit);
   }
 
   /** Adds a listener. */
@@ -656,7 +696,7 @@ export class Scheduler {
   /** Emits `empty` / `idle` (and resolves their promise forms) when their moment has come. */
   #notify(): void {
     const events = this.#events;
-    if (events.has('next')) events.emit('next');
+    if (events.has('changed')) events.emit('changed');
     if (this.#queue.size !== 0) return;
     if (this.#emptyOwed) {
       this.#emptyOwed = false;
@@ -685,6 +725,7 @@ export class Scheduler {
 
   /** After a job's function settled: start what may start. */
   readonly #finished = (): void => {
+    if (this.#events.has('next')) this.#events.emit('next');
     if (this.#queue.size === 0) {
       if (!this.#contended) {
         this.#lastFinishMs = Number.NaN;

@@ -957,6 +957,7 @@ describe('promises, events and wrap', () => {
     await later;
     await flush();
     expect(events).toEqual([
+      'add', // on every add, as p-queue: also for a job that starts at once
       'active:1:0',
       'add',
       'rejected:queueFull',

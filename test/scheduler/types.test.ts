@@ -32,7 +32,9 @@ describe('Scheduler types', () => {
   });
 
   it('has a closed set of events with typed listeners', () => {
-    expectTypeOf<EventName>().toEqualTypeOf<'add' | 'active' | 'completed' | 'error' | 'empty' | 'idle' | 'rejected'>();
+    expectTypeOf<EventName>().toEqualTypeOf<
+      'add' | 'active' | 'completed' | 'error' | 'empty' | 'idle' | 'rejected' | 'next'
+    >();
     expectTypeOf<SchedulerListener<'rejected'>>().parameters.toEqualTypeOf<[RejectedJob]>();
     expectTypeOf<SchedulerCounters['rejected']['queueFull']>().toEqualTypeOf<number>();
     // @ts-expect-error: not an event (and refused at run time too)
