@@ -63,6 +63,17 @@ export interface SchedulerOptions {
    */
   timeout?: DurationInput;
   /**
+   * What a job's timeout does to the concurrency it holds. `'release'` frees
+   * it at the timeout (the job's promise rejects and its signal aborts then):
+   * a function that never settles cannot hold a slot forever, and `onIdle`
+   * resolves. `'hold'` keeps it until the function really settles: right when
+   * the work goes on after the timeout (a database query that ignores the
+   * signal) and the limit must count it, at the risk of a slot held for as
+   * long as the function runs.
+   * @default 'release'
+   */
+  onTimeout?: 'release' | 'hold';
+  /**
    * Start jobs as soon as they may. With false, the scheduler starts paused
    * until {@link Scheduler.resume} (p-queue's `autoStart`).
    * @default true
@@ -298,6 +309,17 @@ export function parseTimeout(timeout: DurationInput | undefined): number {
     throw new InvalidOptionError('timeout', timeout, 'Expected `timeout` to be a duration > 0 (or Infinity), got 0');
   }
   return ms;
+}
+
+/** `onTimeout`: true for `'release'` (the default), false for `'hold'`. */
+export function parseOnTimeout(value: unknown): boolean {
+  if (value === undefined || value === 'release') return true;
+  if (value === 'hold') return false;
+  throw new InvalidOptionError(
+    'onTimeout',
+    value,
+    `Expected \`onTimeout\` to be 'release' or 'hold', got ${describeValue(value)}`,
+  );
 }
 
 /** A duration option that may be absent: `fallback` when it is. */

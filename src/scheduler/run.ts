@@ -2,9 +2,11 @@
  * Running a job: `fn({ signal })` is called, the job holds its cost of the
  * concurrency until `fn` really settles, and its promise settles with `fn`'s
  * result, or earlier when its signal aborts or its `timeout` passes
- * (`JobTimeoutError`; the signal passed to `fn` aborts too). Either way the
- * concurrency stays taken until `fn` settles: the limit counts work that is
- * actually running.
+ * (`JobTimeoutError`; the signal passed to `fn` aborts too). An abort keeps
+ * the concurrency taken until `fn` settles (the limit counts work that is
+ * actually running); a timeout frees it at once with `onTimeout: 'release'`
+ * (the default: a function that never settles cannot hold a slot forever),
+ * or keeps it until `fn` settles with `onTimeout: 'hold'`.
  *
  * Also here: the waiting job itself ({@link Job}), kept small since a full
  * queue holds `maxQueue` of them.
@@ -73,6 +75,11 @@ export class Runner {
    * `concurrency: 1` a free job still runs alone.
    */
   zeroCostHold = 1;
+  /**
+   * What a job's timeout does to its concurrency: true (`onTimeout: 'release'`) frees it at the
+   * timeout, false (`'hold'`) keeps it until the function really settles.
+   */
+  releaseOnTimeout = false;
 
   readonly #clock: Clock;
   readonly #counters: SchedulerCounters;
@@ -93,7 +100,7 @@ export class Runner {
    * Runs `fn`, holding `cost` of the concurrency until it settles. Returns its
    * result as a promise (the same promise if `fn` returned a native one).
    */
-  invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number) {
+  invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number, slot?: Slot) {
     const held = cost === 0 ? this.zeroCostHold : cost;
     this.pending++;
     this.runningCost += held;
@@ -107,7 +114,13 @@ export class Runner {
     } catch (error) {
       result = Promise.reject(error);
     }
-    if (held === 1) result.then(this.#finishOne, this.#failOne);
+    if (slot !== undefined) {
+      slot.held = held;
+      result.then(
+        (value) => this.#settle(slot, true, value),
+        (error) => this.#settle(slot, false, error),
+      );
+    } else if (held === 1) result.then(this.#finishOne, this.#failOne);
     else
       result.then(
         (value) => this.#finish(held, true, value),
@@ -133,6 +146,7 @@ export class Runner {
     // listener removed when the job ends. (AbortSignal.any would keep bookkeeping on a long-lived caller's
     // signal, such as a process-wide shutdown signal, for every job until that signal is collected.)
     let own: AbortController | undefined;
+    let slot: Slot | undefined;
     const close = (): void => {
       open = false;
       timer?.disarm();
@@ -155,13 +169,15 @@ export class Runner {
         const error = new JobTimeoutError(timeoutMs);
         controller.abort(error);
         reject(error);
+        if (this.releaseOnTimeout && slot !== undefined) this.#release(slot);
       });
+      slot = { held: 0, released: false };
       const now = this.#clock.now();
       timer.armAt(now + timeoutMs, now);
     }
     const jobSignal = own === undefined ? signal : own.signal;
     signal?.addEventListener('abort', onAbort, { once: true });
-    this.invoke(fn, { signal: jobSignal }, cost, priority, waitedMs).then(
+    this.invoke(fn, { signal: jobSignal }, cost, priority, waitedMs, slot).then(
       (value) => {
         if (!open) return;
         close();
@@ -179,6 +195,11 @@ export class Runner {
   #finish(held: number, ok: boolean, value: unknown): void {
     this.pending--;
     this.runningCost = this.pending === 0 ? 0 : this.runningCost - held;
+    this.#count(ok, value);
+    this.#onFinish();
+  }
+
+  #count(ok: boolean, value: unknown): void {
     if (ok) {
       this.#counters.completed++;
       if (this.#events.has('completed')) this.#events.emit('completed', value);
@@ -186,6 +207,30 @@ export class Runner {
       this.#counters.failed++;
       if (this.#events.has('error')) this.#events.emit('error', value);
     }
+  }
+
+  /** The function of a job with a slot settled: free the slot unless its timeout did already. */
+  #settle(slot: Slot, ok: boolean, value: unknown): void {
+    if (slot.released) {
+      this.#count(ok, value);
+      return;
+    }
+    slot.released = true;
+    this.#finish(slot.held, ok, value);
+  }
+
+  /** Frees a running job's concurrency before its function settles (`onTimeout: 'release'`). */
+  #release(slot: Slot): void {
+    if (slot.released) return;
+    slot.released = true;
+    this.pending--;
+    this.runningCost = this.pending === 0 ? 0 : this.runningCost - slot.held;
     this.#onFinish();
   }
+}
+
+/** The concurrency a guarded job holds, and whether it was freed already. */
+interface Slot {
+  held: number;
+  released: boolean;
 }

@@ -96,6 +96,7 @@ import {
   type JobFunction,
   parseConcurrency,
   parseMaxQueue,
+  parseOnTimeout,
   parseOptionalDuration,
   parseTimeout,
   type ScheduleOptions,
@@ -218,6 +219,7 @@ export class Scheduler {
     this.#paused = options.autoStart === false;
     this.#runner = new Runner(this.#clock, this.#counters, this.#events, this.#finished);
     this.#runner.zeroCostHold = Math.min(1, this.#concurrency);
+    this.#runner.releaseOnTimeout = parseOnTimeout(options.onTimeout);
     this.#refusals = new Refusals(this.#counters, this.#events, this.#maxQueue);
   }
 

@@ -25,12 +25,15 @@ describe('retained memory', () => {
   it('a settled job with a long-lived signal and a timeout retains nothing on the signal', async () => {
     const shutdown = new AbortController();
     const scheduler = new Scheduler({ concurrency: 64, maxQueue: 100_000, timeout: '1h' });
+    // In rounds of 500, so few jobs wait at once (each waiting job is a listener on the shared signal).
     const run = async (n: number) => {
-      const jobs: Promise<unknown>[] = [];
-      for (let i = 0; i < n; i++) {
-        jobs.push(scheduler.schedule(async ({ signal }) => signal?.aborted, { signal: shutdown.signal }));
+      for (let done = 0; done < n; done += 500) {
+        const jobs: Promise<unknown>[] = [];
+        for (let i = 0; i < 500; i++) {
+          jobs.push(scheduler.schedule(async ({ signal }) => signal?.aborted, { signal: shutdown.signal }));
+        }
+        await Promise.all(jobs);
       }
-      await Promise.all(jobs);
     };
     await run(5_000); // warm up
     const before = await heapAfterGc();

@@ -353,8 +353,8 @@ describe('abort', () => {
 });
 
 describe('timeout', () => {
-  it('rejects a running job that overruns with JobTimeoutError and aborts its signal', async () => {
-    const { scheduler, timers, sleep, pending } = setup({ concurrency: 1, timeout: 50 });
+  it("onTimeout 'hold': rejects a running job that overruns with JobTimeoutError, aborts its signal, keeps the slot", async () => {
+    const { scheduler, timers, sleep, pending } = setup({ concurrency: 1, timeout: 50, onTimeout: 'hold' });
     let seen: AbortSignal | undefined;
     const job = scheduler.schedule(async ({ signal }) => {
       seen = signal;
@@ -376,6 +376,29 @@ describe('timeout', () => {
     expect(scheduler.pending).toBe(0);
     expect(scheduler.counters.timedOut).toBe(1);
     expect(pending()).toBe(0);
+  });
+
+  it("onTimeout 'release' (the default): the slot frees at the timeout, so a function that never settles cannot hold it", async () => {
+    const { scheduler, timers, clock } = setup({ concurrency: 1, timeout: 50 });
+    const never = scheduler.schedule(() => new Promise(() => {}));
+    const neverOutcome = never.catch((e: unknown) => e);
+    let nextStartedAt = -1;
+    const next = scheduler.schedule(() => {
+      nextStartedAt = clock.now();
+      return 'next';
+    });
+    let idle = false;
+    void scheduler.onIdle().then(() => {
+      idle = true;
+    });
+    await timers.tickAsync(50);
+    expect(await neverOutcome).toBeInstanceOf(JobTimeoutError);
+    await expect(next).resolves.toBe('next');
+    expect(nextStartedAt).toBe(50);
+    expect(scheduler.pending).toBe(0);
+    await timers.tickAsync(0);
+    expect(idle).toBe(true);
+    expect(() => new Scheduler({ concurrency: 1, onTimeout: 'keep' as never })).toThrow(/'release' or 'hold'/);
   });
 
   it('a job that finishes in time clears its timeout; a per-job timeout overrides', async () => {
