@@ -28,6 +28,7 @@ export type ErrorCode =
   | 'ERR_WAIT_TOO_LONG'
   | 'ERR_JOB_TIMEOUT'
   | 'ERR_STORE_UNAVAILABLE'
+  | 'ERR_CLOSED'
   | 'ABORT_ERR';
 
 /** The base class: anything tokenpace throws or rejects with on purpose. */
@@ -191,6 +192,15 @@ export class StoreUnavailableError extends TokenpaceError {
   }
 }
 
+/** A job given to a scheduler after `close()`, or a waiting job that `close({ drain: false })` turned away. */
+export class ClosedError extends TokenpaceError {
+  override name = 'ClosedError';
+  override readonly code = 'ERR_CLOSED' as const;
+  constructor(message = 'the scheduler is closed: it takes no new jobs') {
+    super('ERR_CLOSED', message);
+  }
+}
+
 /**
  * A wait that was cancelled by `clear()` or similar. Aborts through an
  * `AbortSignal` reject with the signal's own `reason` instead.
@@ -247,6 +257,7 @@ export interface ErrorByCode {
   ERR_WAIT_TOO_LONG: WaitTooLongError;
   ERR_JOB_TIMEOUT: JobTimeoutError;
   ERR_STORE_UNAVAILABLE: StoreUnavailableError;
+  ERR_CLOSED: ClosedError;
   ABORT_ERR: AbortError;
 }
 

@@ -63,6 +63,7 @@
 import { type Clock, checkClock } from '../clock.js';
 import {
   AbortError,
+  ClosedError,
   checkOptions,
   checkSignal,
   describeValue,
@@ -149,6 +150,8 @@ export class Scheduler {
   #timeoutMs: number;
   readonly #catchUpMs: number;
   #paused: boolean;
+  /** Set by {@link close}: no new jobs. */
+  #closed = false;
 
   /** The head could not start for lack of concurrency; it may start when a job finishes. */
   #concurrencyBlocked = false;
@@ -316,6 +319,7 @@ export class Scheduler {
    */
   schedule<R>(fn: JobFunction<R>, options: ScheduleOptions = EMPTY): Promise<R> {
     if (typeof fn !== 'function' || typeof options !== 'object' || options === null) return this.#badCall(fn, options);
+    if (this.#closed) return Promise.reject(new ClosedError());
     const cost = options.cost ?? 1;
     const priority = options.priority ?? 0;
     let signal = options.signal;
@@ -499,6 +503,45 @@ export class Scheduler {
       this.#refusals.rejectWaiting(job, 'cleared', error);
     }
     this.#pump(this.#clock.now());
+  }
+
+  /**
+   * Closes the scheduler: from now on `schedule` rejects with `ClosedError`
+   * (`ERR_CLOSED`). Jobs already waiting still run (the default, as undici's
+   * `close()`), or, with `{ drain: false }`, are rejected with `ClosedError`
+   * at once (running jobs go on either way). Resolves when nothing waits and
+   * nothing runs; the scheduler then holds no timer. Calling it again is
+   * harmless (a later `{ drain: false }` still rejects what waits).
+   * `await using scheduler = new Scheduler(...)` calls it through
+   * `Symbol.asyncDispose` where the runtime has it.
+   */
+  close(options?: { drain?: boolean }): Promise<void> {
+    let drain: boolean;
+    try {
+      drain = checkOptions(options, 'close options ({ drain })', false)?.drain ?? true;
+      if (typeof drain !== 'boolean') {
+        throw new InvalidOptionError('drain', drain, `Expected \`drain\` to be a boolean, got ${describeValue(drain)}`);
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.#closed = true;
+    if (!drain) {
+      for (const job of [...this.#queue]) {
+        this.#unqueue(job);
+        const error = new ClosedError('the scheduler was closed with { drain: false } before the job started');
+        this.#refusals.rejectWaiting(job, 'cleared', error);
+      }
+      this.#pump(this.#clock.now());
+    } else if (this.#paused && this.#queue.size !== 0) {
+      this.resume(); // draining a paused scheduler would never end
+    }
+    return this.onIdle().then(() => this.#watchdog.disarm());
+  }
+
+  /** True once {@link close} was called. */
+  get isClosed(): boolean {
+    return this.#closed;
   }
 
   /**
@@ -837,4 +880,17 @@ export class Scheduler {
     this.#refusals.rejectWaiting(job, 'aborted', (extra.signal as AbortSignal).reason);
     this.#pump(this.#clock.now());
   }
+}
+
+// `await using`: Symbol.asyncDispose where the runtime has it (Node 20 does). Defined at run time, so
+// that the types need no `esnext.disposable` lib in a consumer's tsconfig.
+const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
+if (asyncDispose !== undefined) {
+  Object.defineProperty(Scheduler.prototype, asyncDispose, {
+    value(this: Scheduler): Promise<void> {
+      return this.close();
+    },
+    writable: true,
+    configurable: true,
+  });
 }
