@@ -102,6 +102,16 @@ export interface JobContext {
    * `undefined` when the job has neither.
    */
   readonly signal: AbortSignal | undefined;
+  /**
+   * Changes the job's charge once its real cost is known (rows scanned,
+   * tokens an API call used): `adjust(+n)` takes n more tokens from the
+   * bucket now (in debt if they are not there, so later jobs wait for them,
+   * as a reservation does), `adjust(-n)` gives back up to n of what the job
+   * was charged (never above the burst). The job's total charge stays within
+   * 0 and the burst (`CostExceedsCapacityError` beyond it). The concurrency
+   * the job holds does not change. Without a rate it does nothing.
+   */
+  adjust(deltaCost: number): void;
 }
 
 /** A job: a function that returns a value or a promise of one. */

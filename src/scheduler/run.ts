@@ -60,8 +60,25 @@ export function rejection(reason: unknown): PromiseLike<never> {
   };
 }
 
-/** The context of a job with neither a signal nor a timeout. */
-export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined });
+/** The context of a job with neither a signal nor a timeout, and nothing to adjust (the Runner's own tests). */
+export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined, adjust: () => {} });
+
+/** Changes a running job's charge (see {@link JobContext.adjust}): the scheduler's bucket does it. */
+export type Adjuster = (charge: Charge, deltaCost: number) => void;
+
+/** A job's context: its signal and its charge, which `adjust` changes. */
+export class Charge implements JobContext {
+  /** Bound, so that `({ adjust }) => adjust(n)` works. */
+  readonly adjust: (deltaCost: number) => void;
+  constructor(
+    readonly signal: AbortSignal | undefined,
+    /** Tokens the job is charged now. */
+    public cost: number,
+    adjuster: Adjuster,
+  ) {
+    this.adjust = (deltaCost) => adjuster(this, deltaCost);
+  }
+}
 
 /** Runs jobs and counts what runs; `onFinish` runs after each job's function settles. */
 export class Runner {
@@ -80,6 +97,9 @@ export class Runner {
    * timeout, false (`'hold'`) keeps it until the function really settles.
    */
   releaseOnTimeout = false;
+  /** Makes the context of a guarded job (signal and timeout): the scheduler gives its own, with `adjust`. */
+  contextFor: (signal: AbortSignal | undefined, cost: number) => JobContext = (signal) =>
+    signal === undefined ? NO_SIGNAL : { signal, adjust: NO_SIGNAL.adjust };
 
   readonly #clock: Clock;
   readonly #counters: SchedulerCounters;
@@ -177,7 +197,7 @@ export class Runner {
     }
     const jobSignal = own === undefined ? signal : own.signal;
     signal?.addEventListener('abort', onAbort, { once: true });
-    this.invoke(fn, { signal: jobSignal }, cost, priority, waitedMs, slot).then(
+    this.invoke(fn, this.contextFor(jobSignal, cost), cost, priority, waitedMs, slot).then(
       (value) => {
         if (!open) return;
         close();

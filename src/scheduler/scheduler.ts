@@ -64,6 +64,7 @@ import { type Clock, checkClock } from '../clock.js';
 import {
   AbortError,
   ClosedError,
+  CostExceedsCapacityError,
   checkOptions,
   checkSignal,
   describeValue,
@@ -72,11 +73,13 @@ import {
   WaitTooLongError,
 } from '../errors.js';
 import {
+  advance,
   type BucketParams,
   type BucketState,
   bucketParams,
   burstParam,
   charge,
+  charge as chargeBucket,
   delayUntil,
   msUntil,
   rateParam,
@@ -108,7 +111,7 @@ import {
 } from './options.js';
 import { WaitQueue } from './queue.js';
 import { costError, Refusals } from './refuse.js';
-import { Job, type JobExtra, NO_SIGNAL, Runner, rejection } from './run.js';
+import { Charge, Job, type JobExtra, Runner, rejection } from './run.js';
 
 export type {
   ActiveJob,
@@ -223,6 +226,7 @@ export class Scheduler {
     this.#runner = new Runner(this.#clock, this.#counters, this.#events, this.#finished);
     this.#runner.zeroCostHold = Math.min(1, this.#concurrency);
     this.#runner.releaseOnTimeout = parseOnTimeout(options.onTimeout);
+    this.#runner.contextFor = (signal, cost) => new Charge(signal, cost, this.#adjust);
     this.#refusals = new Refusals(this.#counters, this.#events, this.#maxQueue);
   }
 
@@ -371,7 +375,7 @@ export class Scheduler {
       this.#lastStartMs = now;
       if (this.#events.has('add')) this.#events.emit('add');
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
-        return runner.invoke(fn, NO_SIGNAL, cost, priority, 0) as Promise<R>;
+        return runner.invoke(fn, new Charge(undefined, cost, this.#adjust), cost, priority, 0) as Promise<R>;
       }
       return new Promise<R>((resolve, reject) => {
         runner.invokeGuarded(fn, cost, priority, signal, timeoutMs, 0, resolve as (v: unknown) => void, reject);
@@ -759,7 +763,9 @@ export class Scheduler {
     const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
     if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
       // The runner's own handler (attached first) frees the slot before the job's promise settles.
-      job.resolve(this.#runner.invoke(job.fn, NO_SIGNAL, job.cost, job.priority, waitedMs));
+      job.resolve(
+        this.#runner.invoke(job.fn, new Charge(undefined, job.cost, this.#adjust), job.cost, job.priority, waitedMs),
+      );
     } else {
       const resolve = job.resolve;
       this.#runner.invokeGuarded(job.fn, job.cost, job.priority, extra?.signal, timeoutMs, waitedMs, resolve, (error) =>
@@ -861,6 +867,33 @@ export class Scheduler {
     const atMs = Math.max(now + Math.max(0, baseMs), this.#hintAtMs + spacingMs);
     this.#hintAtMs = atMs;
     return retryHintMs(atMs - now);
+  };
+
+  /** A running job's `adjust(deltaCost)` (see {@link JobContext.adjust}). */
+  readonly #adjust = (charge: Charge, deltaCost: number): void => {
+    if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
+      throw new InvalidOptionError(
+        'deltaCost',
+        deltaCost,
+        `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
+      );
+    }
+    const bucket = this.#bucket;
+    if (bucket === undefined || deltaCost === 0) return;
+    const params = this.#params;
+    const now = this.#clock.now();
+    if (deltaCost > 0) {
+      const total = charge.cost + deltaCost;
+      if (total > params.capacity) throw new CostExceedsCapacityError(total, params.capacity);
+      chargeBucket(bucket, params, now, deltaCost);
+      charge.cost = total;
+    } else {
+      const back = Math.min(-deltaCost, charge.cost);
+      advance(bucket, params, now);
+      bucket.tokens = Math.min(params.capacity, bucket.tokens + back);
+      charge.cost -= back;
+    }
+    this.#pump(now); // the head's start moved: later for a charge, sooner for a refund
   };
 
   /** Takes a job out of the queue and off its signal. */
