@@ -69,7 +69,12 @@ describe('p-queue parity', () => {
     scheduler.concurrency = 2;
     expect(scheduler.concurrency).toBe(2);
     const starts: number[] = [];
-    const jobs = [1, 2].map(() => scheduler.add(() => (starts.push(1), sleep(10))));
+    const jobs = [1, 2].map(() =>
+      scheduler.add(() => {
+        starts.push(1);
+        return sleep(10);
+      }),
+    );
     expect(starts.length).toBe(2);
     expect(() => {
       scheduler.concurrency = 0;
