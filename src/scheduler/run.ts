@@ -45,7 +45,8 @@ export class Job implements Waiter<Job> {
 /** The parts of a waiting job that most jobs do not have. */
 export interface JobExtra {
   readonly signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
+  /** In the scheduler's set of jobs waiting on `signal` (one abort listener per signal, not per job). */
+  watched: boolean;
   readonly timeoutMs: number;
 }
 

@@ -392,15 +392,14 @@ export class Scheduler {
     }
 
     const extra =
-      signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, onAbort: undefined, timeoutMs };
+      signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, watched: false, timeoutMs };
     const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
     const promise = new Promise<R>((resolve) => {
       job.resolve = resolve as (value: unknown) => void;
     });
     if (signal !== undefined) {
-      const onAbort = () => this.#abortWaiting(job);
-      (extra as JobExtra).onAbort = onAbort;
-      signal.addEventListener('abort', onAbort, { once: true });
+      this.#watch(job, signal);
+      (extra as JobExtra).watched = true;
     }
     queue.push(job);
     this.#counters.admitted++;
@@ -900,17 +899,48 @@ export class Scheduler {
   #unqueue(job: Job): void {
     this.#queue.remove(job);
     const extra = job.extra;
-    if (extra?.onAbort !== undefined) {
-      (extra.signal as AbortSignal).removeEventListener('abort', extra.onAbort);
-      extra.onAbort = undefined;
+    if (extra?.watched) {
+      extra.watched = false;
+      this.#unwatch(job, extra.signal as AbortSignal);
     }
   }
 
-  #abortWaiting(job: Job): void {
-    if (!this.#queue.remove(job)) return;
-    const extra = job.extra as JobExtra;
-    extra.onAbort = undefined;
-    this.#refusals.rejectWaiting(job, 'aborted', (extra.signal as AbortSignal).reason);
+  /**
+   * Waiting jobs by signal, with one abort listener per signal. A listener per
+   * job would make each add and removal O(n) in the jobs waiting on one signal
+   * (Node's EventTarget scans its listeners) and warn past 10 of them.
+   */
+  readonly #bySignal = new Map<AbortSignal, { readonly jobs: Set<Job>; readonly onAbort: () => void }>();
+
+  #watch(job: Job, signal: AbortSignal): void {
+    let waiting = this.#bySignal.get(signal);
+    if (waiting === undefined) {
+      waiting = { jobs: new Set(), onAbort: () => this.#abortWaiting(signal) };
+      this.#bySignal.set(signal, waiting);
+      signal.addEventListener('abort', waiting.onAbort, { once: true });
+    }
+    waiting.jobs.add(job);
+  }
+
+  #unwatch(job: Job, signal: AbortSignal): void {
+    const waiting = this.#bySignal.get(signal);
+    if (waiting === undefined) return;
+    waiting.jobs.delete(job);
+    if (waiting.jobs.size !== 0) return;
+    this.#bySignal.delete(signal);
+    signal.removeEventListener('abort', waiting.onAbort);
+  }
+
+  /** `signal` aborted: every job waiting on it leaves the queue and rejects with its reason. */
+  #abortWaiting(signal: AbortSignal): void {
+    const waiting = this.#bySignal.get(signal);
+    if (waiting === undefined) return;
+    this.#bySignal.delete(signal);
+    for (const job of waiting.jobs) {
+      this.#queue.remove(job);
+      (job.extra as JobExtra).watched = false;
+      this.#refusals.rejectWaiting(job, 'aborted', signal.reason);
+    }
     this.#pump(this.#clock.now());
   }
 }

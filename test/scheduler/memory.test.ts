@@ -5,6 +5,7 @@
  * jobs. Measured on the real heap after forced collections.
  */
 
+import { EventEmitter } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
@@ -25,7 +26,7 @@ describe('retained memory', () => {
   it('a settled job with a long-lived signal and a timeout retains nothing on the signal', async () => {
     const shutdown = new AbortController();
     const scheduler = new Scheduler({ concurrency: 64, maxQueue: 100_000, timeout: '1h' });
-    // In rounds of 500, so few jobs wait at once (each waiting job is a listener on the shared signal).
+    // In rounds of 500, as requests arrive.
     const run = async (n: number) => {
       for (let done = 0; done < n; done += 500) {
         const jobs: Promise<unknown>[] = [];
@@ -59,4 +60,26 @@ describe('retained memory', () => {
     await expect(job).rejects.toBe(reason);
     expect(seen).toBe(reason);
   }, 30_000);
+});
+
+describe('many jobs waiting on one signal', () => {
+  it('hold one abort listener in all, removed when the last leaves; an abort rejects every one', async () => {
+    const shutdown = new AbortController();
+    const scheduler = new Scheduler({ concurrency: 1, maxQueue: 10_000, autoStart: false });
+    const jobs = Array.from({ length: 5_000 }, (_, i) =>
+      scheduler.schedule(() => i, { signal: shutdown.signal }).catch((e: unknown) => e),
+    );
+    expect(EventEmitter.getEventListeners(shutdown.signal, 'abort')).toHaveLength(1); // not 5,000 (and no MaxListeners warning)
+    const reason = new Error('shutdown');
+    shutdown.abort(reason);
+    for (const outcome of await Promise.all(jobs)) expect(outcome).toBe(reason);
+    expect(scheduler.size).toBe(0);
+
+    const other = new AbortController();
+    const started = Array.from({ length: 3 }, () => scheduler.schedule(() => 1, { signal: other.signal }));
+    expect(EventEmitter.getEventListeners(other.signal, 'abort')).toHaveLength(1);
+    scheduler.resume();
+    await Promise.all(started);
+    expect(EventEmitter.getEventListeners(other.signal, 'abort')).toHaveLength(0);
+  });
 });
