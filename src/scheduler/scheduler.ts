@@ -153,6 +153,8 @@ export class Scheduler {
   #timeoutMs: number;
   readonly #catchUpMs: number;
   #paused: boolean;
+  /** The latest arrival time given to a waiting job. */
+  #lastEnqueuedMs = Number.NEGATIVE_INFINITY;
   /** Set by {@link close}: no new jobs. */
   #closed = false;
 
@@ -393,7 +395,10 @@ export class Scheduler {
 
     const extra =
       signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, watched: false, timeoutMs };
-    const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
+    // Arrival times never go back (a clock that does counts as no time), so the first job in arrival order
+    // is the one with the first deadline: the queue's `oldest()`.
+    if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
+    const job = new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
     const promise = new Promise<R>((resolve) => {
       job.resolve = resolve as (value: unknown) => void;
     });
