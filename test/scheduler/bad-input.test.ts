@@ -68,6 +68,13 @@ describe('Scheduler: bad input is a coded error', () => {
     ['interval with rate', { rate: 1, interval: 1000, intervalCap: 1 }, /not both/],
     ['interval NaN', { interval: Number.NaN, intervalCap: 1 }, /Expected `interval`/],
     ['intervalCap 0', { interval: 1000, intervalCap: 0 }, /Expected `intervalCap`/],
+    ['maxWait NaN', { rate: 1, maxWait: Number.NaN }, /invalid duration NaN/],
+    ["maxWait '1 fortnight'", { rate: 1, maxWait: '1 fortnight' }, /invalid duration "1 fortnight"/],
+    [
+      "onTimeout 'keep'",
+      { concurrency: 1, onTimeout: 'keep' },
+      /Expected `onTimeout` to be 'release' or 'hold', got "keep"/,
+    ],
   ])('new Scheduler(%s) throws a coded error', (_name, options, message) => {
     const error = thrown(() => new Scheduler(options as never));
     expect(isTokenpaceError(error)).toBe(true);
@@ -88,6 +95,19 @@ describe('Scheduler: bad input is a coded error', () => {
     const { scheduler } = setup({ concurrency: 10 });
     await expect(scheduler.schedule(() => 1, { cost: '5' as never })).rejects.toThrow(/invalid cost "5"/);
     await expect(scheduler.schedule(() => 1, { priority: '1' as never })).rejects.toThrow(/got "1"/);
+  });
+
+  it("maxWait '1s' is a limit of 1000 ms; a job's timeout NaN rejects", async () => {
+    const { scheduler, timers } = setup({ rate: 1, maxWait: '1s' });
+    await scheduler.schedule(() => 0);
+    const waiting = scheduler.schedule(() => 0); // waits 1000 ms: accepted
+    expect(scheduler.size).toBe(1);
+    await expect(scheduler.schedule(() => 0)).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG', maxWaitMs: 1000 });
+    await expect(scheduler.schedule(() => 0, { timeout: Number.NaN })).rejects.toMatchObject({
+      code: 'ERR_INVALID_DURATION',
+    });
+    await timers.tickAsync(1000);
+    await waiting;
   });
 
   it('sizeBy() and sizeBy({ priority: NaN }) throw a coded error', () => {
