@@ -10,6 +10,8 @@
  * burst it never earned.
  */
 
+import { describeValue, InvalidOptionError } from './errors.js';
+
 /** A source of monotonic time and one-shot timers. */
 export interface Clock {
   /** Milliseconds since an arbitrary origin; never decreases for the system clock. May be fractional. */
@@ -37,3 +39,28 @@ export const systemClock: Clock = {
     clearTimeout(handle as ReturnType<typeof setTimeout>);
   },
 };
+
+/**
+ * `value` as a {@link Clock}, or {@link systemClock} when absent. An object without the three
+ * functions is refused with `InvalidOptionError`, at construction, instead of a `TypeError`
+ * from the first timer.
+ * @internal
+ */
+export function checkClock(value: unknown): Clock {
+  if (value === undefined) return systemClock;
+  const clock = value as Partial<Clock> | null;
+  if (
+    typeof clock === 'object' &&
+    clock !== null &&
+    typeof clock.now === 'function' &&
+    typeof clock.setTimeout === 'function' &&
+    typeof clock.clearTimeout === 'function'
+  ) {
+    return clock as Clock;
+  }
+  throw new InvalidOptionError(
+    'clock',
+    value,
+    `Expected \`clock\` to have now(), setTimeout(fn, ms) and clearTimeout(handle), got ${describeValue(value)}`,
+  );
+}

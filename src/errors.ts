@@ -28,6 +28,7 @@ export type ErrorCode =
   | 'ERR_WAIT_TOO_LONG'
   | 'ERR_JOB_TIMEOUT'
   | 'ERR_STORE_UNAVAILABLE'
+  | 'ERR_CLOSED'
   | 'ABORT_ERR';
 
 /** The base class: anything tokenpace throws or rejects with on purpose. */
@@ -191,6 +192,15 @@ export class StoreUnavailableError extends TokenpaceError {
   }
 }
 
+/** A job given to a scheduler after `close()`, or a waiting job that `close({ drain: false })` turned away. */
+export class ClosedError extends TokenpaceError {
+  override name = 'ClosedError';
+  override readonly code = 'ERR_CLOSED' as const;
+  constructor(message = 'the scheduler is closed: it takes no new jobs') {
+    super('ERR_CLOSED', message);
+  }
+}
+
 /**
  * A wait that was cancelled by `clear()` or similar. Aborts through an
  * `AbortSignal` reject with the signal's own `reason` instead.
@@ -247,6 +257,7 @@ export interface ErrorByCode {
   ERR_WAIT_TOO_LONG: WaitTooLongError;
   ERR_JOB_TIMEOUT: JobTimeoutError;
   ERR_STORE_UNAVAILABLE: StoreUnavailableError;
+  ERR_CLOSED: ClosedError;
   ABORT_ERR: AbortError;
 }
 
@@ -263,4 +274,71 @@ export function isTokenpaceError(value: unknown, code?: ErrorCode): boolean {
   if (typeof value !== 'object' || value === null) return false;
   if (!(value instanceof TokenpaceError) && (value as Record<symbol, unknown>)[brand] !== true) return false;
   return code === undefined || (value as TokenpaceError).code === code;
+}
+
+/**
+ * `value` as an `AbortSignal`, or `undefined` when absent. Anything else (the
+ * `AbortController` itself, a look-alike such as `{ aborted: true }`) is refused with
+ * {@link InvalidOptionError} before anything is charged or armed, so a mistake costs a clear
+ * error, never a token, a crash from a timer callback, or a rejection with `undefined`.
+ * A signal from another realm (vm, jsdom) passes: what is checked is what is used.
+ * @internal
+ */
+export function checkSignal(value: unknown, option = 'signal'): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (value instanceof AbortSignal) return value;
+  const candidate = value as Partial<AbortSignal> | null;
+  if (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.aborted === 'boolean' &&
+    typeof candidate.addEventListener === 'function' &&
+    typeof candidate.removeEventListener === 'function' &&
+    typeof candidate.throwIfAborted === 'function'
+  ) {
+    return candidate as AbortSignal;
+  }
+  const hint =
+    value instanceof AbortController
+      ? ": pass the controller's `signal` (`controller.signal`), not the controller"
+      : '';
+  throw new InvalidOptionError(
+    option,
+    value,
+    `Expected \`${option}\` to be an AbortSignal, got ${describeValue(value)}${hint}`,
+  );
+}
+
+/**
+ * An options argument: `undefined` (all defaults, when `required` is false) or an object.
+ * Anything else (`null`, a string, a number) is refused with {@link InvalidOptionError}.
+ * @internal
+ */
+export function checkOptions<T extends object>(value: T | undefined, what: string, required: boolean): T | undefined {
+  if (value === undefined && !required) return undefined;
+  if (typeof value === 'object' && value !== null) return value;
+  throw new InvalidOptionError(
+    'options',
+    value,
+    `Expected the ${what} to be an object${required ? '' : ' or undefined'}, got ${describeValue(value)}`,
+  );
+}
+
+/**
+ * How much earlier than asked a timer may fire, measured against `performance.now()`: Node
+ * starts a timer from the event loop's cached time, which can lag the real time by a
+ * millisecond or more. A retry hint includes it (see {@link retryHintMs}).
+ */
+export const TIMER_EARLY_MS = 2;
+
+/**
+ * A retry hint a client can follow: the exact wait `exactMs` rounded up to whole milliseconds,
+ * plus {@link TIMER_EARLY_MS} so that a client that waits it with `setTimeout` is admitted even
+ * when its timer fires early. 0 stays 0 (retry now).
+ * @internal
+ */
+export function retryHintMs(exactMs: number): number {
+  if (!(exactMs > 0)) return 0;
+  if (exactMs === Number.POSITIVE_INFINITY) return exactMs;
+  return Math.ceil(exactMs) + TIMER_EARLY_MS;
 }

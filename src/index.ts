@@ -9,6 +9,7 @@ export { type Clock, systemClock } from './clock.js';
 export {
   AbortError,
   BurstTooSmallError,
+  ClosedError,
   CostExceedsCapacityError,
   type ErrorByCode,
   type ErrorCode,

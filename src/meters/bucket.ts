@@ -49,7 +49,13 @@
  * instead would give back all of its 1: nothing came after it.
  */
 
-import { CostExceedsCapacityError, InvalidSizeError } from '../errors.js';
+import {
+  CostExceedsCapacityError,
+  describeValue,
+  InvalidOptionError,
+  InvalidRateError,
+  InvalidSizeError,
+} from '../errors.js';
 import { parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
 
 /** The variables of a bucket: all a store has to keep. */
@@ -236,12 +242,57 @@ export function startAt(
 
 /** Validates a cost against a capacity: a finite number, >= 0, and <= capacity. */
 export function checkCost(cost: number, capacity: number): void {
+  if (typeof cost !== 'number') {
+    throw new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`);
+  }
   if (cost <= capacity) {
     if (cost >= 0) return;
   } else if (cost > capacity) {
     throw new CostExceedsCapacityError(cost, capacity);
   }
-  throw new InvalidSizeError(cost, `invalid cost ${cost}: expected a finite number >= 0`);
+  throw new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`);
+}
+
+/**
+ * The largest rate (tokens per second) and burst (tokens) a bucket supports: 2^53
+ * (9,007,199,254,740,992). Up to it every integer count of tokens is exact in a double, and
+ * a wait of one token is still a positive time; beyond it (1e306/s, say) the refill in one
+ * millisecond rounds away the cost of a job and a waiting job would never see its tokens.
+ * Larger values are refused with `ERR_INVALID_RATE` / `ERR_INVALID_SIZE`. (2^53 bytes per
+ * second is 8 PiB/s.)
+ */
+export const MAX_RATE = 2 ** 53;
+/** The largest burst: see {@link MAX_RATE}. */
+export const MAX_BURST = 2 ** 53;
+
+/** A rate option, parsed and checked against {@link MAX_RATE}. */
+export function rateParam(rate: RateInput, option = 'rate'): number {
+  const ratePerSecond = parseRateOption(rate, option);
+  if (ratePerSecond <= MAX_RATE) return ratePerSecond;
+  throw new InvalidRateError(
+    rate,
+    `invalid ${option} ${describeValue(rate)}: the largest supported rate is 2^53 (${MAX_RATE}) per second`,
+  );
+}
+
+/** A burst option, parsed and checked against {@link MAX_BURST}. */
+export function burstParam(burst: SizeInput, option = 'burst'): number {
+  const capacity = parseSizeOption(burst, option);
+  if (capacity <= MAX_BURST) return capacity;
+  throw new InvalidSizeError(
+    burst,
+    `invalid ${option} ${describeValue(burst)}: the largest supported burst is 2^53 (${MAX_BURST})`,
+  );
+}
+
+/** An explicit time (`nowMs` of the `*At` twins): a finite number, or `InvalidOptionError`. */
+export function checkTime(nowMs: unknown, option = 'nowMs'): number {
+  if (typeof nowMs === 'number' && Number.isFinite(nowMs)) return nowMs;
+  throw new InvalidOptionError(
+    option,
+    nowMs,
+    `Expected \`${option}\` to be a finite clock time in ms, got ${describeValue(nowMs)}`,
+  );
 }
 
 /**
@@ -249,5 +300,5 @@ export function checkCost(cost: number, capacity: number): void {
  * The error names the option, so a message reads "invalid rate ..." or "invalid burst ...".
  */
 export function bucketParams(rate: RateInput, burst: SizeInput): BucketParams {
-  return { ratePerSecond: parseRateOption(rate, 'rate'), capacity: parseSizeOption(burst, 'burst') };
+  return { ratePerSecond: rateParam(rate), capacity: burstParam(burst) };
 }

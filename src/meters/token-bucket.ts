@@ -24,18 +24,28 @@
  * ./bucket.ts, the one place that changes a bucket's state.
  */
 
-import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, WaitTooLongError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import {
+  checkOptions,
+  checkSignal,
+  describeValue,
+  InvalidOptionError,
+  retryHintMs,
+  WaitTooLongError,
+} from '../errors.js';
 import { Watchdog } from '../timer.js';
-import { type DurationInput, parseDuration, parseRateOption, type RateInput, type SizeInput } from '../units.js';
+import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import {
   advance,
   type BucketParams,
   type BucketState,
   bucketParams,
+  burstParam,
   charge,
   checkCost,
+  checkTime,
   delayUntil,
+  rateParam,
   reconfigure,
   refund,
   slackFor,
@@ -49,11 +59,16 @@ export {
   type BucketParams,
   type BucketState,
   bucketParams,
+  burstParam,
   charge,
   checkCost,
+  checkTime,
   conforms,
   delayUntil,
+  MAX_BURST,
+  MAX_RATE,
   msUntil,
+  rateParam,
   readyAt,
   reconfigure,
   refund,
@@ -123,8 +138,9 @@ const REFUSED_CANCEL = { cancel: noop, cancelAt: noop };
 
 /** `maxWait` (or its old name `maxWaitMs`) in milliseconds. */
 function maxWaitOf(options: ReserveOptions | undefined): number {
-  if (options === undefined) return Number.POSITIVE_INFINITY;
-  const { maxWait, maxWaitMs } = options;
+  const checked = checkOptions(options, 'reserve options', false);
+  if (checked === undefined) return Number.POSITIVE_INFINITY;
+  const { maxWait, maxWaitMs } = checked;
   if (maxWait !== undefined) return parseDuration(maxWait);
   if (maxWaitMs !== undefined) return parseDuration(maxWaitMs);
   return Number.POSITIVE_INFINITY;
@@ -143,14 +159,23 @@ export class TokenBucket {
   readonly #clock: Clock;
 
   constructor(options: TokenBucketOptions) {
+    checkOptions(options, 'TokenBucket options ({ rate, burst })', true);
+    if (options.burst === undefined) {
+      throw new InvalidOptionError(
+        'burst',
+        undefined,
+        'a TokenBucket needs `burst`, its capacity: the most tokens it holds, and so the largest burst it admits ' +
+          '(it starts full). Give the largest cost you want to pass at once, e.g. `burst: rate` for one second of it',
+      );
+    }
     this.#params = bucketParams(options.rate, options.burst);
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     const tokens = options.tokens ?? this.#params.capacity;
-    if (!(tokens >= 0 && tokens <= this.#params.capacity)) {
+    if (!(typeof tokens === 'number' && tokens >= 0 && tokens <= this.#params.capacity)) {
       throw new InvalidOptionError(
         'tokens',
         tokens,
-        `invalid tokens ${tokens}: expected a number from 0 to the burst (${this.#params.capacity})`,
+        `invalid tokens ${describeValue(tokens)}: expected a number from 0 to the burst (${this.#params.capacity})`,
       );
     }
     this.#state = { tokens, updatedAtMs: this.#clock.now() };
@@ -173,6 +198,7 @@ export class TokenBucket {
 
   /** Tokens at `nowMs`, without changing anything. */
   tokensAt(nowMs: number): number {
+    checkTime(nowMs);
     return tokensAt(this.#state, this.#params, nowMs);
   }
 
@@ -183,6 +209,7 @@ export class TokenBucket {
 
   /** {@link tryTake} at an explicit time. */
   tryTakeAt(nowMs: number, cost = 1): boolean {
+    checkTime(nowMs);
     checkCost(cost, this.#params.capacity);
     return tryCharge(this.#state, this.#params, nowMs, cost);
   }
@@ -197,6 +224,7 @@ export class TokenBucket {
    * last update waits from that update (time before it counts as none).
    */
   delayForAt(nowMs: number, cost = 1): number {
+    checkTime(nowMs);
     checkCost(cost, this.#params.capacity);
     return delayUntil(this.#state, this.#params, nowMs, cost);
   }
@@ -212,6 +240,7 @@ export class TokenBucket {
 
   /** {@link reserve} at an explicit time. */
   reserveAt(nowMs: number, cost = 1, options?: ReserveOptions): Reservation {
+    checkTime(nowMs);
     checkCost(cost, this.#params.capacity);
     const maxWaitMs = maxWaitOf(options);
     const state = this.#state;
@@ -239,6 +268,7 @@ export class TokenBucket {
 
   /** {@link refund} at an explicit time. */
   refundAt(nowMs: number, cost: number): void {
+    checkTime(nowMs);
     checkCost(cost, this.#params.capacity);
     advance(this.#state, this.#params, nowMs);
     this.#state.tokens = Math.min(this.#params.capacity, this.#state.tokens + cost);
@@ -253,17 +283,22 @@ export class TokenBucket {
    * in steps (see src/timer.ts).
    */
   take(cost = 1, options?: TakeOptions): Promise<void> {
-    const signal = options?.signal;
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    let signal: AbortSignal | undefined;
     let reservation: Reservation;
     try {
+      checkOptions(options, 'take options', false);
+      // Checked before anything is charged or armed: a bad signal costs no token.
+      signal = checkSignal(options?.signal);
+      if (signal?.aborted) return Promise.reject(signal.reason);
       reservation = this.reserve(cost, options);
     } catch (error) {
-      return Promise.reject(error); // a bad cost or maxWait rejects, like every other failure of take()
+      return Promise.reject(error); // a bad cost, signal or maxWait rejects, like every other failure of take()
     }
     if (!reservation.ok) {
+      // retryAfterMs means the same as in the Scheduler: how long until this wait would fit maxWait.
       const { delayMs } = reservation;
-      return Promise.reject(new WaitTooLongError(delayMs, maxWaitOf(options), delayMs));
+      const maxWaitMs = maxWaitOf(options);
+      return Promise.reject(new WaitTooLongError(delayMs, maxWaitMs, retryHintMs(delayMs - maxWaitMs)));
     }
     if (reservation.delayMs === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
@@ -290,7 +325,7 @@ export class TokenBucket {
    * instead; see {@link reconfigure}.)
    */
   setRate(rate: RateInput): void {
-    const next = { ...this.#params, ratePerSecond: parseRateOption(rate, 'rate') };
+    const next = { ...this.#params, ratePerSecond: rateParam(rate) };
     reconfigure(this.#state, this.#params, this.#clock.now(), next);
     this.#params = next;
   }
@@ -301,7 +336,7 @@ export class TokenBucket {
    * gives back at most the new capacity.
    */
   setBurst(burst: SizeInput): void {
-    const next = { ...this.#params, capacity: bucketParams(this.#params.ratePerSecond, burst).capacity };
+    const next = { ...this.#params, capacity: burstParam(burst) };
     reconfigure(this.#state, this.#params, this.#clock.now(), next);
     this.#params = next;
   }

@@ -7,14 +7,16 @@
  *
  * A throwing listener must not stop the scheduler half-way through a change
  * of state (a job counted as running whose promise never settles, a drain
- * left undone): its exception surfaces on its own, as an uncaught exception
- * on the next microtask, like a throwing timer callback's.
+ * left undone). Its exception goes to the `error` listeners, as p-queue's
+ * does, if there are any; otherwise (or if an `error` listener throws) it
+ * surfaces on its own, as an uncaught exception on the next microtask, like
+ * a throwing timer callback's.
  */
 
 import type { SchedulerEvents } from './options.js';
 
-/** The public events, and `next`: the queue may have shrunk (for `onSizeLessThan`; not public). */
-export type Events = SchedulerEvents & { next: [] };
+/** The public events, and `changed`: the queue or the jobs running may have changed (for the promise forms; not public). */
+export type Events = SchedulerEvents & { changed: [] };
 
 type Listener<E extends keyof Events> = ((...args: Events[E]) => void) & { original?: unknown };
 
@@ -71,9 +73,13 @@ export class Emitter {
       try {
         listener(...args);
       } catch (error) {
-        queueMicrotask(() => {
-          throw error;
-        });
+        if (event !== 'error' && this.has('error')) {
+          this.emit('error', error);
+        } else {
+          queueMicrotask(() => {
+            throw error;
+          });
+        }
       }
     }
   }

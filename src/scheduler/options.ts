@@ -5,7 +5,7 @@
  */
 
 import type { Clock } from '../clock.js';
-import { InvalidOptionError } from '../errors.js';
+import { describeValue, InvalidOptionError } from '../errors.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 
 /** Options for {@link Scheduler}. At least one of `rate` and `concurrency` must be given. */
@@ -63,6 +63,17 @@ export interface SchedulerOptions {
    */
   timeout?: DurationInput;
   /**
+   * What a job's timeout does to the concurrency it holds. `'release'` frees
+   * it at the timeout (the job's promise rejects and its signal aborts then):
+   * a function that never settles cannot hold a slot forever, and `onIdle`
+   * resolves. `'hold'` keeps it until the function really settles: right when
+   * the work goes on after the timeout (a database query that ignores the
+   * signal) and the limit must count it, at the risk of a slot held for as
+   * long as the function runs.
+   * @default 'release'
+   */
+  onTimeout?: 'release' | 'hold';
+  /**
    * Start jobs as soon as they may. With false, the scheduler starts paused
    * until {@link Scheduler.resume} (p-queue's `autoStart`).
    * @default true
@@ -70,6 +81,18 @@ export interface SchedulerOptions {
   autoStart?: boolean;
   /** The time source. @default systemClock */
   clock?: Clock;
+  /**
+   * p-queue's rate window, mapped onto the bucket: `intervalCap` jobs per
+   * `interval` milliseconds becomes `rate: intervalCap / interval` (per ms) and
+   * `burst: intervalCap`. A token bucket admits at most burst + rate * T in any
+   * window of T, so in any window of `interval` up to 2 * intervalCap may start
+   * (p-queue's fixed windows allow the same at a window boundary). Give either
+   * these two or `rate`/`burst`, not both. p-queue's defaults (`interval: 0`,
+   * `intervalCap: Infinity`) mean no rate limit, as there.
+   */
+  interval?: number;
+  /** See {@link SchedulerOptions.interval}. */
+  intervalCap?: number;
 }
 
 /** What a job's function receives. */
@@ -79,6 +102,16 @@ export interface JobContext {
    * `undefined` when the job has neither.
    */
   readonly signal: AbortSignal | undefined;
+  /**
+   * Changes the job's charge once its real cost is known (rows scanned,
+   * tokens an API call used): `adjust(+n)` takes n more tokens from the
+   * bucket now (in debt if they are not there, so later jobs wait for them,
+   * as a reservation does), `adjust(-n)` gives back up to n of what the job
+   * was charged (never above the burst). The job's total charge stays within
+   * 0 and the burst (`CostExceedsCapacityError` beyond it). The concurrency
+   * the job holds does not change. Without a rate it does nothing.
+   */
+  adjust(deltaCost: number): void;
 }
 
 /** A job: a function that returns a value or a promise of one. */
@@ -112,6 +145,8 @@ export interface ScheduleOptions {
 
 /** Options for {@link Scheduler.wrap}. */
 export interface WrapOptions<A extends unknown[]> {
+  /** Aborting it removes the calls still waiting and aborts the running ones (see {@link ScheduleOptions.signal}). */
+  signal?: AbortSignal;
   /** The cost of each call, or a function of the call's arguments that returns it. @default 1 */
   cost?: number | ((...args: A) => number);
   /** @default 0 */
@@ -160,7 +195,7 @@ export interface RejectedJob {
 
 /** Each event's listener arguments. */
 export interface SchedulerEvents {
-  /** A job was queued to wait. */
+  /** A job was added: admitted, to start at once or to wait (as p-queue's, on every add). */
   add: [];
   /** A job started. */
   active: [job: ActiveJob];
@@ -174,10 +209,77 @@ export interface SchedulerEvents {
   idle: [];
   /** A job was turned away or removed before it started. */
   rejected: [job: RejectedJob];
+  /** A job's function settled (fulfilled or not): its slot is free for the next one (as p-queue's). */
+  next: [];
 }
 
 /** The events a {@link Scheduler} emits. */
 export type EventName = keyof SchedulerEvents;
+
+/** Every event name, for the check in `on`/`once`/`off`. */
+export const EVENT_NAMES: ReadonlySet<string> = new Set<EventName>([
+  'add',
+  'active',
+  'completed',
+  'error',
+  'empty',
+  'idle',
+  'rejected',
+  'next',
+]);
+
+/** An event name and a listener, checked: an unknown name or a listener that is not a function is refused. */
+export function checkListener(event: unknown, listener: unknown): void {
+  if (typeof event !== 'string' || !EVENT_NAMES.has(event)) {
+    throw new InvalidOptionError(
+      'event',
+      event,
+      `unknown event ${describeValue(event)}: expected one of ${[...EVENT_NAMES].map((e) => `'${e}'`).join(', ')}`,
+    );
+  }
+  if (typeof listener !== 'function') {
+    throw new InvalidOptionError(
+      'listener',
+      listener,
+      `Expected the listener for '${event}' to be a function, got ${describeValue(listener)}`,
+    );
+  }
+}
+
+/**
+ * p-queue's `interval`/`intervalCap` as `rate`/`burst` (see {@link SchedulerOptions.interval}),
+ * or `undefined` when they ask for no rate limit (absent, or p-queue's defaults).
+ */
+export function intervalRate(options: SchedulerOptions): { rate: number; burst: number } | undefined {
+  const { interval, intervalCap } = options;
+  if (interval === undefined && intervalCap === undefined) return undefined;
+  if (options.rate !== undefined || options.burst !== undefined) {
+    throw new InvalidOptionError(
+      'interval',
+      interval,
+      "give either `rate`/`burst` or p-queue's `interval`/`intervalCap`, not both: `intervalCap` jobs per `interval` ms " +
+        'is `rate: intervalCap * 1000 / interval` (per second) with `burst: intervalCap`',
+    );
+  }
+  const ms = interval ?? 0;
+  const cap = intervalCap ?? Number.POSITIVE_INFINITY;
+  if (!(typeof ms === 'number' && ms >= 0 && ms < Number.POSITIVE_INFINITY)) {
+    throw new InvalidOptionError(
+      'interval',
+      interval,
+      `Expected \`interval\` to be a finite number of ms >= 0, got ${describeValue(interval)}; or give \`rate\` and \`burst\``,
+    );
+  }
+  if (!(typeof cap === 'number' && cap >= 1 && (Number.isInteger(cap) || cap === Number.POSITIVE_INFINITY))) {
+    throw new InvalidOptionError(
+      'intervalCap',
+      intervalCap,
+      `Expected \`intervalCap\` to be an integer >= 1, got ${describeValue(intervalCap)}; or give \`rate\` and \`burst\``,
+    );
+  }
+  if (ms === 0 || cap === Number.POSITIVE_INFINITY) return undefined; // p-queue: no rate limit
+  return { rate: (cap * 1000) / ms, burst: cap };
+}
 
 /** A listener for event `E`. */
 export type SchedulerListener<E extends EventName> = (...args: SchedulerEvents[E]) => void;
@@ -193,7 +295,7 @@ export function parseConcurrency(value: unknown, hasRate: boolean): number {
   throw new InvalidOptionError(
     'concurrency',
     value,
-    `Expected \`concurrency\` to be a number > 0${hasRate ? ' or Infinity' : ' (or give a `rate`)'}, got ${String(value)}`,
+    `Expected \`concurrency\` to be a number > 0${hasRate ? ' or Infinity' : ' (or give a `rate`)'}, got ${describeValue(value)}`,
   );
 }
 
@@ -204,7 +306,7 @@ export function parseMaxQueue(value: number | undefined): number {
   throw new InvalidOptionError(
     'maxQueue',
     maxQueue,
-    `Expected \`maxQueue\` to be a finite integer >= 0, got ${String(maxQueue)}: the queue is bounded on purpose; ` +
+    `Expected \`maxQueue\` to be a finite integer >= 0, got ${describeValue(maxQueue)}: the queue is bounded on purpose; ` +
       'pick the most jobs you are willing to hold in memory',
   );
 }
@@ -217,6 +319,17 @@ export function parseTimeout(timeout: DurationInput | undefined): number {
     throw new InvalidOptionError('timeout', timeout, 'Expected `timeout` to be a duration > 0 (or Infinity), got 0');
   }
   return ms;
+}
+
+/** `onTimeout`: true for `'release'` (the default), false for `'hold'`. */
+export function parseOnTimeout(value: unknown): boolean {
+  if (value === undefined || value === 'release') return true;
+  if (value === 'hold') return false;
+  throw new InvalidOptionError(
+    'onTimeout',
+    value,
+    `Expected \`onTimeout\` to be 'release' or 'hold', got ${describeValue(value)}`,
+  );
 }
 
 /** A duration option that may be absent: `fallback` when it is. */

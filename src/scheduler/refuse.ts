@@ -4,16 +4,18 @@
  * `rejected` listeners, and rejects the job's promise.
  *
  * The flood path. A full queue is flow control, not a bug: a flood produces
- * millions of refusals, so this one is cheap. Every job turned away in one
- * synchronous burst shares one `QueueFullError` (without a stack trace:
- * capturing one costs more than everything else a refusal does) and one
- * underlying rejection, made in a microtask once the callers have attached
- * their handlers. Each caller still gets a promise of its own (one derived
- * promise per job), and Node never has to track a rejection that has no
- * handler yet.
+ * millions of refusals, so this one is cheap. Each refusal gets its own
+ * `QueueFullError` (without a stack trace: capturing one costs more than
+ * everything else a refusal does), with its own `retryAfterMs`: the time at
+ * which the queue will have room for *that* caller, so callers refused
+ * together and following their hints come back spread out, not as one
+ * stampede (see the scheduler's retry hints). The rejections of one
+ * synchronous burst hang off one gate, opened in a microtask once the callers
+ * have attached their handlers, so Node never has to track a rejection that
+ * has no handler yet.
  */
 
-import { CostExceedsCapacityError, InvalidSizeError, QueueFullError } from '../errors.js';
+import { CostExceedsCapacityError, describeValue, InvalidSizeError, QueueFullError } from '../errors.js';
 import type { Emitter } from './events.js';
 import type { RejectReason, SchedulerCounters } from './options.js';
 import { type Job, rejection } from './run.js';
@@ -40,8 +42,8 @@ export class Refusals {
   readonly #counters: SchedulerCounters;
   readonly #events: Emitter;
   readonly #maxQueue: number;
-  /** The rejection shared by the jobs turned away from a full queue in the current burst. */
-  #flood: { promise: Promise<never>; error: QueueFullError } | undefined;
+  /** The gate the rejections of the current burst of refusals hang off; opened in a microtask. */
+  #gate: Promise<void> | undefined;
 
   constructor(counters: SchedulerCounters, events: Emitter, maxQueue: number) {
     this.#counters = counters;
@@ -59,7 +61,9 @@ export class Refusals {
   /** Turns a new job away for its cost: not a number >= 0, or one that can never start. */
   refuseCost(cost: unknown, priority: number, burst: number, concurrency: number): Promise<never> {
     if (typeof cost !== 'number' || !(cost >= 0)) {
-      return Promise.reject(new InvalidSizeError(cost, `invalid cost ${String(cost)}: expected a finite number >= 0`));
+      return Promise.reject(
+        new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`),
+      );
     }
     return this.refuse('costExceedsCapacity', costError(cost, burst, concurrency), cost, priority);
   }
@@ -74,24 +78,21 @@ export class Refusals {
   }
 
   /** Turns a new job away from a full queue: the flood path (see the file's opening comment). */
-  queueFull(cost: number, priority: number, retryAfterMs: () => number): Promise<never> {
+  queueFull(cost: number, priority: number, retryAfterMs: (cost: number) => number): Promise<never> {
     this.#counters.rejected.queueFull++;
-    let flood = this.#flood;
-    if (flood === undefined) {
-      const error = queueFullError(this.#maxQueue, retryAfterMs());
-      let reject!: (reason: unknown) => void;
-      const promise = new Promise<never>((_, rejectShared) => {
-        reject = rejectShared;
-      });
-      flood = this.#flood = { promise, error };
+    const error = queueFullError(this.#maxQueue, retryAfterMs(cost));
+    let gate = this.#gate;
+    if (gate === undefined) {
+      gate = this.#gate = Promise.resolve();
       queueMicrotask(() => {
-        this.#flood = undefined;
-        reject(error);
+        this.#gate = undefined;
       });
     }
     if (this.#events.has('rejected')) {
-      this.#events.emit('rejected', { reason: 'queueFull', error: flood.error, cost, priority });
+      this.#events.emit('rejected', { reason: 'queueFull', error, cost, priority });
     }
-    return flood.promise.then();
+    return gate.then(() => {
+      throw error;
+    });
   }
 }

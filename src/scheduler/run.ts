@@ -2,9 +2,11 @@
  * Running a job: `fn({ signal })` is called, the job holds its cost of the
  * concurrency until `fn` really settles, and its promise settles with `fn`'s
  * result, or earlier when its signal aborts or its `timeout` passes
- * (`JobTimeoutError`; the signal passed to `fn` aborts too). Either way the
- * concurrency stays taken until `fn` settles: the limit counts work that is
- * actually running.
+ * (`JobTimeoutError`; the signal passed to `fn` aborts too). An abort keeps
+ * the concurrency taken until `fn` settles (the limit counts work that is
+ * actually running); a timeout frees it at once with `onTimeout: 'release'`
+ * (the default: a function that never settles cannot hold a slot forever),
+ * or keeps it until `fn` settles with `onTimeout: 'hold'`.
  *
  * Also here: the waiting job itself ({@link Job}), kept small since a full
  * queue holds `maxQueue` of them.
@@ -28,6 +30,8 @@ export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
   prev: Job | undefined = undefined;
   next: Job | undefined = undefined;
+  older: Job | undefined = undefined;
+  newer: Job | undefined = undefined;
   resolve!: (value: unknown) => void;
   constructor(
     readonly fn: JobFunction<unknown>,
@@ -41,7 +45,8 @@ export class Job implements Waiter<Job> {
 /** The parts of a waiting job that most jobs do not have. */
 export interface JobExtra {
   readonly signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
+  /** In the scheduler's set of jobs waiting on `signal` (one abort listener per signal, not per job). */
+  watched: boolean;
   readonly timeoutMs: number;
 }
 
@@ -56,15 +61,46 @@ export function rejection(reason: unknown): PromiseLike<never> {
   };
 }
 
-/** The context of a job with neither a signal nor a timeout. */
-export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined });
+/** The context of a job with neither a signal nor a timeout, and nothing to adjust (the Runner's own tests). */
+export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined, adjust: () => {} });
+
+/** Changes a running job's charge (see {@link JobContext.adjust}): the scheduler's bucket does it. */
+export type Adjuster = (charge: Charge, deltaCost: number) => void;
+
+/** A job's context: its signal and its charge, which `adjust` changes. */
+export class Charge implements JobContext {
+  /** Bound, so that `({ adjust }) => adjust(n)` works. */
+  readonly adjust: (deltaCost: number) => void;
+  constructor(
+    readonly signal: AbortSignal | undefined,
+    /** Tokens the job is charged now. */
+    public cost: number,
+    adjuster: Adjuster,
+  ) {
+    this.adjust = (deltaCost) => adjuster(this, deltaCost);
+  }
+}
 
 /** Runs jobs and counts what runs; `onFinish` runs after each job's function settles. */
 export class Runner {
   /** Jobs running. */
   pending = 0;
-  /** The cost of the jobs running. */
+  /** The concurrency the jobs running hold: their costs, with {@link zeroCostHold} for each of cost 0. */
   runningCost = 0;
+  /**
+   * The concurrency a job of cost 0 holds while it runs: 1, or the whole
+   * concurrency if that is smaller. Every running job counts: under
+   * `concurrency: 1` a free job still runs alone.
+   */
+  zeroCostHold = 1;
+  /**
+   * What a job's timeout does to its concurrency: true (`onTimeout: 'release'`) frees it at the
+   * timeout, false (`'hold'`) keeps it until the function really settles.
+   */
+  releaseOnTimeout = false;
+  /** Makes the context of a guarded job (signal and timeout): the scheduler gives its own, with `adjust`. */
+  contextFor: (signal: AbortSignal | undefined, cost: number) => JobContext = (signal) =>
+    signal === undefined ? NO_SIGNAL : { signal, adjust: NO_SIGNAL.adjust };
 
   readonly #clock: Clock;
   readonly #counters: SchedulerCounters;
@@ -85,9 +121,10 @@ export class Runner {
    * Runs `fn`, holding `cost` of the concurrency until it settles. Returns its
    * result as a promise (the same promise if `fn` returned a native one).
    */
-  invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number) {
+  invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number, slot?: Slot) {
+    const held = cost === 0 ? this.zeroCostHold : cost;
     this.pending++;
-    this.runningCost += cost;
+    this.runningCost += held;
     const counters = this.#counters;
     counters.started++;
     counters.waitedMs += waitedMs;
@@ -98,11 +135,17 @@ export class Runner {
     } catch (error) {
       result = Promise.reject(error);
     }
-    if (cost === 1) result.then(this.#finishOne, this.#failOne);
+    if (slot !== undefined) {
+      slot.held = held;
+      result.then(
+        (value) => this.#settle(slot, true, value),
+        (error) => this.#settle(slot, false, error),
+      );
+    } else if (held === 1) result.then(this.#finishOne, this.#failOne);
     else
       result.then(
-        (value) => this.#finish(cost, true, value),
-        (error) => this.#finish(cost, false, error),
+        (value) => this.#finish(held, true, value),
+        (error) => this.#finish(held, false, error),
       );
     return result;
   }
@@ -120,7 +163,11 @@ export class Runner {
   ): void {
     let open = true;
     let timer: Watchdog | undefined;
-    let jobSignal = signal;
+    // The job's own signal when it has a timeout: the caller's abort is forwarded to it by hand, and the
+    // listener removed when the job ends. (AbortSignal.any would keep bookkeeping on a long-lived caller's
+    // signal, such as a process-wide shutdown signal, for every job until that signal is collected.)
+    let own: AbortController | undefined;
+    let slot: Slot | undefined;
     const close = (): void => {
       open = false;
       timer?.disarm();
@@ -129,24 +176,29 @@ export class Runner {
     const onAbort = (): void => {
       if (!open) return;
       close();
-      reject((signal as AbortSignal).reason);
+      const reason = (signal as AbortSignal).reason;
+      own?.abort(reason);
+      reject(reason);
     };
     if (timeoutMs !== Number.POSITIVE_INFINITY) {
-      const own = new AbortController();
-      jobSignal = signal === undefined ? own.signal : AbortSignal.any([signal, own.signal]);
+      const controller = new AbortController();
+      own = controller;
       timer = new Watchdog(this.#clock, () => {
         if (!open) return;
         close();
         this.#counters.timedOut++;
         const error = new JobTimeoutError(timeoutMs);
-        own.abort(error);
+        controller.abort(error);
         reject(error);
+        if (this.releaseOnTimeout && slot !== undefined) this.#release(slot);
       });
+      slot = { held: 0, released: false };
       const now = this.#clock.now();
       timer.armAt(now + timeoutMs, now);
     }
+    const jobSignal = own === undefined ? signal : own.signal;
     signal?.addEventListener('abort', onAbort, { once: true });
-    this.invoke(fn, { signal: jobSignal }, cost, priority, waitedMs).then(
+    this.invoke(fn, this.contextFor(jobSignal, cost), cost, priority, waitedMs, slot).then(
       (value) => {
         if (!open) return;
         close();
@@ -160,10 +212,15 @@ export class Runner {
     );
   }
 
-  /** A job's function settled: free its concurrency, count it, tell. */
-  #finish(cost: number, ok: boolean, value: unknown): void {
+  /** A job's function settled: free the concurrency it held, count it, tell. */
+  #finish(held: number, ok: boolean, value: unknown): void {
     this.pending--;
-    this.runningCost = this.pending === 0 ? 0 : this.runningCost - cost;
+    this.runningCost = this.pending === 0 ? 0 : this.runningCost - held;
+    this.#count(ok, value);
+    this.#onFinish();
+  }
+
+  #count(ok: boolean, value: unknown): void {
     if (ok) {
       this.#counters.completed++;
       if (this.#events.has('completed')) this.#events.emit('completed', value);
@@ -171,6 +228,30 @@ export class Runner {
       this.#counters.failed++;
       if (this.#events.has('error')) this.#events.emit('error', value);
     }
+  }
+
+  /** The function of a job with a slot settled: free the slot unless its timeout did already. */
+  #settle(slot: Slot, ok: boolean, value: unknown): void {
+    if (slot.released) {
+      this.#count(ok, value);
+      return;
+    }
+    slot.released = true;
+    this.#finish(slot.held, ok, value);
+  }
+
+  /** Frees a running job's concurrency before its function settles (`onTimeout: 'release'`). */
+  #release(slot: Slot): void {
+    if (slot.released) return;
+    slot.released = true;
+    this.pending--;
+    this.runningCost = this.pending === 0 ? 0 : this.runningCost - slot.held;
     this.#onFinish();
   }
+}
+
+/** The concurrency a guarded job holds, and whether it was freed already. */
+interface Slot {
+  held: number;
+  released: boolean;
 }

@@ -60,14 +60,29 @@
  * `startAt`) in ../meters/bucket.ts.
  */
 
-import { type Clock, systemClock } from '../clock.js';
-import { AbortError, InvalidOptionError, WaitTooLongError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
 import {
+  AbortError,
+  ClosedError,
+  CostExceedsCapacityError,
+  checkOptions,
+  checkSignal,
+  describeValue,
+  InvalidOptionError,
+  retryHintMs,
+  WaitTooLongError,
+} from '../errors.js';
+import {
+  advance,
   type BucketParams,
   type BucketState,
   bucketParams,
+  burstParam,
   charge,
+  charge as chargeBucket,
+  delayUntil,
   msUntil,
+  rateParam,
   reconfigure,
   slackFor,
   startAt,
@@ -75,14 +90,17 @@ import {
   tryCharge,
 } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
-import { parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
+import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import { Emitter } from './events.js';
 import {
+  checkListener,
   DEFAULT_CATCH_UP_MS,
   type EventName,
+  intervalRate,
   type JobFunction,
   parseConcurrency,
   parseMaxQueue,
+  parseOnTimeout,
   parseOptionalDuration,
   parseTimeout,
   type ScheduleOptions,
@@ -93,7 +111,7 @@ import {
 } from './options.js';
 import { WaitQueue } from './queue.js';
 import { costError, Refusals } from './refuse.js';
-import { Job, type JobExtra, NO_SIGNAL, Runner, rejection } from './run.js';
+import { Charge, Job, type JobExtra, Runner, rejection } from './run.js';
 
 export type {
   ActiveJob,
@@ -132,9 +150,13 @@ export class Scheduler {
   #maxCost: number;
   readonly #maxQueue: number;
   readonly #maxWaitMs: number;
-  readonly #timeoutMs: number;
+  #timeoutMs: number;
   readonly #catchUpMs: number;
   #paused: boolean;
+  /** The latest arrival time given to a waiting job. */
+  #lastEnqueuedMs = Number.NEGATIVE_INFINITY;
+  /** Set by {@link close}: no new jobs. */
+  #closed = false;
 
   /** The head could not start for lack of concurrency; it may start when a job finishes. */
   #concurrencyBlocked = false;
@@ -148,6 +170,12 @@ export class Scheduler {
   /** For retry estimates when the concurrency is what holds jobs back: the mean gap between finishes. */
   #finishGapMs = 0;
   #lastFinishMs = Number.NaN;
+  /** When the last job started (for a retry estimate before any job finished). */
+  #lastStartMs = Number.NaN;
+  /** A job was turned away for lack of concurrency since the last finish: measure the gap to the next. */
+  #contended = false;
+  /** The instant the last retry hint pointed at: the next one points at least one job's time later. */
+  #hintAtMs = Number.NEGATIVE_INFINITY;
   /** Something was queued since the last `empty`; something was admitted since the last `idle`. */
   #emptyOwed = false;
   #idleOwed = false;
@@ -166,9 +194,12 @@ export class Scheduler {
   readonly #refusals: Refusals;
 
   constructor(options: SchedulerOptions) {
-    this.#clock = options.clock ?? systemClock;
+    checkOptions(options, 'Scheduler options ({ rate, burst, concurrency, maxQueue, ... })', true);
+    this.#clock = checkClock(options.clock);
     this.#watchdog = new Watchdog(this.#clock, () => this.#pump(this.#clock.now()));
-    const hasRate = options.rate !== undefined;
+    const fromInterval = intervalRate(options);
+    const rate = fromInterval?.rate ?? options.rate;
+    const hasRate = rate !== undefined;
     if (!hasRate && options.concurrency === undefined) {
       throw new InvalidOptionError(
         'rate',
@@ -177,7 +208,7 @@ export class Scheduler {
       );
     }
     if (hasRate) {
-      this.#params = bucketParams(options.rate as RateInput, options.burst ?? 1);
+      this.#params = bucketParams(rate, fromInterval?.burst ?? options.burst ?? 1);
       this.#bucket = { tokens: this.#params.capacity, updatedAtMs: this.#clock.now() };
     } else if (options.burst !== undefined) {
       throw new InvalidOptionError(
@@ -195,6 +226,9 @@ export class Scheduler {
     this.#catchUpMs = parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS);
     this.#paused = options.autoStart === false;
     this.#runner = new Runner(this.#clock, this.#counters, this.#events, this.#finished);
+    this.#runner.zeroCostHold = Math.min(1, this.#concurrency);
+    this.#runner.releaseOnTimeout = parseOnTimeout(options.onTimeout);
+    this.#runner.contextFor = (signal, cost) => new Charge(signal, cost, this.#adjust);
     this.#refusals = new Refusals(this.#counters, this.#events, this.#maxQueue);
   }
 
@@ -220,9 +254,30 @@ export class Scheduler {
     return this.#paused;
   }
 
-  /** The concurrency limit (Infinity if none). */
+  /** The concurrency limit (Infinity if none). Assigning it is {@link setConcurrency}, as in p-queue. */
   get concurrency(): number {
     return this.#concurrency;
+  }
+
+  set concurrency(concurrency: number) {
+    this.setConcurrency(concurrency);
+  }
+
+  /**
+   * The default timeout of new jobs, ms (Infinity: none). Assigning it (a
+   * duration: `5000`, `'5s'`) applies to jobs scheduled from then on, as in p-queue.
+   */
+  get timeout(): number {
+    return this.#timeoutMs;
+  }
+
+  set timeout(timeout: DurationInput | undefined) {
+    this.#timeoutMs = parseTimeout(timeout);
+  }
+
+  /** True when jobs wait for the concurrency: every slot the head needs is taken (p-queue's `isSaturated`). */
+  get isSaturated(): boolean {
+    return this.#queue.size !== 0 && this.#concurrencyBlocked;
   }
 
   /** The rate, tokens per second (Infinity if none). */
@@ -242,7 +297,15 @@ export class Scheduler {
 
   /** Jobs waiting at exactly `priority`. */
   sizeBy(options: { priority: number }): number {
-    return this.#queue.sizeAt(options.priority);
+    const priority = checkOptions(options, 'sizeBy options ({ priority })', true)?.priority;
+    if (typeof priority !== 'number' || Number.isNaN(priority)) {
+      throw new InvalidOptionError(
+        'priority',
+        priority,
+        `Expected \`priority\` to be a number, got ${describeValue(priority)}`,
+      );
+    }
+    return this.#queue.sizeAt(priority);
   }
 
   /** A snapshot of the counters. */
@@ -261,16 +324,29 @@ export class Scheduler {
    * `AbortError` from {@link clear}, or `JobTimeoutError`.
    */
   schedule<R>(fn: JobFunction<R>, options: ScheduleOptions = EMPTY): Promise<R> {
+    if (typeof fn !== 'function' || typeof options !== 'object' || options === null) return this.#badCall(fn, options);
+    if (this.#closed) return Promise.reject(new ClosedError());
     const cost = options.cost ?? 1;
     const priority = options.priority ?? 0;
-    const signal = options.signal;
+    let signal = options.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      try {
+        signal = checkSignal(signal); // a cross-realm signal passes; anything else is refused here, before anything
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
     const refusals = this.#refusals;
     if (!(typeof cost === 'number' && cost >= 0 && cost <= this.#maxCost)) {
       return refusals.refuseCost(cost, priority, this.#params.capacity, this.#concurrency);
     }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       return Promise.reject(
-        new InvalidOptionError('priority', priority, `Expected \`priority\` to be a finite number, got ${priority}`),
+        new InvalidOptionError(
+          'priority',
+          priority,
+          `Expected \`priority\` to be a finite number, got ${describeValue(priority)}`,
+        ),
       );
     }
     if (signal?.aborted) return refusals.refuse('aborted', signal.reason, cost, priority);
@@ -293,13 +369,15 @@ export class Scheduler {
     if (
       queue.size === 0 &&
       !this.#paused &&
-      runner.runningCost + cost <= this.#concurrency + this.#concurrencySlack &&
+      runner.runningCost + (cost === 0 ? runner.zeroCostHold : cost) <= this.#concurrency + this.#concurrencySlack &&
       (bucket === undefined || tryCharge(bucket, this.#params, now, cost))
     ) {
       this.#counters.admitted++;
       this.#idleOwed = true;
+      this.#lastStartMs = now;
+      if (this.#events.has('add')) this.#events.emit('add');
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
-        return runner.invoke(fn, NO_SIGNAL, cost, priority, 0) as Promise<R>;
+        return runner.invoke(fn, new Charge(undefined, cost, this.#adjust), cost, priority, 0) as Promise<R>;
       }
       return new Promise<R>((resolve, reject) => {
         runner.invokeGuarded(fn, cost, priority, signal, timeoutMs, 0, resolve as (v: unknown) => void, reject);
@@ -310,21 +388,23 @@ export class Scheduler {
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
       const waitMs = this.#predictWaitMs(now, cost, priority, this.#maxWaitMs);
       if (waitMs > 0) {
-        const error = new WaitTooLongError(waitMs, this.#maxWaitMs, waitMs - this.#maxWaitMs);
+        const error = new WaitTooLongError(waitMs, this.#maxWaitMs, retryHintMs(waitMs - this.#maxWaitMs));
         return refusals.refuse('waitTooLong', error, cost, priority);
       }
     }
 
     const extra =
-      signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, onAbort: undefined, timeoutMs };
-    const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
+      signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, watched: false, timeoutMs };
+    // Arrival times never go back (a clock that does counts as no time), so the first job in arrival order
+    // is the one with the first deadline: the queue's `oldest()`.
+    if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
+    const job = new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
     const promise = new Promise<R>((resolve) => {
       job.resolve = resolve as (value: unknown) => void;
     });
     if (signal !== undefined) {
-      const onAbort = () => this.#abortWaiting(job);
-      (extra as JobExtra).onAbort = onAbort;
-      signal.addEventListener('abort', onAbort, { once: true });
+      this.#watch(job, signal);
+      (extra as JobExtra).watched = true;
     }
     queue.push(job);
     this.#counters.admitted++;
@@ -336,33 +416,61 @@ export class Scheduler {
     return promise;
   }
 
+  /** A call to `schedule` with something other than a function and an options object: a coded rejection. */
+  #badCall(fn: unknown, options: unknown): Promise<never> {
+    if (typeof fn !== 'function') {
+      return Promise.reject(
+        new InvalidOptionError('fn', fn, `Expected the job to be a function, got ${describeValue(fn)}`),
+      );
+    }
+    return Promise.reject(
+      new InvalidOptionError(
+        'options',
+        options,
+        `Expected the job's options to be an object or undefined, got ${describeValue(options)}`,
+      ),
+    );
+  }
+
   /** p-queue's name for {@link schedule}. */
   add<R>(fn: JobFunction<R>, options?: ScheduleOptions): Promise<R> {
     return this.schedule(fn, options);
   }
 
+  /** Schedules every function with the same options; resolves with their results in order (p-queue's `addAll`). */
+  addAll<R>(fns: readonly JobFunction<R>[], options?: ScheduleOptions): Promise<R[]> {
+    if (!Array.isArray(fns)) {
+      return Promise.reject(
+        new InvalidOptionError('fns', fns, `Expected an array of job functions, got ${describeValue(fns)}`),
+      );
+    }
+    return Promise.all(fns.map((fn) => this.schedule<R>(fn, options)));
+  }
+
   /**
    * Returns a function that runs `fn` through the scheduler: each call is a
-   * job. `cost` may be a function of the call's arguments (a batch's size, a
-   * query's weight).
+   * job, with the call's `this` and arguments. `cost` may be a function of the
+   * call's arguments (a batch's size, a query's weight); `signal` applies to
+   * every call.
    *
    * @example
    * const getUser = scheduler.wrap((id: string) => api.get(`/users/${id}`));
    * const search = scheduler.wrap(runSearch, { cost: (q: Query) => q.pages });
    */
-  wrap<A extends unknown[], R>(
-    fn: (...args: A) => R | PromiseLike<R>,
+  wrap<A extends unknown[], R, T = unknown>(
+    fn: (this: T, ...args: A) => R | PromiseLike<R>,
     options: WrapOptions<A> = {},
-  ): (...args: A) => Promise<R> {
-    const { cost, priority, timeout } = options;
-    return (...args: A): Promise<R> => {
+  ): (this: T, ...args: A) => Promise<R> {
+    const { cost, priority, timeout, signal } = options;
+    const scheduler = this;
+    return function wrapped(this: T, ...args: A): Promise<R> {
       let jobCost: number | undefined;
       try {
         jobCost = typeof cost === 'function' ? cost(...args) : cost;
       } catch (error) {
         return Promise.reject(error);
       }
-      return this.schedule(() => fn(...args), { cost: jobCost, priority, timeout });
+      return scheduler.schedule(() => fn.apply(this, args), { cost: jobCost, priority, timeout, signal });
     };
   }
 
@@ -406,13 +514,52 @@ export class Scheduler {
   }
 
   /**
+   * Closes the scheduler: from now on `schedule` rejects with `ClosedError`
+   * (`ERR_CLOSED`). Jobs already waiting still run (the default, as undici's
+   * `close()`), or, with `{ drain: false }`, are rejected with `ClosedError`
+   * at once (running jobs go on either way). Resolves when nothing waits and
+   * nothing runs; the scheduler then holds no timer. Calling it again is
+   * harmless (a later `{ drain: false }` still rejects what waits).
+   * `await using scheduler = new Scheduler(...)` calls it through
+   * `Symbol.asyncDispose` where the runtime has it.
+   */
+  close(options?: { drain?: boolean }): Promise<void> {
+    let drain: boolean;
+    try {
+      drain = checkOptions(options, 'close options ({ drain })', false)?.drain ?? true;
+      if (typeof drain !== 'boolean') {
+        throw new InvalidOptionError('drain', drain, `Expected \`drain\` to be a boolean, got ${describeValue(drain)}`);
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    this.#closed = true;
+    if (!drain) {
+      for (const job of [...this.#queue]) {
+        this.#unqueue(job);
+        const error = new ClosedError('the scheduler was closed with { drain: false } before the job started');
+        this.#refusals.rejectWaiting(job, 'cleared', error);
+      }
+      this.#pump(this.#clock.now());
+    } else if (this.#paused && this.#queue.size !== 0) {
+      this.resume(); // draining a paused scheduler would never end
+    }
+    return this.onIdle().then(() => this.#watchdog.disarm());
+  }
+
+  /** True once {@link close} was called. */
+  get isClosed(): boolean {
+    return this.#closed;
+  }
+
+  /**
    * Changes the rate from now on: tokens earned so far are kept (capped at the
    * burst), refill runs at the new rate. On a scheduler made without a rate,
    * adds a bucket (full, burst 1).
    */
   setRate(rate: RateInput): void {
     const now = this.#clock.now();
-    const ratePerSecond = parseRateOption(rate, 'rate');
+    const ratePerSecond = rateParam(rate);
     if (this.#bucket === undefined) {
       this.#params = { ratePerSecond, capacity: 1 };
       this.#bucket = { tokens: 1, updatedAtMs: now };
@@ -435,7 +582,7 @@ export class Scheduler {
     if (bucket === undefined) {
       throw new InvalidOptionError('burst', burst, '`setBurst` needs a rate: call `setRate` first');
     }
-    const next = { ...this.#params, capacity: parseSizeOption(burst, 'burst') };
+    const next = { ...this.#params, capacity: burstParam(burst) };
     const now = this.#clock.now();
     reconfigure(bucket, this.#params, now, next);
     this.#params = next;
@@ -451,6 +598,7 @@ export class Scheduler {
   setConcurrency(concurrency: number): void {
     this.#concurrency = parseConcurrency(concurrency, this.#bucket !== undefined);
     this.#concurrencySlack = slackFor(this.#concurrency);
+    this.#runner.zeroCostHold = Math.min(1, this.#concurrency);
     const now = this.#clock.now();
     // Freed capacity counts from now, as a finished job's does.
     if (this.#concurrencyBlocked) {
@@ -474,26 +622,40 @@ export class Scheduler {
     return this.#events.when('idle');
   }
 
+  /** Resolves when no job runs (jobs may still wait: paused, or waiting for tokens), as p-queue's. */
+  onPendingZero(): Promise<void> {
+    if (this.#runner.pending === 0) return Promise.resolve();
+    return this.#events.when('changed', () => this.#runner.pending === 0);
+  }
+
   /** Resolves when fewer than `limit` jobs wait: a producer's cue to add more. */
   onSizeLessThan(limit: number): Promise<void> {
+    if (typeof limit !== 'number' || !(limit >= 0)) {
+      return Promise.reject(
+        new InvalidOptionError('limit', limit, `Expected \`limit\` to be a number >= 0, got ${describeValue(limit)}`),
+      );
+    }
     if (this.#queue.size < limit) return Promise.resolve();
-    return this.#events.when('next', () => this.#queue.size < limit);
+    return this.#events.when('changed', () => this.#queue.size < limit);
   }
 
   /** Adds a listener. */
   on<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+    checkListener(event, listener);
     this.#events.on(event, listener);
     return this;
   }
 
   /** Removes a listener added with {@link on} or {@link once}. */
   off<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+    checkListener(event, listener);
     this.#events.off(event, listener);
     return this;
   }
 
   /** Adds a listener that runs once. */
   once<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+    checkListener(event, listener);
     this.#events.once(event, listener);
     return this;
   }
@@ -514,7 +676,8 @@ export class Scheduler {
     const queue = this.#queue;
     // A job started here may pause the scheduler (or change its limits) from its fn: check on every turn.
     for (let job = queue.peek(); job !== undefined && !this.#paused; job = queue.peek()) {
-      if (this.#runner.runningCost + job.cost > this.#concurrency + this.#concurrencySlack) {
+      const held = job.cost === 0 ? this.#runner.zeroCostHold : job.cost;
+      if (this.#runner.runningCost + held > this.#concurrency + this.#concurrencySlack) {
         this.#concurrencyBlocked = true;
         return;
       }
@@ -536,6 +699,7 @@ export class Scheduler {
         charge(bucket, this.#params, atMs, job.cost);
       }
       this.#unqueue(job);
+      this.#lastStartMs = now;
       this.#start(job, now - job.enqueuedAtMs);
     }
   }
@@ -550,7 +714,7 @@ export class Scheduler {
       const wasHead = job === queue.peek();
       this.#unqueue(job);
       const waitedMs = now - job.enqueuedAtMs;
-      const retryAfterMs = Math.max(0, this.#predictWaitMs(now, job.cost, job.priority) - maxWaitMs);
+      const retryAfterMs = retryHintMs(this.#predictWaitMs(now, job.cost, job.priority) - maxWaitMs);
       const why = this.#paused
         ? 'the scheduler was paused'
         : this.#concurrencyBlocked
@@ -585,7 +749,7 @@ export class Scheduler {
   /** Emits `empty` / `idle` (and resolves their promise forms) when their moment has come. */
   #notify(): void {
     const events = this.#events;
-    if (events.has('next')) events.emit('next');
+    if (events.has('changed')) events.emit('changed');
     if (this.#queue.size !== 0) return;
     if (this.#emptyOwed) {
       this.#emptyOwed = false;
@@ -603,7 +767,9 @@ export class Scheduler {
     const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
     if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
       // The runner's own handler (attached first) frees the slot before the job's promise settles.
-      job.resolve(this.#runner.invoke(job.fn, NO_SIGNAL, job.cost, job.priority, waitedMs));
+      job.resolve(
+        this.#runner.invoke(job.fn, new Charge(undefined, job.cost, this.#adjust), job.cost, job.priority, waitedMs),
+      );
     } else {
       const resolve = job.resolve;
       this.#runner.invokeGuarded(job.fn, job.cost, job.priority, extra?.signal, timeoutMs, waitedMs, resolve, (error) =>
@@ -614,10 +780,14 @@ export class Scheduler {
 
   /** After a job's function settled: start what may start. */
   readonly #finished = (): void => {
+    if (this.#events.has('next')) this.#events.emit('next');
     if (this.#queue.size === 0) {
-      this.#lastFinishMs = Number.NaN;
-      this.#notify();
-      return;
+      if (!this.#contended) {
+        this.#lastFinishMs = Number.NaN;
+        this.#notify();
+        return;
+      }
+      this.#contended = false; // jobs were turned away (maxQueue 0): the gap to this finish says how fast slots free
     }
     const now = this.#clock.now();
     if (!Number.isNaN(this.#lastFinishMs)) {
@@ -656,33 +826,139 @@ export class Scheduler {
   }
 
   /**
-   * An estimate of when a queue slot frees up: when the head starts. Under a
-   * rate that is known exactly; under a concurrency it is the mean gap between
-   * finishes after the last one; 0 when nothing is known (paused, no history).
+   * The retry hint for a job of `cost` turned away from a full queue: when the
+   * queue will have room for this caller, rounded up to whole ms plus the
+   * timer margin ({@link retryHintMs}).
+   *
+   * - Under a rate the time is known: room comes when the head starts (with
+   *   `maxQueue: 0`, when this job's own tokens are there).
+   * - Under a concurrency that is full it is estimated: the mean gap between
+   *   finishes while jobs were turned away or waiting, after the last finish;
+   *   before any finish, as long again as the last job has run so far (at
+   *   least 1 ms), which doubles the hint on each refused retry.
+   * - No stampede: callers turned away together would otherwise all be told
+   *   the same instant and all come back to one free slot. Each hint is at
+   *   least the previous one plus the time one more job takes to go through
+   *   (cost / rate, or the gap between finishes), so the k-th caller refused
+   *   in a burst is told when there is room for the k-th.
    */
-  readonly #retryAfterMs = (): number => {
-    if (this.#nextStartMs !== Number.POSITIVE_INFINITY) return Math.max(0, this.#nextStartMs - this.#clock.now());
-    if (this.#concurrencyBlocked && this.#finishGapMs > 0) {
-      return Math.max(0, this.#lastFinishMs + this.#finishGapMs - this.#clock.now());
+  readonly #retryAfterMs = (cost: number): number => {
+    const now = this.#clock.now();
+    const bucket = this.#bucket;
+    const queued = this.#queue.size !== 0;
+    let baseMs = 0;
+    let spacingMs = 0;
+    if (bucket !== undefined) {
+      const params = this.#params;
+      if (!queued) baseMs = delayUntil(bucket, params, now, cost);
+      else if (this.#nextStartMs !== Number.POSITIVE_INFINITY) baseMs = this.#nextStartMs - now;
+      spacingMs = (cost * 1000) / params.ratePerSecond;
     }
-    return 0;
+    const held = cost === 0 ? this.#runner.zeroCostHold : cost;
+    const full = queued
+      ? this.#concurrencyBlocked
+      : this.#runner.runningCost + held > this.#concurrency + this.#concurrencySlack;
+    if (full) {
+      this.#contended = true;
+      const gapMs = this.#finishGapMs;
+      const waitMs =
+        gapMs > 0 && !Number.isNaN(this.#lastFinishMs)
+          ? Math.max(1, this.#lastFinishMs + gapMs - now)
+          : Math.max(1, now - this.#lastStartMs);
+      baseMs = Math.max(baseMs, waitMs);
+      spacingMs = Math.max(spacingMs, gapMs > 0 ? gapMs * held : waitMs);
+    }
+    const atMs = Math.max(now + Math.max(0, baseMs), this.#hintAtMs + spacingMs);
+    this.#hintAtMs = atMs;
+    return retryHintMs(atMs - now);
+  };
+
+  /** A running job's `adjust(deltaCost)` (see {@link JobContext.adjust}). */
+  readonly #adjust = (charge: Charge, deltaCost: number): void => {
+    if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
+      throw new InvalidOptionError(
+        'deltaCost',
+        deltaCost,
+        `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
+      );
+    }
+    const bucket = this.#bucket;
+    if (bucket === undefined || deltaCost === 0) return;
+    const params = this.#params;
+    const now = this.#clock.now();
+    if (deltaCost > 0) {
+      const total = charge.cost + deltaCost;
+      if (total > params.capacity) throw new CostExceedsCapacityError(total, params.capacity);
+      chargeBucket(bucket, params, now, deltaCost);
+      charge.cost = total;
+    } else {
+      const back = Math.min(-deltaCost, charge.cost);
+      advance(bucket, params, now);
+      bucket.tokens = Math.min(params.capacity, bucket.tokens + back);
+      charge.cost -= back;
+    }
+    this.#pump(now); // the head's start moved: later for a charge, sooner for a refund
   };
 
   /** Takes a job out of the queue and off its signal. */
   #unqueue(job: Job): void {
     this.#queue.remove(job);
     const extra = job.extra;
-    if (extra?.onAbort !== undefined) {
-      (extra.signal as AbortSignal).removeEventListener('abort', extra.onAbort);
-      extra.onAbort = undefined;
+    if (extra?.watched) {
+      extra.watched = false;
+      this.#unwatch(job, extra.signal as AbortSignal);
     }
   }
 
-  #abortWaiting(job: Job): void {
-    if (!this.#queue.remove(job)) return;
-    const extra = job.extra as JobExtra;
-    extra.onAbort = undefined;
-    this.#refusals.rejectWaiting(job, 'aborted', (extra.signal as AbortSignal).reason);
+  /**
+   * Waiting jobs by signal, with one abort listener per signal. A listener per
+   * job would make each add and removal O(n) in the jobs waiting on one signal
+   * (Node's EventTarget scans its listeners) and warn past 10 of them.
+   */
+  readonly #bySignal = new Map<AbortSignal, { readonly jobs: Set<Job>; readonly onAbort: () => void }>();
+
+  #watch(job: Job, signal: AbortSignal): void {
+    let waiting = this.#bySignal.get(signal);
+    if (waiting === undefined) {
+      waiting = { jobs: new Set(), onAbort: () => this.#abortWaiting(signal) };
+      this.#bySignal.set(signal, waiting);
+      signal.addEventListener('abort', waiting.onAbort, { once: true });
+    }
+    waiting.jobs.add(job);
+  }
+
+  #unwatch(job: Job, signal: AbortSignal): void {
+    const waiting = this.#bySignal.get(signal);
+    if (waiting === undefined) return;
+    waiting.jobs.delete(job);
+    if (waiting.jobs.size !== 0) return;
+    this.#bySignal.delete(signal);
+    signal.removeEventListener('abort', waiting.onAbort);
+  }
+
+  /** `signal` aborted: every job waiting on it leaves the queue and rejects with its reason. */
+  #abortWaiting(signal: AbortSignal): void {
+    const waiting = this.#bySignal.get(signal);
+    if (waiting === undefined) return;
+    this.#bySignal.delete(signal);
+    for (const job of waiting.jobs) {
+      this.#queue.remove(job);
+      (job.extra as JobExtra).watched = false;
+      this.#refusals.rejectWaiting(job, 'aborted', signal.reason);
+    }
     this.#pump(this.#clock.now());
   }
+}
+
+// `await using`: Symbol.asyncDispose where the runtime has it (Node 20 does). Defined at run time, so
+// that the types need no `esnext.disposable` lib in a consumer's tsconfig.
+const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
+if (asyncDispose !== undefined) {
+  Object.defineProperty(Scheduler.prototype, asyncDispose, {
+    value(this: Scheduler): Promise<void> {
+      return this.close();
+    },
+    writable: true,
+    configurable: true,
+  });
 }

@@ -264,7 +264,7 @@ describe('TokenBucket', () => {
         code: 'ERR_WAIT_TOO_LONG',
         waitMs: 100,
         maxWaitMs: 50,
-        retryAfterMs: 100,
+        retryAfterMs: 52, // wait - maxWait (as in the Scheduler), whole ms up, + TIMER_EARLY_MS
       });
       expect(bucket.tokens).toBe(0); // charged nothing
     });

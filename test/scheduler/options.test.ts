@@ -20,7 +20,7 @@ describe('option checks', () => {
     [Number.POSITIVE_INFINITY, true, Number.POSITIVE_INFINITY],
     [Number.POSITIVE_INFINITY, false, /or give a `rate`/],
     [0, true, /Expected `concurrency` to be a number > 0 or Infinity, got 0/],
-    ['4', true, /got 4/],
+    ['4', true, /got "4"/],
   ] as const)('parseConcurrency(%s, hasRate %s)', (value, hasRate, expected) => {
     if (expected instanceof RegExp) {
       expect(() => parseConcurrency(value, hasRate)).toThrow(expect.objectContaining({ option: 'concurrency' }));

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Level, type Waiter, WaitQueue } from '../../src/scheduler/queue.js';
 
@@ -106,5 +107,62 @@ describe('WaitQueue', () => {
     ]);
     for (const node of queue) queue.remove(node);
     expect(queue.size).toBe(0);
+  });
+
+  it('matches a plain model under any sequence of pushes, removals and shifts (many distinct priorities)', () => {
+    const op = fc.oneof(
+      fc.record({
+        kind: fc.constant('push' as const),
+        priority: fc.integer({ min: -20, max: 20 }),
+        cost: fc.integer({ min: 0, max: 5 }),
+      }),
+      fc.record({ kind: fc.constant('remove' as const), pick: fc.nat() }),
+      fc.record({ kind: fc.constant('shift' as const) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
+        const queue = new WaitQueue<Node>();
+        let model: Node[] = []; // arrival order
+        let t = 0;
+        const runOrder = () =>
+          [...model].sort((a, b) => b.priority - a.priority || a.enqueuedAtMs - b.enqueuedAtMs).map((n) => n.id);
+        for (const o of ops) {
+          if (o.kind === 'push') {
+            const node = new Node(`n${t}`, o.priority, o.cost, t++);
+            queue.push(node);
+            model.push(node);
+          } else if (o.kind === 'remove' && model.length) {
+            const node = model[o.pick % model.length] as Node;
+            expect(queue.remove(node)).toBe(true);
+            model = model.filter((n) => n !== node);
+          } else if (o.kind === 'shift') {
+            const expected = runOrder()[0];
+            expect(queue.shift()?.id).toBe(expected);
+            model = model.filter((n) => n.id !== expected);
+          }
+          expect(queue.size).toBe(model.length);
+          expect(queue.peek()?.id).toBe(runOrder()[0]);
+          expect(queue.oldest()?.id).toBe(model[0]?.id);
+          for (const p of [-21, -5, 0, 7, 21]) {
+            expect(queue.costAtOrAbove(p)).toBe(model.filter((n) => n.priority >= p).reduce((a, n) => a + n.cost, 0));
+          }
+        }
+        expect(ids(queue)).toEqual(runOrder());
+        for (const p of [-3, 0, 3]) expect(queue.sizeAt(p)).toBe(model.filter((n) => n.priority === p).length);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('40,000 distinct priorities in arrival order (a deadline as the priority) drain in priority order', () => {
+    const queue = new WaitQueue<Node>();
+    for (let i = 0; i < 40_000; i++) queue.push(new Node(`n${i}`, i, 1, i));
+    expect(queue.costAtOrAbove(30_000)).toBe(10_000);
+    let expected = 39_999;
+    for (let n = queue.shift(); n; n = queue.shift()) {
+      expect(n.priority).toBe(expected--);
+      if (expected % 10_000 === 0) expect(queue.oldest()?.priority).toBe(0);
+    }
+    expect(expected).toBe(-1);
   });
 });

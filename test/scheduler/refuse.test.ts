@@ -21,23 +21,25 @@ function counters(): SchedulerCounters {
 }
 
 describe('Refusals', () => {
-  it('a burst of queue-full refusals shares one stackless error, each caller with its own promise', async () => {
+  it('each queue-full refusal has its own stackless error and promise, with its own estimate', async () => {
     const c = counters();
     const events = new Emitter();
     const told: RejectedJob[] = [];
     events.on('rejected', (job) => told.push(job));
     const refusals = new Refusals(c, events, 10);
     let estimates = 0;
-    const retryAfter = () => {
+    const retryAfter = (cost: number) => {
       estimates++;
-      return 42;
+      return 40 + cost;
     };
     const promises = [1, 2, 3].map((cost) => refusals.queueFull(cost, 0, retryAfter));
     expect(new Set(promises).size).toBe(3);
     const errors = await Promise.all(promises.map((p) => p.catch((error: unknown) => error)));
-    expect(new Set(errors).size).toBe(1);
-    expect(errors[0]).toMatchObject({ code: 'ERR_QUEUE_FULL', maxQueue: 10, retryAfterMs: 42 });
-    expect(estimates).toBe(1);
+    expect(new Set(errors).size).toBe(3);
+    expect(errors.map((e) => (e as { retryAfterMs: number }).retryAfterMs)).toEqual([41, 42, 43]);
+    expect(errors[0]).toMatchObject({ code: 'ERR_QUEUE_FULL', maxQueue: 10 });
+    expect((errors[0] as Error).stack).not.toMatch(/\n\s+at /);
+    expect(estimates).toBe(3);
     expect(c.rejected.queueFull).toBe(3);
     expect(told.map((j) => j.cost)).toEqual([1, 2, 3]);
     // The next burst gets a fresh error.

@@ -203,7 +203,8 @@ describe('maxWait', () => {
     const fourth = scheduler.schedule(job);
     const error = await fourth.catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WaitTooLongError);
-    expect(error).toMatchObject({ code: 'ERR_WAIT_TOO_LONG', waitMs: 300, maxWaitMs: 250, retryAfterMs: 50 });
+    // retryAfterMs: wait - maxWait = 50, whole ms up, + 2 ms for timers that fire early
+    expect(error).toMatchObject({ code: 'ERR_WAIT_TOO_LONG', waitMs: 300, maxWaitMs: 250, retryAfterMs: 52 });
     expect((error as Error).message).toContain('predicted wait of 300 ms exceeds maxWait of 250 ms');
 
     await timers.tickAsync(49);
@@ -268,7 +269,7 @@ describe('maxWait', () => {
   it('maxWait 0: a job starts now or not at all', async () => {
     const { scheduler } = setup({ rate: 10, maxWait: 0 });
     await expect(scheduler.schedule(() => 1)).resolves.toBe(1);
-    await expect(scheduler.schedule(() => 2)).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG', retryAfterMs: 100 });
+    await expect(scheduler.schedule(() => 2)).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG', retryAfterMs: 102 });
   });
 });
 
@@ -352,8 +353,8 @@ describe('abort', () => {
 });
 
 describe('timeout', () => {
-  it('rejects a running job that overruns with JobTimeoutError and aborts its signal', async () => {
-    const { scheduler, timers, sleep, pending } = setup({ concurrency: 1, timeout: 50 });
+  it("onTimeout 'hold': rejects a running job that overruns with JobTimeoutError, aborts its signal, keeps the slot", async () => {
+    const { scheduler, timers, sleep, pending } = setup({ concurrency: 1, timeout: 50, onTimeout: 'hold' });
     let seen: AbortSignal | undefined;
     const job = scheduler.schedule(async ({ signal }) => {
       seen = signal;
@@ -375,6 +376,29 @@ describe('timeout', () => {
     expect(scheduler.pending).toBe(0);
     expect(scheduler.counters.timedOut).toBe(1);
     expect(pending()).toBe(0);
+  });
+
+  it("onTimeout 'release' (the default): the slot frees at the timeout, so a function that never settles cannot hold it", async () => {
+    const { scheduler, timers, clock } = setup({ concurrency: 1, timeout: 50 });
+    const never = scheduler.schedule(() => new Promise(() => {}));
+    const neverOutcome = never.catch((e: unknown) => e);
+    let nextStartedAt = -1;
+    const next = scheduler.schedule(() => {
+      nextStartedAt = clock.now();
+      return 'next';
+    });
+    let idle = false;
+    void scheduler.onIdle().then(() => {
+      idle = true;
+    });
+    await timers.tickAsync(50);
+    expect(await neverOutcome).toBeInstanceOf(JobTimeoutError);
+    await expect(next).resolves.toBe('next');
+    expect(nextStartedAt).toBe(50);
+    expect(scheduler.pending).toBe(0);
+    await timers.tickAsync(0);
+    expect(idle).toBe(true);
+    expect(() => new Scheduler({ concurrency: 1, onTimeout: 'keep' as never })).toThrow(/'release' or 'hold'/);
   });
 
   it('a job that finishes in time clears its timeout; a per-job timeout overrides', async () => {
@@ -495,10 +519,21 @@ describe('failures', () => {
     expect(scheduler.size + scheduler.pending).toBe(0);
   });
 
-  it('a cost of 0 needs no tokens and holds no concurrency', async () => {
-    const { scheduler, sleep, timers } = setup({ rate: 1, concurrency: 1 });
+  it('a cost of 0 needs no tokens but still counts as running: concurrency 1 means one at a time', async () => {
+    const { scheduler, sleep, timers, clock } = setup({ rate: 1, concurrency: 1 });
     void scheduler.schedule(() => sleep(100));
-    await expect(scheduler.schedule(() => 'free', { cost: 0 })).resolves.toBe('free');
+    let startedAt = -1;
+    const free = scheduler.schedule(
+      () => {
+        startedAt = clock.now();
+        return 'free';
+      },
+      { cost: 0 },
+    );
+    expect(scheduler.size).toBe(1); // waits for the slot, not for tokens
+    await timers.tickAsync(100);
+    await expect(free).resolves.toBe('free');
+    expect(startedAt).toBe(100);
     await timers.runAllAsync();
   });
 });
@@ -554,7 +589,7 @@ describe('bounded queue', () => {
     await Promise.all(queued);
   });
 
-  it('jobs turned away in one burst share one error but get promises of their own', async () => {
+  it('jobs turned away in one burst are told when there is room for each: spread, not one instant', async () => {
     const { scheduler, timers } = setup({ rate: 10, maxQueue: 1 });
     await scheduler.schedule(() => 0);
     void scheduler.schedule(() => 0).catch(() => {});
@@ -563,12 +598,12 @@ describe('bounded queue', () => {
     expect(first).not.toBe(second);
     const [a, b] = await Promise.all([first.catch((e: unknown) => e), second.catch((e: unknown) => e)]);
     expect(a).toBeInstanceOf(QueueFullError);
-    expect(a).toBe(b);
+    // The head starts at 100 (room for one); a job later at 200 (room for the next). Each + 2 ms margin.
+    expect(a).toMatchObject({ retryAfterMs: 102 });
+    expect(b).toMatchObject({ retryAfterMs: 202 });
     await timers.tickAsync(40);
     const later = await scheduler.schedule(() => 0).catch((e: unknown) => e);
-    expect(later).not.toBe(a); // a new burst: a fresh estimate
-    expect(later).toMatchObject({ retryAfterMs: 60 });
-    expect(a).toMatchObject({ retryAfterMs: 100 });
+    expect(later).toMatchObject({ retryAfterMs: 262 }); // behind the two told before it: 300 - 40
     await timers.runAllAsync();
   });
 
@@ -577,7 +612,7 @@ describe('bounded queue', () => {
     await scheduler.schedule(() => 0);
     const waiting = scheduler.schedule(() => 0);
     await timers.tickAsync(30);
-    await expect(scheduler.schedule(() => 0)).rejects.toMatchObject({ retryAfterMs: 70 });
+    await expect(scheduler.schedule(() => 0)).rejects.toMatchObject({ retryAfterMs: 72 });
     await timers.runAllAsync();
     await waiting;
   });
@@ -586,13 +621,14 @@ describe('bounded queue', () => {
     const { scheduler, timers, sleep } = setup({ concurrency: 1, maxQueue: 2 });
     const job = () => sleep(40);
     const jobs = [scheduler.schedule(job), scheduler.schedule(job), scheduler.schedule(job)];
-    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 0 }); // nothing known yet
+    // Nothing known yet: as long again as the running job has run (0 ms), at least 1 ms, + 2 ms margin.
+    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 3 });
     await timers.tickAsync(40); // the first finishes
     jobs.push(scheduler.schedule(job));
     await timers.tickAsync(40); // the second finishes, 40 ms after the first
     jobs.push(scheduler.schedule(job));
     await timers.tickAsync(10);
-    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 30 });
+    await expect(scheduler.schedule(job)).rejects.toMatchObject({ retryAfterMs: 32 });
     await timers.runAllAsync();
     await Promise.all(jobs);
   });
@@ -944,6 +980,7 @@ describe('promises, events and wrap', () => {
     await later;
     await flush();
     expect(events).toEqual([
+      'add', // on every add, as p-queue: also for a job that starts at once
       'active:1:0',
       'add',
       'rejected:queueFull',

@@ -3,7 +3,7 @@
  * results are inferred from the job, events are a closed union.
  */
 
-import { describe, expectTypeOf, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   type EventName,
   type JobContext,
@@ -32,10 +32,12 @@ describe('Scheduler types', () => {
   });
 
   it('has a closed set of events with typed listeners', () => {
-    expectTypeOf<EventName>().toEqualTypeOf<'add' | 'active' | 'completed' | 'error' | 'empty' | 'idle' | 'rejected'>();
+    expectTypeOf<EventName>().toEqualTypeOf<
+      'add' | 'active' | 'completed' | 'error' | 'empty' | 'idle' | 'rejected' | 'next'
+    >();
     expectTypeOf<SchedulerListener<'rejected'>>().parameters.toEqualTypeOf<[RejectedJob]>();
     expectTypeOf<SchedulerCounters['rejected']['queueFull']>().toEqualTypeOf<number>();
-    // @ts-expect-error: not an event
-    scheduler.on('drained', () => {});
+    // @ts-expect-error: not an event (and refused at run time too)
+    expect(() => scheduler.on('drained', () => {})).toThrow(/unknown event "drained"/);
   });
 });
