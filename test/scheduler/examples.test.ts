@@ -30,7 +30,7 @@ describe('examples/db-jobs.ts', () => {
 });
 
 describe('examples/api-client.ts', () => {
-  it('gets 429s when unpaced and none through the Scheduler', async () => {
+  it('gets 429s when unpaced and none through throttleInterceptor', async () => {
     const { unpaced, paced } = await apiClient({ requests: 40, log: quiet });
     expect(unpaced.tooMany).toBeGreaterThan(0);
     expect(paced).toMatchObject({ ok: 40, tooMany: 0 });
