@@ -39,9 +39,12 @@ export class TokenpaceError extends Error {
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
-    Object.defineProperty(this, brand, { value: true });
   }
 }
+// The brand lives on the prototype (non-enumerable), so every instance carries it without a
+// per-instance property: a flood of refusals builds one QueueFullError each, and defining a symbol
+// property on each one cost more than the rest of the error.
+Object.defineProperty(TokenpaceError.prototype, brand, { value: true });
 
 /** A rate that is not a positive finite number or a string {@link parseRate} understands. */
 export class InvalidRateError extends TokenpaceError {
