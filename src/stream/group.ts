@@ -119,6 +119,8 @@ export class ThrottleGroup {
   /** True while the timer waits for tokens (new data cannot be served before it fires). */
   #waitingForTokens = false;
   #serving = false;
+  /** True while a service pass is scheduled (see {@link ThrottleGroup.#schedulePass}). */
+  #passScheduled = false;
   readonly #link: GroupLink;
 
   constructor(options: ThrottleGroupOptions) {
@@ -272,7 +274,7 @@ export class ThrottleGroup {
     // While serving, the loop sees the new data; while the timer waits for
     // tokens, nothing can be served before it fires.
     if (this.#serving || this.#waitingForTokens) return;
-    this.#serve();
+    this.#schedulePass();
   }
 
   #leave(port: MemberPort): void {
@@ -297,8 +299,32 @@ export class ThrottleGroup {
     if (this.#serving) return;
     this.#watchdog.disarm();
     this.#waitingForTokens = false;
-    this.#serve();
+    this.#schedulePass();
   }
+
+  /**
+   * Serves the ring soon, not now. A member asks for service from inside its
+   * own `_transform`, `end()` or `_destroy()`, and serving sends other
+   * members' bytes: their write callbacks and 'data' events would run inside
+   * this member's write. An HTTP client whose body parser wrote that chunk
+   * would then see a second parser resume while the first is still running
+   * (undici asserts `currentParser === null`). So every service a member (or
+   * a setter) asks for runs in one pass from the microtask queue, once the
+   * caller's stack has unwound; however many ask before it runs, there is one
+   * pass. Only the group's own timer serves at once: nothing else is on the
+   * stack then.
+   */
+  #schedulePass(): void {
+    if (this.#passScheduled) return;
+    this.#passScheduled = true;
+    queueMicrotask(this.#scheduledPass);
+  }
+
+  readonly #scheduledPass = (): void => {
+    this.#passScheduled = false;
+    if (this.#serving || this.#waitingForTokens || this.#ring.length === 0) return;
+    this.#serve();
+  };
 
   /**
    * Serves the ring until the bucket is short, or no member can send now:
