@@ -292,6 +292,10 @@ export class Throttle extends Transform {
   readonly #watchdog: Watchdog;
   /** True while a loop is pushing: a chunk handed over synchronously is picked up by that loop. */
   #pumping = false;
+  /** The current run (see #beginRun): bytes it may still pass without a clock read, and bytes it passed, not yet charged. */
+  #runSpare = 0;
+  #runBytes = 0;
+  #runScheduled = false;
   /** push() reported a full readable buffer in the middle of a chunk; the rest waits for _read(). */
   #awaitingRead = false;
 
@@ -385,7 +389,9 @@ export class Throttle extends Transform {
 
   /** Progress: bytes passed, time spent waiting, current and average rate. A fresh snapshot on each read. */
   get counters(): ThrottleCounters {
-    return this.#progress.snapshot(this.#clock.now());
+    const nowMs = this.#clock.now();
+    this.#endRun(nowMs);
+    return this.#progress.snapshot(nowMs);
   }
 
   /**
@@ -433,6 +439,7 @@ export class Throttle extends Transform {
 
   #applyCap(next: Cap, previous: Cap | undefined): void {
     const nowMs = this.#clock.now();
+    this.#endRun(nowMs);
     const peak = next.peak && { ratePerSecond: next.peak.ratePerSecond, burstBytes: next.peak.burstBytes };
     if (this.#meter === undefined || previous === undefined) {
       this.#meter = new ByteMeter(next.ratePerSecond, next.burstBytes, nowMs, peak);
@@ -457,9 +464,19 @@ export class Throttle extends Transform {
       return;
     }
     if (!this.#pumping) {
-      // The fast path: the whole chunk conforms now; it is charged now (one
-      // clock read, a comparison, a subtraction).
+      // The fast path: the whole chunk conforms now. Within a run (see
+      // #beginRun), a chunk the tokens known at the run's clock read still
+      // cover passes without reading the clock; it is charged when the run ends.
+      if (length <= this.#runSpare) {
+        this.#runSpare -= length;
+        this.#runBytes += length;
+        this.push(bytes);
+        callback();
+        return;
+      }
+      // Otherwise it is charged now: one clock read, a comparison, a subtraction.
       const nowMs = this.#clock.now();
+      this.#endRun(nowMs);
       const progress = this.#progress;
       if (progress.startedAtMs === undefined) progress.start(nowMs);
       const meter = this.#meter;
@@ -470,6 +487,7 @@ export class Throttle extends Transform {
           : (meter === undefined || meter.available(nowMs) >= length) && link.tryTake(nowMs, length)
       ) {
         if (link !== undefined) meter?.take(nowMs, length);
+        else this.#beginRun(nowMs);
         progress.record(nowMs, length);
         this.push(bytes);
         callback();
@@ -509,13 +527,17 @@ export class Throttle extends Transform {
   }
 
   override _flush(callback: TransformCallback): void {
-    this.#progress.endedAtMs = this.#clock.now();
+    const nowMs = this.#clock.now();
+    this.#endRun(nowMs);
+    this.#progress.endedAtMs = nowMs;
     this.#leaveGroup();
     callback();
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.#progress.stopWaiting(this.#clock.now());
+    const nowMs = this.#clock.now();
+    this.#endRun(nowMs);
+    this.#progress.stopWaiting(nowMs);
     this.#watchdog.disarm();
     this.#leaveGroup();
     const held = this.#callback;
@@ -528,11 +550,53 @@ export class Throttle extends Transform {
     if (held !== undefined) process.nextTick(held);
   }
 
+  /**
+   * Starts a run at the clock read `nowMs` (a lone stream's fast path): the
+   * tokens the bucket holds now are a lower bound for the rest of this
+   * synchronous stretch of the event loop (refill only adds), so chunks
+   * handed over before it ends pass against them without a clock read. Their
+   * bytes are charged once, when the run ends (a microtask, or the next clock
+   * read, whichever comes first), after the refill up to then is capped at
+   * the burst. That is exactly TBF's charge per piece whenever the bucket
+   * could not have filled up during the run (tokens at the read + rate x the
+   * run's length <= burst); otherwise the bucket is left at most rate x the
+   * run's length below what a per-piece charge would leave (never above: no
+   * window ever carries more than burst + rate * T). A run is one stretch of
+   * synchronous code, microseconds for a socket's chunk, so the difference
+   * is bytes at most; on a fake clock it is none.
+   */
+  #beginRun(nowMs: number): void {
+    const spare = Math.floor((this.#meter as ByteMeter).available(nowMs));
+    if (spare < 1) return;
+    this.#runSpare = spare;
+    if (!this.#runScheduled) {
+      this.#runScheduled = true;
+      queueMicrotask(this.#runEnds);
+    }
+  }
+
+  /** Charges the bytes passed in the current run at `nowMs`, and ends it. */
+  #endRun(nowMs: number): void {
+    this.#runSpare = 0;
+    const bytes = this.#runBytes;
+    if (bytes === 0) return;
+    this.#runBytes = 0;
+    (this.#meter as ByteMeter).take(nowMs, bytes);
+    this.#progress.record(nowMs, bytes);
+  }
+
+  readonly #runEnds = (): void => {
+    this.#runScheduled = false;
+    if (this.#runBytes === 0) this.#runSpare = 0;
+    else this.#endRun(this.#clock.now());
+  };
+
   /** Passes what conforms of the held chunk (and of chunks handed over behind it); sleeps for the rest. */
   #pump(): void {
     this.#pumping = true;
     try {
       const nowMs = this.#clock.now();
+      this.#endRun(nowMs);
       this.#progress.start(nowMs);
       for (;;) {
         const chunk = this.#chunk;

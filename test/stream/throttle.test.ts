@@ -293,6 +293,87 @@ describe('Throttle: pacing on a fake clock', () => {
   });
 });
 
+describe('Throttle: runs (chunks in one synchronous stretch pass on one clock read)', () => {
+  /** A clock set by hand that counts its reads; its timers are a fake clock's. */
+  function countingClock() {
+    const fake = fakeClock();
+    let nowMs = 0;
+    const clock = {
+      reads: 0,
+      set(ms: number) {
+        nowMs = ms;
+      },
+      now: () => {
+        clock.reads++;
+        return nowMs;
+      },
+      setTimeout: fake.clock.setTimeout,
+      clearTimeout: fake.clock.clearTimeout,
+    };
+    return clock;
+  }
+
+  it('reads the clock once for a run of chunks the tokens cover, and charges them exactly', async () => {
+    const clock = countingClock();
+    const throttle = new Throttle({ rate: 1000, burst: 1000, clock });
+    throttle.resume();
+    await settle();
+    const readsBefore = clock.reads;
+    for (let i = 0; i < 50; i++) throttle.write(Buffer.alloc(10)); // 500 bytes, one synchronous stretch
+    expect(clock.reads - readsBefore).toBe(1);
+    await settle();
+    expect(throttle.counters.bytes).toBe(500);
+    // Charged as per piece: 500 left at t = 0, so 500 more pass at once and the next byte waits.
+    clock.set(0);
+    let passed = 0;
+    throttle.on('data', (chunk: Buffer) => {
+      passed += chunk.length;
+    });
+    throttle.write(Buffer.alloc(500));
+    await settle();
+    expect(passed).toBe(500);
+    throttle.write(Buffer.alloc(1));
+    await settle();
+    expect(passed).toBe(500);
+    throttle.destroy();
+  });
+
+  it('a run that outlasts the refill to the burst leaves the bucket at most rate x its length below a per-piece charge, never above', async () => {
+    const clock = countingClock();
+    const throttle = new Throttle({ rate: 1000, burst: 1000, clock });
+    throttle.resume();
+    throttle.write(Buffer.alloc(600)); // read at 0: 400 left, a run begins
+    clock.set(0.1);
+    throttle.write(Buffer.alloc(300)); // passes on the run's tokens, no read
+    clock.set(1000); // synchronous code runs for a second before the run ends
+    await settle();
+    // Per piece: 400 - 300 = 100 at 0.1 ms, full (1000) by 1000 ms. The run charged the 300 at 1000 ms
+    // after the cap: 700. The difference, 300, is within rate x the run's length (1000).
+    let passed = 0;
+    throttle.on('data', (chunk: Buffer) => {
+      passed += chunk.length;
+    });
+    throttle.write(Buffer.alloc(1000));
+    await settle();
+    expect(passed).toBe(700);
+    expect(passed).toBeLessThanOrEqual(1000); // never more than a per-piece charge allows
+    throttle.destroy();
+  });
+
+  it('a run ends at the next turn of the event loop: bytes are charged then, with nothing left over', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 1000 });
+    for (let i = 0; i < 10; i++) throttle.write(Buffer.alloc(50));
+    await settle();
+    expect(sink.received).toBe(500);
+    await advance(fake, 300); // 300 earned; the bucket is full again at 500 + 300 = 800
+    for (let i = 0; i < 20; i++) throttle.write(Buffer.alloc(50)); // 1000 bytes: 800 now, the rest waits
+    await settle();
+    expect(sink.received).toBe(1300);
+    expect(throttle.counters.bytes).toBe(1300);
+    throttle.destroy();
+  });
+});
+
 describe('Throttle: peakRate (the second bucket)', () => {
   it('drains a burst at the peak rate, in pieces no larger than peakBurst', async () => {
     const { fake, throttle, sink } = setup({ rate: 1000, burst: 1000, peakRate: 10_000, peakBurst: 100 });
