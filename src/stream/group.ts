@@ -315,9 +315,65 @@ export class ThrottleGroup implements GroupHandle {
       this.#ring.push(port);
     }
     // While serving, the loop sees the new data; while the timer waits for
-    // tokens, nothing can be served before it fires.
+    // tokens, nothing can be served before it fires. Otherwise the member's
+    // own open turn is served at once (its own callbacks only), and whatever
+    // else it changed is served by a scheduled pass.
     if (this.#serving || this.#waitingForTokens) return;
-    this.#schedulePass();
+    if (!this.#serveOwnTurn(port)) this.#schedulePass();
+  }
+
+  /**
+   * Serves `port`'s turn now, from inside its own write: only its own bytes
+   * are sent, so only its own callbacks run (as on a lone stream's fast
+   * path). It sends while its turn in this round is open (granting it one if
+   * it has not had it) and the bucket holds its piece. Returns true if that
+   * changed nothing for the others: it sent all it holds and its turn is
+   * still open (it holds it, dry). Otherwise a pass must run: its turn is
+   * spent (a new round may start), the bucket is short (the timer must be
+   * armed), or its own cap or reader holds it (it leaves the ring).
+   */
+  #serveOwnTurn(port: MemberPort): boolean {
+    if (port.sparse || !port.inRing) return false;
+    const meter = this.#meter;
+    const nowMs = this.#clock.now();
+    this.#serving = true;
+    try {
+      for (;;) {
+        if (port.pendingBytes() === 0) {
+          if (port.round === this.#round && port.deficit > 0 && !port.ended()) {
+            port.dry = true;
+            return true;
+          }
+          return false;
+        }
+        const want = port.sendableNow(nowMs);
+        if (want === 0) return false;
+        if (port.round !== this.#round) {
+          port.deficit = this.#quantumBytes;
+          port.round = this.#round;
+        }
+        if (port.deficit <= 0) return false;
+        const piece = Math.min(want, port.deficit);
+        if (meter.available(nowMs) < piece) return false;
+        port.dry = false;
+        const sent = port.send(nowMs, piece);
+        meter.take(nowMs, sent);
+        if (sent === 0 || !port.inRing) return false;
+        this.#progress.record(nowMs, sent);
+        port.deficit -= sent;
+        if (port.deficit <= 0) {
+          port.deficit = 0;
+          const ring = this.#ring;
+          ring.splice(ring.indexOf(port), 1);
+          ring.push(port);
+          return false;
+        }
+      }
+    } finally {
+      this.#serving = false;
+      if (this.#ring.length > 0) this.#progress.waiting(nowMs);
+      else this.#progress.stopWaiting(nowMs);
+    }
   }
 
   #leave(port: MemberPort): void {
@@ -352,11 +408,12 @@ export class ThrottleGroup implements GroupHandle {
    * members' bytes: their write callbacks and 'data' events would run inside
    * this member's write. An HTTP client whose body parser wrote that chunk
    * would then see a second parser resume while the first is still running
-   * (undici asserts `currentParser === null`). So every service a member (or
-   * a setter) asks for runs in one pass from the microtask queue, once the
-   * caller's stack has unwound; however many ask before it runs, there is one
-   * pass. Only the group's own timer serves at once: nothing else is on the
-   * stack then.
+   * (undici asserts `currentParser === null`). So every service of other
+   * members that a member (or a setter) asks for runs in one pass from the
+   * microtask queue, once the caller's stack has unwound; however many ask
+   * before it runs, there is one pass. At once run only the group's own
+   * timer (nothing else is on the stack then) and a member's own open turn
+   * ({@link ThrottleGroup.#serveOwnTurn}: its own callbacks only).
    */
   #schedulePass(): void {
     if (this.#passScheduled) return;

@@ -93,4 +93,26 @@ describe('ThrottleGroup: no reentrant calls between members', () => {
       { numRuns: 30 },
     );
   });
+
+  it("a member's own open turn still passes inside its own write (only its own stream is called)", async () => {
+    const fake = fakeClock();
+    const group = new ThrottleGroup({ rate: 1000, burst: 225, quantum: 50, clock: fake.clock });
+    const a = group.throttle();
+    a.resume();
+    a.write(Buffer.alloc(1000)); // takes the burst, then waits in the ring
+    const b = group.throttle();
+    let bPassed = 0;
+    b.on('data', (chunk: Buffer) => {
+      bPassed += chunk.length;
+    });
+    b.write(Buffer.alloc(10)); // joins the ring behind A
+    await advance(fake, 200);
+    expect(bPassed).toBe(10); // served in its turn (50); the turn stays open
+    b.write(Buffer.alloc(20));
+    expect(bPassed).toBe(30); // synchronously, inside b.write()
+    a.destroy();
+    b.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
 });
