@@ -358,8 +358,8 @@ export class ThrottleGroup implements GroupHandle {
         port.dry = false;
         const sent = port.send(nowMs, piece);
         meter.take(nowMs, sent);
+        if (sent > 0) this.#progress.record(nowMs, sent);
         if (sent === 0 || !port.inRing) return false;
-        this.#progress.record(nowMs, sent);
         port.deficit -= sent;
         if (port.deficit <= 0) {
           port.deficit = 0;
