@@ -1,8 +1,9 @@
 /**
  * The watchdog: one timer armed for an exact instant, like sch_tbf.c's
  * qdisc watchdog (`qdisc_watchdog_schedule_ns(&q->watchdog, now + shortfall)`).
- * Every wait in tokenpace that is not a stream's goes through it: the
- * scheduler's wake-up for its head, a job's timeout, `TokenBucket.take`.
+ * Every wait in tokenpace goes through it: a stream's and a group's sleep
+ * for tokens, the scheduler's wake-up for its head, a job's timeout,
+ * `TokenBucket.take`.
  *
  * What it guarantees:
  *
@@ -31,25 +32,44 @@ import type { Clock } from './clock.js';
 /** The longest single timer Node arms as asked: 2^31 - 1 ms. Longer waits are armed in steps. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** How fast the lateness estimate forgets, ms: it halves in this long without late timers. */
+export const LATENESS_HALF_LIFE_MS = 1000;
+
 /**
  * How late wake-ups have been coming lately: the largest lateness seen,
- * decaying by a fifth at each wake-up. A GC pause or a busy event loop raises
- * it at once; punctual timers bring it back down.
+ * halving every second ({@link LATENESS_HALF_LIFE_MS}). A GC pause or a busy
+ * event loop raises it at once; punctual timers bring it back down. The decay
+ * is by time, not by wake-up, so an event loop blocked periodically (say
+ * 25 ms every 200 ms) keeps the estimate between its blocks instead of
+ * forgetting it after a few punctual wake-ups. A stream sizes its wake piece
+ * by it (see stream/pacing.ts).
  */
 export class Lateness {
+  /** The estimate as last reported (what callers sized their work by). */
   #ms = 0;
+  /** The estimate now, decaying between reports. */
+  #currentMs = 0;
+  #atMs = Number.NaN;
 
-  /** The estimate, ms (0 when punctual). */
+  /** The estimate as last reported by {@link observe}, ms (changes only by 0.5 ms or more; 0 when punctual). */
   get ms(): number {
     return this.#ms;
   }
 
-  /** Records one wake-up `lateMs` after it was due; returns true if the estimate changed by 0.5 ms or more. */
-  observe(lateMs: number): boolean {
-    const next = Math.max(0, lateMs, this.#ms * 0.8);
-    const changed = Math.abs(next - this.#ms) >= 0.5;
-    this.#ms = next < 0.5 ? 0 : next;
-    return changed;
+  /**
+   * Records one wake-up at `nowMs`, `lateMs` after it was due (early counts
+   * as punctual); returns true if the estimate moved 0.5 ms or more from the
+   * one last reported.
+   */
+  observe(lateMs: number, nowMs: number): boolean {
+    const elapsedMs = Number.isNaN(this.#atMs) ? 0 : Math.max(0, nowMs - this.#atMs);
+    this.#atMs = nowMs;
+    const decayed = this.#currentMs * 0.5 ** (elapsedMs / LATENESS_HALF_LIFE_MS);
+    const next = Math.max(0, lateMs, decayed);
+    this.#currentMs = next < 0.5 ? 0 : next;
+    if (Math.abs(this.#currentMs - this.#ms) < 0.5) return false;
+    this.#ms = this.#currentMs;
+    return true;
   }
 }
 
@@ -102,8 +122,17 @@ export class Watchdog {
     this.#step(nowMs);
   }
 
-  /** Arms for `delayMs` after `nowMs` (at least 1 ms, whole milliseconds rounded up). */
+  /**
+   * Arms for `delayMs` after `nowMs` (at least 1 ms, whole milliseconds
+   * rounded up). A pending wake-up that is not early for it and less than
+   * 1 ms later is kept: a caller that re-plans from a slightly later `nowMs`
+   * (a stream, on every chunk) does not clear and set a timer each time.
+   */
   arm(nowMs: number, delayMs: number): void {
+    if (this.#armed) {
+      const exactMs = nowMs + Math.max(0, delayMs);
+      if (this.#dueMs >= exactMs && this.#dueMs < exactMs + 1) return;
+    }
     this.armAt(nowMs + Math.max(1, Math.ceil(delayMs)), nowMs);
   }
 
@@ -130,6 +159,6 @@ export class Watchdog {
       return;
     }
     this.#armed = false;
-    this.#onWake(this.#lateness.observe(nowMs - this.#stepDueMs));
+    this.#onWake(this.#lateness.observe(nowMs - this.#stepDueMs, nowMs));
   };
 }

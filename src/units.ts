@@ -374,3 +374,24 @@ export function formatDuration(ms: number): string {
   if (abs < 3_600_000) return `${compact(ms / 60_000, 60_000, ms)} min`;
   return `${compact(ms / 3_600_000, 3_600_000, ms)} h`;
 }
+
+/**
+ * Bytes for an error message: the exact count, then {@link formatSize}'s
+ * form when it says more: `'512 bytes'`, `'65536 bytes (64 KiB)'`,
+ * `'10737419 bytes (~10.2 MiB)'`.
+ */
+export function describeBytes(bytes: number): string {
+  const count = Number.isInteger(bytes) ? `${bytes}` : `${Number(bytes.toPrecision(6))}`;
+  return Math.abs(bytes) < 1024 ? `${count} bytes` : `${count} bytes (${formatSize(bytes)})`;
+}
+
+/**
+ * A byte rate for an error message, in bytes per second: `'100 bytes per
+ * second'`, `'1073741824 bytes per second (1 GiB/s)'`.
+ */
+export function describeRate(bytesPerSecond: number): string {
+  const count = Number.isInteger(bytesPerSecond) ? `${bytesPerSecond}` : `${Number(bytesPerSecond.toPrecision(6))}`;
+  return Math.abs(bytesPerSecond) < 1024
+    ? `${count} bytes per second`
+    : `${count} bytes per second (${formatSize(bytesPerSecond)}/s)`;
+}

@@ -106,16 +106,85 @@ describe('Watchdog', () => {
 });
 
 describe('Lateness', () => {
-  it('jumps to the largest lateness seen and decays by a fifth per wake-up', () => {
+  it('jumps to the largest lateness seen and halves every second (by time, not by wake-up)', () => {
     const lateness = new Lateness();
-    expect(lateness.observe(0)).toBe(false);
-    expect(lateness.observe(10)).toBe(true);
+    expect(lateness.observe(-0.7, 0)).toBe(false); // early (real timers may be) counts as punctual
+    expect(lateness.observe(20, 0)).toBe(true);
+    expect(lateness.ms).toBe(20);
+    expect(lateness.observe(1, 1000)).toBe(true); // halves every second
     expect(lateness.ms).toBe(10);
-    expect(lateness.observe(0)).toBe(true);
-    expect(lateness.ms).toBe(8);
-    expect(lateness.observe(9)).toBe(true);
+    expect(lateness.observe(0, 1010)).toBe(false); // 10 ms later: moved less than 0.5 ms
+    expect(lateness.ms).toBe(10);
+    for (let t = 1040; t < 2000; t += 40) lateness.observe(0, t); // 24 punctual wake-ups: small steps add up
+    expect(lateness.ms).toBeGreaterThan(5);
+    expect(lateness.ms).toBeLessThan(5.5);
+    expect(lateness.observe(9, 2000)).toBe(true); // a later wake-up raises it at once
     expect(lateness.ms).toBe(9);
-    for (let i = 0; i < 30; i++) lateness.observe(0);
+    for (let t = 2040; t < 12_000; t += 40) lateness.observe(0, t);
     expect(lateness.ms).toBe(0);
+  });
+});
+
+describe('Watchdog.arm: a delay from now, as a stream sleeps', () => {
+  it('arms one timer in whole milliseconds, rounded up, at least 1', async () => {
+    const { clock, timers, pending } = fakeClock();
+    const wakes: boolean[] = [];
+    const watchdog = new Watchdog(clock, (changed) => wakes.push(changed));
+    watchdog.arm(0, 2.2);
+    expect(watchdog.armed).toBe(true);
+    expect(pending()).toBe(1);
+    timers.tick(2);
+    expect(wakes).toEqual([]);
+    timers.tick(1);
+    expect(wakes).toEqual([false]);
+    expect(watchdog.armed).toBe(false);
+    watchdog.arm(clock.now(), 0);
+    timers.tick(1);
+    expect(wakes).toHaveLength(2);
+    expect(pending()).toBe(0);
+  });
+
+  it('keeps a pending wake-up for the same time, replaces one for another, and disarms', () => {
+    const { clock, timers, pending } = fakeClock();
+    let wakes = 0;
+    const watchdog = new Watchdog(clock, () => wakes++);
+    watchdog.arm(0, 10);
+    watchdog.arm(0, 9.5); // the same whole millisecond: kept
+    expect(pending()).toBe(1);
+    watchdog.arm(0, 5); // earlier: replaced
+    expect(pending()).toBe(1);
+    timers.tick(5);
+    expect(wakes).toBe(1);
+    watchdog.arm(clock.now(), 5);
+    watchdog.disarm();
+    watchdog.disarm();
+    expect(watchdog.armed).toBe(false);
+    expect(pending()).toBe(0);
+    timers.tick(100);
+    expect(wakes).toBe(1);
+  });
+
+  it('tells when the lateness it sees changes its estimate', () => {
+    const { clock } = fakeClock();
+    let fire: (() => void) | undefined;
+    let nowMs = 0;
+    const lateClock = { ...clock, now: () => nowMs, setTimeout: (fn: () => void) => (fire = fn) };
+    const changes: boolean[] = [];
+    const watchdog = new Watchdog(lateClock, (changed) => changes.push(changed));
+    watchdog.arm(0, 10);
+    nowMs = 30; // 20 ms late
+    fire?.();
+    expect(changes).toEqual([true]);
+    expect(watchdog.latenessMs).toBe(20);
+    watchdog.arm(30, 10);
+    nowMs = 40; // punctual, 10 ms later: the estimate has barely decayed (it halves every second)
+    fire?.();
+    expect(changes).toEqual([true, false]);
+    expect(watchdog.latenessMs).toBe(20);
+    watchdog.arm(1030, 10);
+    nowMs = 1040; // a second later: half
+    fire?.();
+    expect(changes).toEqual([true, false, true]);
+    expect(watchdog.latenessMs).toBeCloseTo(20 * 0.5 ** (1010 / 1000), 9); // 1010 ms since the last wake-up
   });
 });

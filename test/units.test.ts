@@ -263,3 +263,17 @@ describe('formatters', () => {
     );
   });
 });
+
+describe('describeBytes and describeRate (error messages)', () => {
+  it('say the exact count, then the short form, in bytes and bytes per second', async () => {
+    const { describeBytes, describeRate } = await import('../src/units.js');
+    expect(describeBytes(512)).toBe('512 bytes');
+    expect(describeBytes(65536)).toBe('65536 bytes (64 KiB)');
+    expect(describeBytes(1500000)).toBe('1500000 bytes (1.5 MB)');
+    expect(describeBytes(10737419)).toBe('10737419 bytes (~10.2 MiB)');
+    expect(describeBytes(512.5)).toBe('512.5 bytes');
+    expect(describeRate(1000)).toBe('1000 bytes per second');
+    expect(describeRate(1024 ** 3)).toBe('1073741824 bytes per second (1 GiB/s)');
+    expect(describeRate(1e7 / 3)).toBe('3333330 bytes per second (~3.18 MiB/s)');
+  });
+});

@@ -14,8 +14,8 @@
  * rate / N, whatever their chunk sizes: a member of 1 KiB chunks sends many
  * of them in its turn, a member of 64 KiB chunks a quantum-sized piece of one.
  * When the bucket is short, the group sleeps on its one timer, armed for a
- * group wake piece (the lone stream's wake piece less 15 ms of the rate; see
- * pacing.ts), and each wake-up serves as many turns as the tokens allow.
+ * group wake piece (pacing.ts's groupWakePieceBytes, after the wake-piece
+ * rule there), and each wake-up serves as many turns as the tokens allow.
  *
  * Members that run dry. Real sources deliver in bursts: a socket or an HTTP
  * body hands over a chunk, then the next one a few hundred microseconds later,
@@ -30,8 +30,8 @@
  * others may send what is left of their own turns meanwhile; the next round
  * starts only when no member holds a turn. Holding costs no rate while the
  * bucket has room, since refill is lazy: the tokens wait in the bucket. So a
- * turn is held until the bucket reaches the lone stream's wake piece (the
- * burst less 10 ms of the rate), 15 ms of the rate above the group's wake
+ * turn is held until the bucket reaches the lone stream's wake piece
+ * (pacing.ts), GROUP_HOLD_MS (pacing.ts) of the rate above the group's wake
  * piece; then the members still dry give up their turns and the round moves
  * on, so the bucket never overflows while anyone has data, and the group's
  * aggregate is its rate.
@@ -55,17 +55,18 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
-import { bucketParams } from '../meters/token-bucket.js';
-import { parseSizeOption, type RateInput, type SizeInput } from '../units.js';
-import { type GroupLink, kJoin, type MemberPort } from './link.js';
+import { ByteMeter } from '../meters/byte-meter.js';
+import { Watchdog } from '../timer.js';
+import { describeBytes, parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
+import { Progress, type ThrottleCounters } from './counters.js';
+import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
 import {
-  ByteMeter,
   checkBurst,
+  checkBurstLimit,
+  checkRateLimit,
   defaultBurstBytes,
   defaultQuantumBytes,
-  describeBytes,
   groupWakePieceBytes,
-  Watchdog,
   wakePieceBytes,
 } from './pacing.js';
 import { Throttle, type ThrottleOptions } from './throttle.js';
@@ -99,8 +100,10 @@ export type ThrottleMemberOptions = Omit<ThrottleOptions, 'group' | 'clock'>;
  * const group = new ThrottleGroup({ rate: '10MiB/s' });
  * await Promise.all(urls.map((url) => download(url, group.throttle())));
  */
-export class ThrottleGroup {
+export class ThrottleGroup implements GroupHandle {
   readonly #clock: Clock;
+  /** The whole group's progress: every byte any member passes, and the time some member waited. */
+  readonly #progress = new Progress();
   readonly #meter: ByteMeter;
   #burstExplicit: boolean;
   #quantumExplicit: number | undefined;
@@ -119,6 +122,8 @@ export class ThrottleGroup {
   /** True while the timer waits for tokens (new data cannot be served before it fires). */
   #waitingForTokens = false;
   #serving = false;
+  /** True while a service pass is scheduled (see {@link ThrottleGroup.#schedulePass}). */
+  #passScheduled = false;
   readonly #link: GroupLink;
 
   constructor(options: ThrottleGroupOptions) {
@@ -126,8 +131,8 @@ export class ThrottleGroup {
       throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "10MiB/s" }');
     }
     const clock = options.clock ?? systemClock;
-    const { ratePerSecond, capacity } = bucketParams(options.rate, options.burst ?? 1);
-    const burstBytes = options.burst === undefined ? defaultBurstBytes(ratePerSecond) : capacity;
+    const ratePerSecond = groupRate(options.rate);
+    const burstBytes = options.burst === undefined ? defaultBurstBytes(ratePerSecond) : groupBurst(options.burst);
     checkBurst(ratePerSecond, burstBytes);
     this.#clock = clock;
     this.#watchdog = new Watchdog(clock, (latenessChanged) => {
@@ -144,7 +149,7 @@ export class ThrottleGroup {
     this.#updatePieces();
     this.#link = {
       clock,
-      tryTake: (nowMs, bytes) => this.#ring.length === 0 && this.#meter.tryTake(nowMs, bytes),
+      tryTake: (nowMs, bytes) => this.#tryTake(nowMs, bytes),
       takeUpTo: (nowMs, bytes) => this.#takeUpTo(nowMs, bytes),
       request: (port) => this.#request(port),
       replan: () => this.#replan(),
@@ -183,18 +188,43 @@ export class ThrottleGroup {
   }
 
   /**
-   * Changes the shared rate from the next piece on (like `tc change`); no data
-   * is lost. A default burst and quantum follow the new rate; an explicit burst
-   * too small for it throws `BurstTooSmallError` and changes nothing.
+   * The whole group's progress: bytes passed by all members together, the
+   * time during which some member held data it could not pass yet, and the
+   * group's current and average rate. A fresh snapshot on each read.
+   */
+  get counters(): ThrottleCounters {
+    return this.#progress.snapshot(this.#clock.now());
+  }
+
+  /**
+   * Ends every member's writable side, as `end()` on each: what they hold
+   * still passes at the group's rate, then they finish.
+   */
+  endAll(): void {
+    for (const port of [...this.#members]) port.end();
+  }
+
+  /**
+   * Destroys every member, with `error` if given (each emits it, and its
+   * pipeline fails with it): their timers are cleared and they leave the group.
+   */
+  destroyAll(error?: Error): void {
+    for (const port of [...this.#members]) port.destroy(error);
+  }
+
+  /**
+   * Changes the shared rate from the next piece on; no data is lost. The
+   * tokens in the bucket are kept, capped at the new burst (Linux's
+   * `tbf_change` refills the bucket instead; we hand out no burst on a
+   * change). A default burst and quantum follow the new rate; an explicit
+   * burst too small for it throws `BurstTooSmallError` and changes nothing.
    */
   setRate(rate: RateInput): void {
-    const { ratePerSecond } = bucketParams(rate, 1);
+    const ratePerSecond = groupRate(rate);
     const burstBytes = this.#burstExplicit ? this.#meter.burstBytes : defaultBurstBytes(ratePerSecond);
     checkBurst(ratePerSecond, burstBytes);
     const quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
-    const nowMs = this.#clock.now();
-    this.#meter.setRate(nowMs, ratePerSecond);
-    this.#meter.setBurst(nowMs, burstBytes);
+    this.#meter.reconfigure(this.#clock.now(), { ratePerSecond, burstBytes });
     this.#quantumBytes = quantumBytes;
     this.#updatePieces();
     this.#clampTurns();
@@ -207,10 +237,11 @@ export class ThrottleGroup {
    * cannot sustain the rate.
    */
   setBurst(burst: SizeInput): void {
-    const { capacity } = bucketParams(this.#meter.ratePerSecond, burst);
-    checkBurst(this.#meter.ratePerSecond, capacity);
-    const quantumBytes = quantumFor(this.#meter.ratePerSecond, capacity, this.#quantumExplicit);
-    this.#meter.setBurst(this.#clock.now(), capacity);
+    const capacity = groupBurst(burst);
+    const ratePerSecond = this.#meter.ratePerSecond;
+    checkBurst(ratePerSecond, capacity);
+    const quantumBytes = quantumFor(ratePerSecond, capacity, this.#quantumExplicit);
+    this.#meter.reconfigure(this.#clock.now(), { ratePerSecond, burstBytes: capacity });
     this.#burstExplicit = true;
     this.#quantumBytes = quantumBytes;
     this.#updatePieces();
@@ -243,17 +274,31 @@ export class ThrottleGroup {
     return this.#link;
   }
 
+  #tryTake(nowMs: number, bytes: number): boolean {
+    if (this.#ring.length > 0 || !this.#meter.tryTake(nowMs, bytes)) return false;
+    this.#progress.start(nowMs);
+    this.#progress.record(nowMs, bytes);
+    return true;
+  }
+
   #takeUpTo(nowMs: number, bytes: number): number {
     if (this.#ring.length > 0) return 0;
     const taken = Math.min(bytes, Math.floor(this.#meter.available(nowMs)));
     if (taken <= 0) return 0;
     this.#meter.take(nowMs, taken);
+    this.#progress.start(nowMs);
+    this.#progress.record(nowMs, taken);
     return taken;
   }
 
   #request(port: MemberPort): void {
     if (!this.#members.has(port)) return; // it has left
     if (!port.inRing) {
+      if (this.#ring.length === 0) {
+        const nowMs = this.#clock.now();
+        this.#progress.start(nowMs);
+        this.#progress.waiting(nowMs);
+      }
       port.inRing = true;
       port.dry = false;
       if (port.round !== this.#round) port.deficit = 0;
@@ -270,9 +315,65 @@ export class ThrottleGroup {
       this.#ring.push(port);
     }
     // While serving, the loop sees the new data; while the timer waits for
-    // tokens, nothing can be served before it fires.
+    // tokens, nothing can be served before it fires. Otherwise the member's
+    // own open turn is served at once (its own callbacks only), and whatever
+    // else it changed is served by a scheduled pass.
     if (this.#serving || this.#waitingForTokens) return;
-    this.#serve();
+    if (!this.#serveOwnTurn(port)) this.#schedulePass();
+  }
+
+  /**
+   * Serves `port`'s turn now, from inside its own write: only its own bytes
+   * are sent, so only its own callbacks run (as on a lone stream's fast
+   * path). It sends while its turn in this round is open (granting it one if
+   * it has not had it) and the bucket holds its piece. Returns true if that
+   * changed nothing for the others: it sent all it holds and its turn is
+   * still open (it holds it, dry). Otherwise a pass must run: its turn is
+   * spent (a new round may start), the bucket is short (the timer must be
+   * armed), or its own cap or reader holds it (it leaves the ring).
+   */
+  #serveOwnTurn(port: MemberPort): boolean {
+    if (port.sparse || !port.inRing) return false;
+    const meter = this.#meter;
+    const nowMs = this.#clock.now();
+    this.#serving = true;
+    try {
+      for (;;) {
+        if (port.pendingBytes() === 0) {
+          if (port.round === this.#round && port.deficit > 0 && !port.ended()) {
+            port.dry = true;
+            return true;
+          }
+          return false;
+        }
+        const want = port.sendableNow(nowMs);
+        if (want === 0) return false;
+        if (port.round !== this.#round) {
+          port.deficit = this.#quantumBytes;
+          port.round = this.#round;
+        }
+        if (port.deficit <= 0) return false;
+        const piece = Math.min(want, port.deficit);
+        if (meter.available(nowMs) < piece) return false;
+        port.dry = false;
+        const sent = port.send(nowMs, piece);
+        meter.take(nowMs, sent);
+        if (sent > 0) this.#progress.record(nowMs, sent);
+        if (sent === 0 || !port.inRing) return false;
+        port.deficit -= sent;
+        if (port.deficit <= 0) {
+          port.deficit = 0;
+          const ring = this.#ring;
+          ring.splice(ring.indexOf(port), 1);
+          ring.push(port);
+          return false;
+        }
+      }
+    } finally {
+      this.#serving = false;
+      if (this.#ring.length > 0) this.#progress.waiting(nowMs);
+      else this.#progress.stopWaiting(nowMs);
+    }
   }
 
   #leave(port: MemberPort): void {
@@ -287,6 +388,7 @@ export class ThrottleGroup {
     if (this.#ring.length === 0) {
       this.#watchdog.disarm();
       this.#waitingForTokens = false;
+      this.#progress.stopWaiting(this.#clock.now());
     } else {
       this.#replan(); // it may have held the round, or been the one the timer waited for
     }
@@ -297,8 +399,33 @@ export class ThrottleGroup {
     if (this.#serving) return;
     this.#watchdog.disarm();
     this.#waitingForTokens = false;
-    this.#serve();
+    this.#schedulePass();
   }
+
+  /**
+   * Serves the ring soon, not now. A member asks for service from inside its
+   * own `_transform`, `end()` or `_destroy()`, and serving sends other
+   * members' bytes: their write callbacks and 'data' events would run inside
+   * this member's write. An HTTP client whose body parser wrote that chunk
+   * would then see a second parser resume while the first is still running
+   * (undici asserts `currentParser === null`). So every service of other
+   * members that a member (or a setter) asks for runs in one pass from the
+   * microtask queue, once the caller's stack has unwound; however many ask
+   * before it runs, there is one pass. At once run only the group's own
+   * timer (nothing else is on the stack then) and a member's own open turn
+   * ({@link ThrottleGroup.#serveOwnTurn}: its own callbacks only).
+   */
+  #schedulePass(): void {
+    if (this.#passScheduled) return;
+    this.#passScheduled = true;
+    queueMicrotask(this.#scheduledPass);
+  }
+
+  readonly #scheduledPass = (): void => {
+    this.#passScheduled = false;
+    if (this.#serving || this.#waitingForTokens || this.#ring.length === 0) return;
+    this.#serve();
+  };
 
   /**
    * Serves the ring until the bucket is short, or no member can send now:
@@ -328,7 +455,7 @@ export class ThrottleGroup {
             }
             continue;
           }
-          const want = port.want(nowMs);
+          const want = port.sendableNow(nowMs);
           if (want === 0) {
             this.#drop(port); // its own cap or its reader holds it; it asks again when it can go
             continue;
@@ -355,12 +482,13 @@ export class ThrottleGroup {
             // what they hold is left. A capped member is served as soon as its piece conforms.
             const target =
               port.capped() || ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
-            this.#watchdog.arm(nowMs, meter.msUntil(nowMs, target));
+            this.#watchdog.arm(nowMs, meter.readyAt(nowMs, target) - nowMs);
             this.#waitingForTokens = true;
             return;
           }
           const sent = port.send(nowMs, piece);
           meter.take(nowMs, sent);
+          if (sent > 0) this.#progress.record(nowMs, sent);
           sentPiece = true;
           if (!port.inRing) break; // it left while sending
           if (sent === 0) {
@@ -385,7 +513,7 @@ export class ThrottleGroup {
         if (holding > 0 && meter.available(nowMs) < this.#holdLimitBytes) {
           // Hold the dry members' turns while the bucket has room: their data is
           // served as it arrives; at the hold limit they give up their turns.
-          this.#watchdog.arm(nowMs, meter.msUntil(nowMs, this.#holdLimitBytes));
+          this.#watchdog.arm(nowMs, meter.readyAt(nowMs, this.#holdLimitBytes) - nowMs);
           return;
         }
         for (let i = ring.length - 1; i >= 0; i--) if ((ring[i] as MemberPort).dry) this.#drop(ring[i] as MemberPort);
@@ -393,6 +521,10 @@ export class ThrottleGroup {
       }
     } finally {
       this.#serving = false;
+      // Waiting time runs while some member is in the ring (a record stops it).
+      const nowMs = this.#clock.now();
+      if (this.#ring.length > 0) this.#progress.waiting(nowMs);
+      else this.#progress.stopWaiting(nowMs);
     }
   }
 
@@ -404,6 +536,20 @@ export class ThrottleGroup {
     port.dry = false;
     port.sparse = false;
   }
+}
+
+/** The group's rate option, parsed and checked against MAX_RATE. */
+function groupRate(rate: RateInput): number {
+  const ratePerSecond = parseRateOption(rate, 'rate');
+  checkRateLimit(ratePerSecond, rate);
+  return ratePerSecond;
+}
+
+/** The group's burst option, parsed and checked against MAX_BURST. */
+function groupBurst(burst: SizeInput): number {
+  const burstBytes = parseSizeOption(burst, 'burst');
+  checkBurstLimit(burstBytes, burst);
+  return burstBytes;
 }
 
 function quantumFor(ratePerSecond: number, burstBytes: number, explicit: number | undefined): number {

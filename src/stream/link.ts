@@ -3,7 +3,9 @@
  *
  * A member hands the group a {@link MemberPort}: closures over its own state,
  * so neither class reaches into the other's private fields. The group hands
- * back a {@link GroupLink}. The DRR fields (`deficit`, `round`, `inRing`, `dry`, `sparse`) live
+ * back a {@link GroupLink}. A `Throttle` knows its group only as a
+ * {@link GroupHandle}, so throttle.ts does not import group.ts (group.ts
+ * imports throttle.ts to make members). The DRR fields (`deficit`, `round`, `inRing`, `dry`, `sparse`) live
  * on the port but belong to the group; the member only reads `inRing`.
  * Nothing here is exported from the package root.
  */
@@ -22,7 +24,11 @@ export interface MemberPort {
    * backpressure). 0 when its own cap is short: it then arms its own timer and
    * asks the group again when the tokens are there.
    */
-  want(nowMs: number): number;
+  sendableNow(nowMs: number): number;
+  /** Ends the member's writable side (what it holds still passes, in turn). */
+  end(): void;
+  /** Destroys the member, with `error` if given. */
+  destroy(error?: Error): void;
   /** True if the member has a cap of its own (it then leaves the ring whenever that cap is short). */
   capped(): boolean;
   /** True once the member's writer has ended: what it holds is all it will send. */
@@ -39,6 +45,20 @@ export interface MemberPort {
   dry: boolean;
   /** It came back from its own cap: its next turn may take all its own cap allows. Owned by the group. */
   sparse: boolean;
+}
+
+/**
+ * What a `Throttle` needs of the `group` it is given: a way to join (a
+ * `ThrottleGroup` is one). Its shared numbers are there for callers that read
+ * `throttle.group`.
+ */
+export interface GroupHandle {
+  /** @internal A new member hands over its port. */
+  [kJoin](port: MemberPort): GroupLink;
+  /** The shared rate, bytes per second. */
+  readonly rate: number;
+  /** The shared bucket's capacity, bytes. */
+  readonly burst: number;
 }
 
 /** What a member sees of its group. */

@@ -1,23 +1,33 @@
 /**
  * Pacing rules shared by `Throttle` and `ThrottleGroup`: how big a burst must
- * be for Node's timers to sustain a rate, the default burst, the piece a
- * waiting stream wakes up for, and the byte meter (TBF's two buckets).
+ * be for Node's timers to sustain a rate, the default burst, and the piece a
+ * waiting stream wakes up for. (The byte meter itself, TBF's two buckets, is
+ * meters/byte-meter.ts; the timer is timer.ts.)
  *
- * Why a burst can be too small. Refill is lazy (see meters/token-bucket.ts),
- * so a timer that fires late costs nothing: the tokens earned in the extra
- * time are still in the bucket when the stream wakes up, and the next piece is
- * that much larger. The one way to lose rate is for the bucket to fill up
- * while the stream sleeps: tokens above the capacity are dropped. A stream
- * that waits for a piece of P bytes and wakes L ms late finds P + rate * L
- * tokens, so nothing is lost as long as
+ * The wake-piece rule (stated here once; the rest of src/stream points here).
+ * Refill is lazy (see meters/bucket.ts), so a timer that fires late costs
+ * nothing: the tokens earned in the extra time are still in the bucket when
+ * the stream wakes up, and the next piece is that much larger. The one way to
+ * lose rate is for the bucket to fill up while the stream sleeps: tokens
+ * above the capacity are dropped. A stream that waits for a piece of P bytes
+ * and wakes L ms late finds P + rate * L tokens, so nothing is lost as long as
  *
  *   P + rate * L <= burst.
  *
- * Node's timers have a resolution of 1 ms and fire about 1-2 ms late, more
- * under load; we allow L = {@link TIMER_SLACK_MS} (5 ms) at the least. A
- * waiting stream wakes for P = the burst less 10 ms of the rate
- * ({@link LATE_TOLERANCE_MS}), and for no less than half the burst, so the
- * rule for the smallest burst becomes
+ * So a waiting stream sleeps for a wake piece P = the burst less 10 ms of the
+ * rate ({@link LATE_TOLERANCE_MS}), and no less than half the burst. Once its
+ * timers have been seen firing later than that, the margin grows to 1.5 times
+ * the lateness seen (timer.ts's `Lateness`, which halves every second), down
+ * to half the burst. A burst above the default counts as the default, so a
+ * large burst stays a reserve and the output stays smooth; and a piece is at
+ * most 250 ms of the rate ({@link MAX_WAKE_MS}), so low rates, whose default
+ * burst is the 1 KiB floor, still pass one four times a second
+ * ({@link wakePieceBytes}). A group sleeps for a little less
+ * ({@link groupWakePieceBytes}, {@link GROUP_HOLD_MS}).
+ *
+ * The smallest burst. Node's timers have a resolution of 1 ms and fire about
+ * 1-2 ms late, more under load; we allow L = {@link TIMER_SLACK_MS} (5 ms) at
+ * the least. With P at least half the burst, the rule becomes
  *
  *   burst >= 2 * rate * 5 ms = rate * 10 ms        ({@link minBurstBytes})
  *
@@ -26,21 +36,17 @@
  *
  * The default burst is 50 ms of the rate, and at least 1 KiB
  * ({@link defaultBurstBytes}): 1 MiB/s gets 51.2 KiB, 1 GiB/s 51.2 MiB, 1 KiB/s
- * 1 KiB. A waiting stream then wakes every 40 ms (25 times a second: each
- * wake-up costs the process about 0.2 ms of CPU on a small VM, so fewer is
- * better) and tolerates timers 10 ms late without losing rate (more once it
- * has seen them fire later: {@link Lateness}); no window of
- * 100 ms carries more than 1.5x the rate's share. With a larger explicit burst
- * the stream still wakes for pieces no larger than with the default burst
- * ({@link wakePieceBytes}), so the burst stays a reserve and the output stays
- * smooth; and a piece is never more than 250 ms of the rate, so low rates,
- * whose default burst is the 1 KiB floor, still pass one four times a second.
+ * 1 KiB. A busy stream then wakes every 40 ms (25 times a second; each
+ * wake-up costs CPU, so fewer is better) and tolerates timers 10 ms late
+ * without losing rate; no window of 100 ms carries more than 1.5x the rate's
+ * share.
+ *
+ * The largest rate and burst are {@link MAX_RATE} and {@link MAX_BURST}.
  */
 
-import type { Clock } from '../clock.js';
-import { BurstTooSmallError } from '../errors.js';
-import { advance, type BucketParams, type BucketState, msUntil, slackFor } from '../meters/token-bucket.js';
-import { formatSize } from '../units.js';
+import { BurstTooSmallError, InvalidRateError, InvalidSizeError } from '../errors.js';
+import { MAX_BURST, MAX_RATE } from '../meters/bucket.js';
+import { describeBytes, describeRate } from '../units.js';
 
 /** How late we assume a timer may fire, ms: the 1 ms resolution plus Node's usual lateness, with margin. */
 export const TIMER_SLACK_MS = 5;
@@ -55,6 +61,33 @@ export const DEFAULT_QUANTUM_MS = 5;
 /** The longest a busy stream sleeps between pieces, ms: at low rates the 1 KiB burst floor would make pieces seconds apart. */
 export const MAX_WAKE_MS = 250;
 
+/*
+ * The largest rate (bytes per second) and burst (bytes) a stream or group
+ * supports are meters/bucket.ts's MAX_RATE and MAX_BURST, 2^53 (8 PiB/s), the
+ * same limit as `TokenBucket` and `Scheduler`. Up to it every whole count of
+ * bytes is exact in a double; beyond it (1e308, say) the default burst is
+ * infinite and a wait of one byte rounds to no time.
+ */
+export { MAX_BURST, MAX_RATE };
+
+/** Refuses a rate above {@link MAX_RATE}; `what` names the option. */
+export function checkRateLimit(ratePerSecond: number, input: unknown, what = 'rate'): void {
+  if (ratePerSecond <= MAX_RATE) return;
+  throw new InvalidRateError(
+    input,
+    `invalid ${what} ${describeRate(ratePerSecond)}: the largest supported is 2^53 (${MAX_RATE}) bytes per second`,
+  );
+}
+
+/** Refuses a burst above {@link MAX_BURST}; `what` names the option. */
+export function checkBurstLimit(bytes: number, input: unknown, what = 'burst'): void {
+  if (bytes <= MAX_BURST) return;
+  throw new InvalidSizeError(
+    input,
+    `invalid ${what} ${describeBytes(bytes)}: the largest supported is 2^53 (${MAX_BURST}) bytes`,
+  );
+}
+
 /** The smallest burst that sustains `ratePerSecond` (bytes/s): twice the bytes earned in {@link TIMER_SLACK_MS}. */
 export function minBurstBytes(ratePerSecond: number): number {
   return Math.max(1, Math.ceil((ratePerSecond * 2 * TIMER_SLACK_MS) / 1000));
@@ -66,14 +99,8 @@ export function defaultBurstBytes(ratePerSecond: number): number {
 }
 
 /**
- * The piece a waiting stream wakes up for (whole bytes): the burst less
- * 10 ms of the rate, and at least half the burst, so a late timer finds
- * room in the bucket for what it earned meanwhile. When timers have been
- * seen firing later than that, the margin grows to 1.5 times the lateness
- * seen (`lateMs`, see {@link Lateness}), down to half the burst. A burst above
- * the default counts as the default, so a large burst does not make the
- * output lumpy, and a piece is at most 250 ms of the rate ({@link MAX_WAKE_MS}):
- * 1 KiB/s passes 256 bytes four times a second, not 1 KiB once.
+ * The piece a waiting stream wakes up for, whole bytes, by the wake-piece
+ * rule (this file's opening comment); `lateMs` is the lateness estimate.
  *
  * @example wakePieceBytes(1000, 100) === 90; wakePieceBytes(1000, 12) === 6; wakePieceBytes(1000, 100, 20) === 70
  */
@@ -82,109 +109,6 @@ export function wakePieceBytes(ratePerSecond: number, burstBytes: number, lateMs
   const toleranceMs = Math.max(LATE_TOLERANCE_MS, 1.5 * lateMs);
   const piece = Math.max(burst / 2, burst - (ratePerSecond * toleranceMs) / 1000);
   return Math.max(1, Math.floor(Math.min(piece, (ratePerSecond * MAX_WAKE_MS) / 1000)));
-}
-
-/** How fast the lateness estimate forgets, ms: it halves in this long without late timers. */
-export const LATENESS_HALF_LIFE_MS = 1000;
-
-/**
- * How late this stream's timers have been firing lately: the largest
- * lateness seen, halving every second ({@link LATENESS_HALF_LIFE_MS}). A GC
- * pause or a busy event loop makes the next wake pieces smaller (more room
- * for lateness); punctual timers make them grow back. The decay is by time,
- * not by wake-up, so an event loop blocked periodically (say 25 ms every
- * 200 ms) keeps the wider margin between its blocks instead of losing rate
- * at every one.
- */
-export class Lateness {
-  /** The estimate as last reported (what the wake pieces were computed from). */
-  #ms = 0;
-  /** The estimate now, decaying between reports. */
-  #currentMs = 0;
-  #atMs = Number.NaN;
-
-  /** The estimate as last reported by {@link observe} (changes only by 0.5 ms or more). */
-  get ms(): number {
-    return this.#ms;
-  }
-
-  /**
-   * Records one wake-up at `nowMs`, `lateMs` after it was due; returns true
-   * if the estimate moved 0.5 ms or more from the one last reported.
-   */
-  observe(lateMs: number, nowMs: number): boolean {
-    const elapsedMs = Number.isNaN(this.#atMs) ? 0 : Math.max(0, nowMs - this.#atMs);
-    this.#atMs = nowMs;
-    const decayed = this.#currentMs * 0.5 ** (elapsedMs / LATENESS_HALF_LIFE_MS);
-    const next = Math.max(0, lateMs, decayed);
-    this.#currentMs = next < 0.5 ? 0 : next;
-    if (Math.abs(this.#currentMs - this.#ms) < 0.5) return false;
-    this.#ms = this.#currentMs;
-    return true;
-  }
-}
-
-/**
- * One timer armed for an exact shortfall, like sch_tbf.c's qdisc watchdog:
- * whole milliseconds rounded up (at least 1), never two at once, and an
- * estimate ({@link Lateness}) of how late its wake-ups have been coming.
- * `onWake(latenessChanged)` runs when it fires.
- */
-export class Watchdog {
-  #timer: unknown = undefined;
-  #armed = false;
-  #dueMs = 0;
-  readonly #lateness = new Lateness();
-  readonly #clock: Clock;
-  readonly #onWake: (latenessChanged: boolean) => void;
-
-  constructor(clock: Clock, onWake: (latenessChanged: boolean) => void) {
-    this.#clock = clock;
-    this.#onWake = onWake;
-  }
-
-  /** True while a wake-up is pending. */
-  get armed(): boolean {
-    return this.#armed;
-  }
-
-  /** How late wake-ups have been coming lately, ms (0 when punctual). */
-  get latenessMs(): number {
-    return this.#lateness.ms;
-  }
-
-  /**
-   * Arms for `delayMs` after `nowMs`. A pending wake-up that is not early
-   * for it and less than 1 ms later than it is kept (re-planning from a
-   * slightly later `nowMs` does not churn timers); another is replaced.
-   */
-  arm(nowMs: number, delayMs: number): void {
-    const wholeMs = Math.max(1, Math.ceil(delayMs));
-    const dueMs = nowMs + wholeMs;
-    if (this.#armed) {
-      const exactMs = nowMs + Math.max(0, delayMs);
-      if (this.#dueMs >= exactMs && this.#dueMs < exactMs + 1) return;
-      this.disarm();
-    }
-    this.#armed = true;
-    this.#dueMs = dueMs;
-    this.#timer = this.#clock.setTimeout(this.#fire, wholeMs);
-  }
-
-  /** Cancels a pending wake-up, if any. */
-  disarm(): void {
-    if (!this.#armed) return;
-    this.#clock.clearTimeout(this.#timer);
-    this.#armed = false;
-    this.#timer = undefined;
-  }
-
-  readonly #fire = (): void => {
-    this.#armed = false;
-    this.#timer = undefined;
-    const nowMs = this.#clock.now();
-    this.#onWake(this.#lateness.observe(nowMs - this.#dueMs, nowMs));
-  };
 }
 
 /**
@@ -217,28 +141,6 @@ export function groupWakePieceBytes(
 export function defaultQuantumBytes(ratePerSecond: number, burstBytes: number): number {
   const quantum = Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_QUANTUM_MS) / 1000));
   return Math.max(1, Math.min(quantum, Math.floor(burstBytes / 2), wakePieceBytes(ratePerSecond, burstBytes)));
-}
-
-/** Bytes for a message: `'65536 bytes (64 KiB)'`, `'10737419 bytes (~10.24 MiB)'`, `'512 bytes'`. */
-export function describeBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} bytes`;
-  const exact = formatSize(bytes);
-  if (/^[0-9.]+ \w+$/.test(exact) && exact.length <= 10) return `${bytes} bytes (${exact})`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let index = 0;
-  let scaled = bytes / 1024;
-  while (scaled >= 1024 && index < units.length - 1) {
-    scaled /= 1024;
-    index++;
-  }
-  return `${bytes} bytes (~${Number(scaled.toPrecision(4))} ${units[index]})`;
-}
-
-/** A rate for a message: `'1 GiB/s'`, `'~3.333 MiB/s'`. */
-export function describeRate(ratePerSecond: number): string {
-  const text = describeBytes(ratePerSecond);
-  const paren = /\((.*)\)$/.exec(text);
-  return `${paren ? paren[1] : `${ratePerSecond} B`}/s`;
 }
 
 /**
@@ -280,137 +182,4 @@ export function checkPeakBurst(peakPerSecond: number, peakBurstBytes: number, bu
       `timers fire up to ~${TIMER_SLACK_MS} ms late, and the peak bucket would drain a burst below its peak rate; ` +
       `use a peakBurst of at least ${describeBytes(minPeak)} (peakRate x ${2 * TIMER_SLACK_MS} ms)${alsoBurst}`,
   );
-}
-
-/** One bucket's parameters and variables. */
-interface Bucket {
-  params: BucketParams;
-  state: BucketState;
-  slack: number;
-}
-
-function bucket(ratePerSecond: number, capacity: number, nowMs: number): Bucket {
-  return {
-    params: { ratePerSecond, capacity },
-    state: { tokens: capacity, updatedAtMs: nowMs },
-    slack: slackFor(capacity),
-  };
-}
-
-/**
- * TBF's two buckets over bytes: the main bucket (rate, burst) and, when a
- * peak rate is set, the peak bucket (peakRate, peakBurst), which caps how
- * fast a burst itself drains. A piece of n bytes conforms when both buckets
- * hold n tokens; it then takes n from each. Both start full.
- *
- * Pure arithmetic over the meters/token-bucket.ts functions: no timers, the
- * caller passes the time.
- *
- * Every piece is charged at the time it passes, as TBF charges a packet when
- * it is dequeued: the refill up to that time is capped at the capacity, then
- * the piece is subtracted. So tokens earned while the stream was passing
- * pieces are kept (not lost as overflow), and the bucket never believes it
- * holds more than a real TBF would; both sides of the bound hold.
- *
- * (An earlier version passed chunks without reading the clock and charged
- * them at the next read, after capping the refill. That dropped the tokens
- * earned while those chunks passed whenever the bucket would have been full
- * in between: a lone stream fed by a socket-like source got 0.82 of its
- * rate. Charging them before the cap instead would overshoot the burst. A
- * clock read costs 60-150 ns here, against ~650 ns for a PassThrough hop, so
- * every piece now reads it.)
- */
-export class ByteMeter {
-  #main: Bucket;
-  #peak: Bucket | undefined;
-
-  constructor(
-    ratePerSecond: number,
-    burstBytes: number,
-    nowMs: number,
-    peak?: { ratePerSecond: number; burstBytes: number },
-  ) {
-    this.#main = bucket(ratePerSecond, burstBytes, nowMs);
-    this.#peak = peak && bucket(peak.ratePerSecond, peak.burstBytes, nowMs);
-  }
-
-  get ratePerSecond(): number {
-    return this.#main.params.ratePerSecond;
-  }
-  get burstBytes(): number {
-    return this.#main.params.capacity;
-  }
-
-  /** Brings both buckets up to `nowMs`. */
-  #settle(nowMs: number): void {
-    advance(this.#main.state, this.#main.params, nowMs);
-    if (this.#peak !== undefined) advance(this.#peak.state, this.#peak.params, nowMs);
-  }
-
-  /** Takes `bytes` at `nowMs` if both buckets hold them; returns false (taking nothing) otherwise. */
-  tryTake(nowMs: number, bytes: number): boolean {
-    this.#settle(nowMs);
-    const main = this.#main;
-    if (main.state.tokens + main.slack < bytes) return false;
-    const peak = this.#peak;
-    if (peak !== undefined) {
-      if (peak.state.tokens + peak.slack < bytes) return false;
-      peak.state.tokens -= bytes;
-    }
-    main.state.tokens -= bytes;
-    return true;
-  }
-
-  /** The largest piece that conforms now (fractional; compare, then floor). */
-  available(nowMs: number): number {
-    this.#settle(nowMs);
-    const tokens = this.#main.state.tokens + this.#main.slack;
-    const peak = this.#peak;
-    return peak === undefined ? tokens : Math.min(tokens, peak.state.tokens + peak.slack);
-  }
-
-  /** Takes `bytes` from both buckets at `nowMs` (the caller has checked {@link available}). */
-  take(nowMs: number, bytes: number): void {
-    this.#settle(nowMs);
-    this.#main.state.tokens -= bytes;
-    if (this.#peak !== undefined) this.#peak.state.tokens -= bytes;
-  }
-
-  /** Milliseconds until `bytes` conform in both buckets (0 = now): TBF's max(-toks, -ptoks). */
-  msUntil(nowMs: number, bytes: number): number {
-    this.#settle(nowMs);
-    const main = this.#main;
-    const ms = msUntil(main.state.tokens, bytes, main.params);
-    const peak = this.#peak;
-    return peak === undefined ? ms : Math.max(ms, msUntil(peak.state.tokens, bytes, peak.params));
-  }
-
-  /** Changes the main rate from `nowMs` on; tokens earned so far are kept. */
-  setRate(nowMs: number, ratePerSecond: number): void {
-    this.#settle(nowMs);
-    this.#main.params = { ...this.#main.params, ratePerSecond };
-  }
-
-  /** Changes the main capacity from `nowMs` on; tokens above it are dropped. */
-  setBurst(nowMs: number, burstBytes: number): void {
-    this.#settle(nowMs);
-    resize(this.#main, burstBytes);
-  }
-
-  /** Changes the peak bucket (or adds one) from `nowMs` on; tokens above a smaller capacity are dropped. */
-  setPeak(nowMs: number, peak: { ratePerSecond: number; burstBytes: number }): void {
-    this.#settle(nowMs);
-    if (this.#peak === undefined) {
-      this.#peak = bucket(peak.ratePerSecond, peak.burstBytes, nowMs);
-      return;
-    }
-    this.#peak.params = { ...this.#peak.params, ratePerSecond: peak.ratePerSecond };
-    resize(this.#peak, peak.burstBytes);
-  }
-}
-
-function resize(b: Bucket, capacity: number): void {
-  b.params = { ...b.params, capacity };
-  b.slack = slackFor(capacity);
-  if (b.state.tokens > capacity) b.state.tokens = capacity;
 }

@@ -12,16 +12,17 @@
  * beyond the one chunk Node already gave us. If the bucket holds the whole
  * chunk, it passes at once (the fast path: one clock read, a comparison, a
  * subtraction). If not, the conforming prefix passes now and the rest waits:
- * the stream sleeps on one timer, armed for the exact time until a piece of
- * P bytes conforms (P = the burst less 10 ms of the rate, at least half the
- * burst; see pacing.ts), and then passes every byte the bucket holds. So no piece is
+ * the stream sleeps on one timer, armed for the exact time until a wake
+ * piece conforms (the wake-piece rule: pacing.ts's opening comment), and
+ * then passes every byte the bucket holds. So no piece is
  * larger than the burst, nothing is dropped, reordered or duplicated, and a
  * chunk larger than the burst is simply passed in several pieces, as TBF
  * segments oversized packets.
  *
  * Refill is lazy, so a timer that fires late loses nothing: the stream finds
- * more tokens and passes a larger piece. The bucket must only not overflow
- * while the stream sleeps, which is what the burst rules in pacing.ts ensure.
+ * more tokens and passes a larger piece (pacing.ts says why the bucket does
+ * not overflow meanwhile). The byte meter is meters/byte-meter.ts; the
+ * timer, timer.ts's Watchdog.
  * When a piece ends a chunk and the next chunk is already queued behind it,
  * Node hands it over synchronously and the same wake-up goes on with it, so
  * small chunks do not cost a timer each.
@@ -47,18 +48,24 @@
 import { addAbortSignal, Transform, type TransformCallback, type TransformOptions } from 'node:stream';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, InvalidRateError } from '../errors.js';
-import { parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
-import { Progress, type ThrottleCounters } from './counters.js';
-import type { ThrottleGroup } from './group.js';
-import { type GroupLink, kJoin, type MemberPort } from './link.js';
+import { ByteMeter } from '../meters/byte-meter.js';
+import { Watchdog } from '../timer.js';
 import {
-  ByteMeter,
-  checkBurst,
-  checkPeakBurst,
-  defaultBurstBytes,
   describeBytes,
   describeRate,
-  Watchdog,
+  parseRateOption,
+  parseSizeOption,
+  type RateInput,
+  type SizeInput,
+} from '../units.js';
+import { Progress, type ThrottleCounters } from './counters.js';
+import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
+import {
+  checkBurst,
+  checkBurstLimit,
+  checkPeakBurst,
+  checkRateLimit,
+  defaultBurstBytes,
   wakePieceBytes,
 } from './pacing.js';
 
@@ -118,8 +125,8 @@ export interface ThrottleOptions extends ThrottleStreamOptions {
    * @default peakRate x 10 ms, at least 1 KiB, at most `burst`
    */
   peakBurst?: SizeInput;
-  /** Share a cap with other streams: the group's rate bounds all its members together. */
-  group?: ThrottleGroup;
+  /** Share a cap with other streams (a `ThrottleGroup`): the group's rate bounds all its members together. */
+  group?: GroupHandle;
   /** The time source. A member of a group uses the group's clock. @default systemClock */
   clock?: Clock;
   /** Not supported: a Throttle paces bytes, and objects have no size. */
@@ -141,11 +148,14 @@ interface Cap {
 /** Parses and checks rate, burst, peakRate and peakBurst together. */
 function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, peakBurst?: SizeInput): Cap {
   const ratePerSecond = parseRateOption(rate, 'rate');
+  checkRateLimit(ratePerSecond, rate);
   const burstBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseSizeOption(burst, 'burst');
+  checkBurstLimit(burstBytes, burst);
   checkBurst(ratePerSecond, burstBytes);
   let peak: Cap['peak'];
   if (peakRate !== undefined) {
     const peakPerSecond = parseRateOption(peakRate, 'peakRate');
+    checkRateLimit(peakPerSecond, peakRate, 'peakRate');
     if (!(peakPerSecond > ratePerSecond)) {
       throw new InvalidOptionError(
         'peakRate',
@@ -190,6 +200,73 @@ function wakePieceFor(cap: Cap, lateMs: number): number {
   return cap.peak === undefined ? piece : Math.max(1, Math.min(piece, cap.peak.burstBytes / 2));
 }
 
+/** A value Node accepts as a signal: an object with a boolean `aborted` and `addEventListener`. */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  if (value === null || typeof value !== 'object') return false;
+  const candidate = value as Partial<AbortSignal>;
+  return typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function';
+}
+
+/** Checks the options that need no parsing; returns the group, if any. Nothing is made or armed yet. */
+function checkOptions(options: ThrottleOptions): GroupHandle | undefined {
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "1MiB/s" }');
+  }
+  for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
+    if (options[key]) {
+      throw new InvalidOptionError(
+        key,
+        options[key],
+        `${key} is not supported: a Throttle paces bytes (one byte, one token), and objects have no size; ` +
+          'pipe Buffers or strings, or pace objects with a Scheduler and a cost per object',
+      );
+    }
+  }
+  const signal: unknown = options.signal;
+  if (signal !== undefined && !isAbortSignal(signal)) {
+    throw new InvalidOptionError(
+      'signal',
+      signal,
+      'expected `signal` to be an AbortSignal (pass `controller.signal`, not the AbortController)',
+    );
+  }
+  const group: unknown = options.group;
+  if (group !== undefined && (group === null || typeof (group as Partial<GroupHandle>)[kJoin] !== 'function')) {
+    throw new InvalidOptionError('group', group, 'expected `group` to be a ThrottleGroup');
+  }
+  return group as GroupHandle | undefined;
+}
+
+/** The member's own cap from rate, burst, peakRate and peakBurst (undefined: a group member without one). */
+function ownCap(options: ThrottleOptions, group: GroupHandle | undefined): Cap | undefined {
+  if (options.rate !== undefined) return resolveCap(options.rate, options.burst, options.peakRate, options.peakBurst);
+  if (group === undefined) {
+    throw new InvalidRateError(
+      undefined,
+      'a Throttle needs a `rate` (bytes per second, e.g. "1MiB/s"), or a `group` whose cap it shares',
+    );
+  }
+  for (const key of ['burst', 'peakRate', 'peakBurst'] as const) {
+    if (options[key] !== undefined) {
+      throw new InvalidOptionError(
+        key,
+        options[key],
+        `${key} applies to the member's own cap: set \`rate\` too, or set the group's ${key === 'burst' ? 'burst' : 'rate'}`,
+      );
+    }
+  }
+  return undefined;
+}
+
+/** The `Transform` options among ours (the signal is attached later, by the constructor). */
+function transformOptions(options: ThrottleOptions): TransformOptions {
+  const streamOptions: TransformOptions = {};
+  for (const key of STREAM_KEYS) {
+    if (key !== 'signal' && options[key] !== undefined) (streamOptions as Record<string, unknown>)[key] = options[key];
+  }
+  return streamOptions;
+}
+
 /**
  * A bandwidth cap for a byte stream: a `Transform` that passes bytes through
  * unchanged at no more than `rate` bytes per second, with bursts of up to
@@ -204,7 +281,7 @@ export class Throttle extends Transform {
   #cap: Cap | undefined;
   #meter: ByteMeter | undefined;
   #wakePieceBytes = 1;
-  readonly #group: ThrottleGroup | undefined;
+  readonly #group: GroupHandle | undefined;
   #link: GroupLink | undefined;
   readonly #port: MemberPort | undefined;
   /** The chunk being passed, the bytes of it already pushed, and its held-back callback. */
@@ -215,99 +292,74 @@ export class Throttle extends Transform {
   readonly #watchdog: Watchdog;
   /** True while a loop is pushing: a chunk handed over synchronously is picked up by that loop. */
   #pumping = false;
+  /** The current run (see #beginRun): bytes it may still pass without a clock read, and bytes it passed, not yet charged. */
+  #runSpare = 0;
+  #runBytes = 0;
+  #runScheduled = false;
   /** push() reported a full readable buffer in the middle of a chunk; the rest waits for _read(). */
   #awaitingRead = false;
 
   constructor(options: ThrottleOptions) {
-    if (options === null || typeof options !== 'object') {
-      throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "1MiB/s" }');
-    }
-    for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
-      if (options[key]) {
-        throw new InvalidOptionError(
-          key,
-          options[key],
-          `${key} is not supported: a Throttle paces bytes (one byte, one token), and objects have no size; ` +
-            'pipe Buffers or strings, or pace objects with a Scheduler and a cost per object',
-        );
-      }
-    }
-    const group = options.group;
-    let link: GroupLink | undefined;
-    if (group !== undefined && typeof (group as Partial<ThrottleGroup>)[kJoin] !== 'function') {
-      throw new InvalidOptionError('group', group, 'expected `group` to be a ThrottleGroup');
-    }
-    const cap =
-      options.rate === undefined
-        ? undefined
-        : resolveCap(options.rate, options.burst, options.peakRate, options.peakBurst);
-    if (cap === undefined) {
-      if (group === undefined) {
-        throw new InvalidRateError(
-          undefined,
-          'a Throttle needs a `rate` (bytes per second, e.g. "1MiB/s"), or a `group` whose cap it shares',
-        );
-      }
-      for (const key of ['burst', 'peakRate', 'peakBurst'] as const) {
-        if (options[key] !== undefined) {
-          throw new InvalidOptionError(
-            key,
-            options[key],
-            `${key} applies to the member's own cap: set \`rate\` too, or set the group's ${key === 'burst' ? 'burst' : 'rate'}`,
-          );
-        }
-      }
-    }
-    const streamOptions: TransformOptions = {};
-    for (const key of STREAM_KEYS) {
-      // The signal is attached at the end: one already aborted destroys the
-      // stream at once, which must not happen before our fields exist.
-      if (key !== 'signal' && options[key] !== undefined)
-        (streamOptions as Record<string, unknown>)[key] = options[key];
-    }
-    super(streamOptions);
-
+    const group = checkOptions(options);
+    const cap = ownCap(options, group);
+    super(transformOptions(options));
     this.#group = group;
+    let link: GroupLink | undefined;
     if (group !== undefined) {
-      const port: MemberPort = {
-        deficit: 0,
-        round: -1,
-        inRing: false,
-        dry: false,
-        sparse: false,
-        pendingBytes: () => this.#pendingBytes(),
-        ended: () => this.writableEnded,
-        capped: () => this.#meter !== undefined,
-        want: (nowMs) => this.#want(nowMs),
-        send: (nowMs, bytes) => this.#send(nowMs, bytes),
-      };
-      this.#port = port;
-      link = group[kJoin](port);
-      this.#link = link;
-      if (options.clock !== undefined && options.clock !== link.clock) {
-        link.leave(port);
-        throw new InvalidOptionError(
-          'clock',
-          options.clock,
-          "a member of a ThrottleGroup uses the group's clock: pass `clock` to the group",
-        );
-      }
+      this.#port = this.#makePort();
+      link = this.#joinGroup(group, this.#port, options.clock);
     }
     this.#clock = link?.clock ?? options.clock ?? systemClock;
-    this.#watchdog = new Watchdog(this.#clock, (latenessChanged) => {
-      const cap = this.#cap;
-      if (latenessChanged && cap !== undefined) this.#wakePieceBytes = wakePieceFor(cap, this.#watchdog.latenessMs);
-      if (!this.#pumping) this.#pump();
-    });
+    this.#watchdog = new Watchdog(this.#clock, (latenessChanged) => this.#onWake(latenessChanged));
     if (cap !== undefined) this.#applyCap(cap, undefined);
-    if (options.signal !== undefined) {
-      try {
-        addAbortSignal(options.signal, this);
-      } catch (error) {
-        this.#leaveGroup(); // not a signal: the member was never made
-        throw error;
-      }
+    // The signal is attached last: one already aborted destroys the stream at
+    // once, which must not happen before our fields exist. checkOptions has
+    // made sure it is a signal.
+    if (options.signal !== undefined) addAbortSignal(options.signal, this);
+  }
+
+  /** The port the group sees of this member (see link.ts). */
+  #makePort(): MemberPort {
+    return {
+      deficit: 0,
+      round: -1,
+      inRing: false,
+      dry: false,
+      sparse: false,
+      pendingBytes: () => this.#pendingBytes(),
+      ended: () => this.writableEnded,
+      end: () => {
+        if (!this.writableEnded && !this.destroyed) this.end();
+      },
+      destroy: (error) => {
+        this.destroy(error);
+      },
+      capped: () => this.#meter !== undefined,
+      sendableNow: (nowMs) => this.#sendableOrArmWake(nowMs),
+      send: (nowMs, bytes) => this.#send(nowMs, bytes),
+    };
+  }
+
+  /** Joins `group`; refuses a clock of its own (a member uses the group's). */
+  #joinGroup(group: GroupHandle, port: MemberPort, clock: Clock | undefined): GroupLink {
+    const link = group[kJoin](port);
+    if (clock !== undefined && clock !== link.clock) {
+      link.leave(port);
+      throw new InvalidOptionError(
+        'clock',
+        clock,
+        "a member of a ThrottleGroup uses the group's clock: pass `clock` to the group",
+      );
     }
+    this.#link = link;
+    return link;
+  }
+
+  /** The timer fired: size the wake piece by the lateness seen, and go on passing. */
+  #onWake(latenessChanged: boolean): void {
+    const cap = this.#cap;
+    if (latenessChanged && cap !== undefined) this.#wakePieceBytes = wakePieceFor(cap, this.#watchdog.latenessMs);
+    if (!this.#pumping) this.#pump();
   }
 
   /** The own sustained rate, bytes per second (undefined for a group member without a cap of its own). */
@@ -330,19 +382,22 @@ export class Throttle extends Transform {
     return this.#cap?.peak?.burstBytes;
   }
 
-  /** The group this stream shares a cap with, if any. */
-  get group(): ThrottleGroup | undefined {
+  /** The group this stream shares a cap with (a `ThrottleGroup`), if any. */
+  get group(): GroupHandle | undefined {
     return this.#group;
   }
 
   /** Progress: bytes passed, time spent waiting, current and average rate. A fresh snapshot on each read. */
   get counters(): ThrottleCounters {
-    return this.#progress.snapshot(this.#clock.now());
+    const nowMs = this.#clock.now();
+    this.#endRun(nowMs);
+    return this.#progress.snapshot(nowMs);
   }
 
   /**
-   * Changes the rate from the next piece on (like `tc change`); no data is
-   * lost and tokens earned so far are kept. A default burst follows the new
+   * Changes the rate from the next piece on; no data is lost. The tokens in
+   * the bucket are kept, capped at the new burst (Linux's `tbf_change` refills
+   * the bucket instead; we hand out no burst on a change). A default burst follows the new
    * rate; an explicit burst too small for it throws `BurstTooSmallError` and
    * changes nothing. On a group member this sets (or changes) its own cap.
    */
@@ -384,13 +439,13 @@ export class Throttle extends Transform {
 
   #applyCap(next: Cap, previous: Cap | undefined): void {
     const nowMs = this.#clock.now();
+    this.#endRun(nowMs);
     const peak = next.peak && { ratePerSecond: next.peak.ratePerSecond, burstBytes: next.peak.burstBytes };
     if (this.#meter === undefined || previous === undefined) {
       this.#meter = new ByteMeter(next.ratePerSecond, next.burstBytes, nowMs, peak);
     } else {
-      this.#meter.setRate(nowMs, next.ratePerSecond);
-      this.#meter.setBurst(nowMs, next.burstBytes);
-      if (peak !== undefined) this.#meter.setPeak(nowMs, peak);
+      this.#meter.reconfigure(nowMs, next);
+      if (peak !== undefined) this.#meter.reconfigurePeak(nowMs, peak);
     }
     this.#cap = next;
     this.#wakePieceBytes = wakePieceFor(next, this.#watchdog.latenessMs);
@@ -409,9 +464,19 @@ export class Throttle extends Transform {
       return;
     }
     if (!this.#pumping) {
-      // The fast path: the whole chunk conforms now; it is charged now (one
-      // clock read, a comparison, a subtraction).
+      // The fast path: the whole chunk conforms now. Within a run (see
+      // #beginRun), a chunk the tokens known at the run's clock read still
+      // cover passes without reading the clock; it is charged when the run ends.
+      if (length <= this.#runSpare) {
+        this.#runSpare -= length;
+        this.#runBytes += length;
+        this.push(bytes);
+        callback();
+        return;
+      }
+      // Otherwise it is charged now: one clock read, a comparison, a subtraction.
       const nowMs = this.#clock.now();
+      this.#endRun(nowMs);
       const progress = this.#progress;
       if (progress.startedAtMs === undefined) progress.start(nowMs);
       const meter = this.#meter;
@@ -422,6 +487,7 @@ export class Throttle extends Transform {
           : (meter === undefined || meter.available(nowMs) >= length) && link.tryTake(nowMs, length)
       ) {
         if (link !== undefined) meter?.take(nowMs, length);
+        else this.#beginRun(nowMs);
         progress.record(nowMs, length);
         this.push(bytes);
         callback();
@@ -461,13 +527,17 @@ export class Throttle extends Transform {
   }
 
   override _flush(callback: TransformCallback): void {
-    this.#progress.endedAtMs = this.#clock.now();
+    const nowMs = this.#clock.now();
+    this.#endRun(nowMs);
+    this.#progress.endedAtMs = nowMs;
     this.#leaveGroup();
     callback();
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.#progress.stopWaiting(this.#clock.now());
+    const nowMs = this.#clock.now();
+    this.#endRun(nowMs);
+    this.#progress.stopWaiting(nowMs);
     this.#watchdog.disarm();
     this.#leaveGroup();
     const held = this.#callback;
@@ -480,11 +550,53 @@ export class Throttle extends Transform {
     if (held !== undefined) process.nextTick(held);
   }
 
+  /**
+   * Starts a run at the clock read `nowMs` (a lone stream's fast path): the
+   * tokens the bucket holds now are a lower bound for the rest of this
+   * synchronous stretch of the event loop (refill only adds), so chunks
+   * handed over before it ends pass against them without a clock read. Their
+   * bytes are charged once, when the run ends (a microtask, or the next clock
+   * read, whichever comes first), after the refill up to then is capped at
+   * the burst. That is exactly TBF's charge per piece whenever the bucket
+   * could not have filled up during the run (tokens at the read + rate x the
+   * run's length <= burst); otherwise the bucket is left at most rate x the
+   * run's length below what a per-piece charge would leave (never above: no
+   * window ever carries more than burst + rate * T). A run is one stretch of
+   * synchronous code, microseconds for a socket's chunk, so the difference
+   * is bytes at most; on a fake clock it is none.
+   */
+  #beginRun(nowMs: number): void {
+    const spare = Math.floor((this.#meter as ByteMeter).available(nowMs));
+    if (spare < 1) return;
+    this.#runSpare = spare;
+    if (!this.#runScheduled) {
+      this.#runScheduled = true;
+      queueMicrotask(this.#runEnds);
+    }
+  }
+
+  /** Charges the bytes passed in the current run at `nowMs`, and ends it. */
+  #endRun(nowMs: number): void {
+    this.#runSpare = 0;
+    const bytes = this.#runBytes;
+    if (bytes === 0) return;
+    this.#runBytes = 0;
+    (this.#meter as ByteMeter).take(nowMs, bytes);
+    this.#progress.record(nowMs, bytes);
+  }
+
+  readonly #runEnds = (): void => {
+    this.#runScheduled = false;
+    if (this.#runBytes === 0) this.#runSpare = 0;
+    else this.#endRun(this.#clock.now());
+  };
+
   /** Passes what conforms of the held chunk (and of chunks handed over behind it); sleeps for the rest. */
   #pump(): void {
     this.#pumping = true;
     try {
       const nowMs = this.#clock.now();
+      this.#endRun(nowMs);
       this.#progress.start(nowMs);
       for (;;) {
         const chunk = this.#chunk;
@@ -502,7 +614,7 @@ export class Throttle extends Transform {
           if (available < remaining) {
             allowed = Math.floor(available); // the conforming prefix
             if (allowed < 1) {
-              this.#sleep(nowMs, meter.msUntil(nowMs, this.#wakeTarget()));
+              this.#armWake(nowMs, meter.readyAt(nowMs, this.#wakeTarget()));
               return;
             }
           }
@@ -516,7 +628,7 @@ export class Throttle extends Transform {
             return;
           }
         }
-        this.#emit(nowMs, allowed);
+        this.#pushPiece(nowMs, allowed);
       }
     } finally {
       this.#pumping = false;
@@ -524,7 +636,7 @@ export class Throttle extends Transform {
   }
 
   /** Pushes the next `bytes` of the held chunk; finishing the chunk releases its callback. */
-  #emit(nowMs: number, bytes: number): void {
+  #pushPiece(nowMs: number, bytes: number): void {
     const chunk = this.#chunk as Buffer;
     const offset = this.#offset;
     this.#meter?.take(nowMs, bytes);
@@ -544,10 +656,9 @@ export class Throttle extends Transform {
   }
 
   /**
-   * The piece to sleep for: the wake piece (the burst less 10 ms of the rate,
-   * at least half the burst), so a busy stream wakes about 25 times a second whatever its
-   * chunk size, and chunks handed over between wake-ups pass on the tokens
-   * already earned. Once the writer has ended, only what is left, if less.
+   * The piece to sleep for: the wake piece (pacing.ts), whatever the chunk
+   * size, so chunks handed over between wake-ups pass on the tokens already
+   * earned. Once the writer has ended, only what is left, if less.
    */
   #wakeTarget(): number {
     return this.writableEnded ? Math.min(this.#pendingBytes(), this.#wakePieceBytes) : this.#wakePieceBytes;
@@ -560,8 +671,12 @@ export class Throttle extends Transform {
     return Math.max(this.writableLength, chunk.length) - this.#offset;
   }
 
-  /** For the group: the bytes this member could send now within its own cap (0: it waits on its own). */
-  #want(nowMs: number): number {
+  /**
+   * For the group: the bytes this member could send now within its own cap.
+   * When its own cap is short it arms its own wake-up and returns 0 (it asks
+   * the group again when the tokens are there).
+   */
+  #sendableOrArmWake(nowMs: number): number {
     if (this.#awaitingRead) return 0;
     const pending = this.#pendingBytes();
     const meter = this.#meter;
@@ -570,7 +685,7 @@ export class Throttle extends Transform {
     if (available >= pending) return pending;
     const conforming = Math.floor(available);
     if (conforming >= 1) return conforming;
-    this.#sleep(nowMs, meter.msUntil(nowMs, this.#wakeTarget()));
+    this.#armWake(nowMs, meter.readyAt(nowMs, this.#wakeTarget()));
     return 0;
   }
 
@@ -584,7 +699,7 @@ export class Throttle extends Transform {
         const chunk = this.#chunk;
         if (chunk === undefined || this.destroyed || this.#awaitingRead) break;
         const bytes = Math.min(chunk.length - this.#offset, limit - sent);
-        this.#emit(nowMs, bytes);
+        this.#pushPiece(nowMs, bytes);
         sent += bytes;
       }
     } finally {
@@ -594,10 +709,10 @@ export class Throttle extends Transform {
     return sent;
   }
 
-  /** Arms the one timer for `delayMs` (whole milliseconds, rounded up; at least 1). */
-  #sleep(nowMs: number, delayMs: number): void {
+  /** Arms the one timer for the instant `dueMs` (whole milliseconds, rounded up; at least 1 ms from now). */
+  #armWake(nowMs: number, dueMs: number): void {
     this.#progress.waiting(nowMs);
-    this.#watchdog.arm(nowMs, delayMs);
+    this.#watchdog.arm(nowMs, dueMs - nowMs);
   }
 
   #leaveGroup(): void {

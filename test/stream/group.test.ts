@@ -444,6 +444,86 @@ function countingClock(fake: FakeClock): Clock & { fired: number } {
   return clock;
 }
 
+describe('ThrottleGroup: aggregate counters, endAll and destroyAll', () => {
+  it('counts the whole group: bytes of all members, time some member waited, the group rate', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 1000, burst: 200, quantum: 50 });
+    expect(group.counters).toMatchObject({ bytes: 0, waitedMs: 0, currentBytesPerSecond: 0 });
+    const a = busy(64);
+    const b = busy(100);
+    await advance(fake, 3000);
+    const counters = group.counters;
+    const members = a.throttle.counters.bytes + b.throttle.counters.bytes;
+    expect(counters.bytes).toBe(members);
+    expect(counters.bytes).toBe(a.sink.received + b.sink.received);
+    // The burst, then the rate: both sides.
+    expect(counters.bytes).toBeGreaterThanOrEqual(200 + 1000 * 2.8); // less a group wake piece still being earned
+    expect(counters.bytes).toBeLessThanOrEqual(200 + 1000 * 3);
+    expect(counters.currentBytesPerSecond).toBeGreaterThan(950);
+    expect(counters.currentBytesPerSecond).toBeLessThan(1050);
+    // Busy members wait nearly all the time after the burst.
+    expect(counters.waitedMs).toBeGreaterThan(2700);
+    expect(counters.waitedMs).toBeLessThanOrEqual(3000);
+    group.destroyAll();
+    await settle();
+  });
+
+  it('a group whose members never wait counts no waiting', async () => {
+    const { fake, group } = groupSetup({ rate: 1000, burst: 1000 });
+    const member = group.throttle();
+    member.resume();
+    member.write(Buffer.alloc(300));
+    await advance(fake, 500);
+    member.write(Buffer.alloc(300));
+    await advance(fake, 500);
+    expect(group.counters).toMatchObject({ bytes: 600, waitedMs: 0 });
+  });
+
+  it('endAll ends every member: what they hold still passes at the rate, then they finish', async () => {
+    const { fake, group } = groupSetup({ rate: 1000, burst: 100, quantum: 50 });
+    const sinks = [0, 1, 2].map(() => {
+      const member = group.throttle();
+      const sink = recordingSink(() => fake.timers.now);
+      member.pipe(sink);
+      member.write(Buffer.alloc(300));
+      return { member, sink };
+    });
+    group.endAll();
+    await advance(fake, 700);
+    expect(sinks.map(({ sink }) => sink.received).reduce((x, y) => x + y)).toBeLessThan(900); // 800 bytes after the burst need 800 ms
+    await advance(fake, 200);
+    for (const { member, sink } of sinks) {
+      expect(sink.received).toBe(300);
+      expect(member.writableFinished).toBe(true);
+    }
+    expect(group.size).toBe(0);
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('destroyAll destroys every member with the error given: pipelines fail with it, no timer is left', async () => {
+    const { fake, group, busy } = groupSetup({ rate: 1000 });
+    const pipelines = [0, 1].map(() => {
+      const member = group.throttle();
+      return pipeline(
+        byteSource(1e9, 100),
+        member,
+        recordingSink(() => fake.timers.now),
+      ).then(
+        () => 'ok',
+        (error: Error) => error.message,
+      );
+    });
+    busy(64, { rate: 500 });
+    await advance(fake, 200);
+    expect(group.waiting).toBeGreaterThan(0);
+    group.destroyAll(new Error('shutting down'));
+    expect(await Promise.all(pipelines)).toEqual(['shutting down', 'shutting down']);
+    await settle();
+    expect(group.size).toBe(0);
+    expect(group.waiting).toBe(0);
+    expect(fake.pending()).toBe(0);
+  });
+});
+
 describe('ThrottleGroup: the whole rate from real-shaped sources', () => {
   it('64 KiB chunks arriving every 1 ms: a 100 MiB/s group passes its rate, fairly, with few wake-ups', async () => {
     const fake = fakeClock();

@@ -1,67 +1,78 @@
+/**
+ * The pacing rules (src/stream/pacing.ts): the smallest and the default
+ * burst, the wake piece, the group's pieces, and the largest rate and burst.
+ */
+
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Watchdog } from '../../src/stream/pacing.js';
-import { fakeClock } from '../helpers/fake-clock.js';
+import { BurstTooSmallError, InvalidRateError, InvalidSizeError } from '../../src/errors.js';
+import {
+  checkBurst,
+  checkBurstLimit,
+  checkRateLimit,
+  defaultBurstBytes,
+  defaultQuantumBytes,
+  groupWakePieceBytes,
+  MAX_BURST,
+  MAX_RATE,
+  minBurstBytes,
+  wakePieceBytes,
+} from '../../src/stream/pacing.js';
 
-describe('Watchdog', () => {
-  it('arms one timer in whole milliseconds, rounded up, at least 1', async () => {
-    const { clock, timers, pending } = fakeClock();
-    const wakes: boolean[] = [];
-    const watchdog = new Watchdog(clock, (changed) => wakes.push(changed));
-    watchdog.arm(0, 2.2);
-    expect(watchdog.armed).toBe(true);
-    expect(pending()).toBe(1);
-    timers.tick(2);
-    expect(wakes).toEqual([]);
-    timers.tick(1);
-    expect(wakes).toEqual([false]);
-    expect(watchdog.armed).toBe(false);
-    watchdog.arm(clock.now(), 0);
-    timers.tick(1);
-    expect(wakes).toHaveLength(2);
-    expect(pending()).toBe(0);
+describe('the wake-piece rule', () => {
+  it('the burst less 10 ms of the rate, at least half the burst, at most 250 ms of the rate', () => {
+    expect(wakePieceBytes(1000, 100)).toBe(90); // the burst less 10 ms of the rate
+    expect(wakePieceBytes(1000, 12)).toBe(6); // at least half the burst
+    expect(wakePieceBytes(1e6, 1e9)).toBe(40_000); // a burst above the default counts as the default
+    expect(wakePieceBytes(1000, 1e6)).toBe(250); // and a piece is at most 250 ms of the rate
+    expect(wakePieceBytes(1000, 100, 20)).toBe(70); // timers seen 20 ms late: a margin of 30 ms
+    expect(wakePieceBytes(1000, 100, 60)).toBe(50); // never below half the burst
   });
 
-  it('keeps a pending wake-up for the same time, replaces one for another, and disarms', () => {
-    const { clock, timers, pending } = fakeClock();
-    let wakes = 0;
-    const watchdog = new Watchdog(clock, () => wakes++);
-    watchdog.arm(0, 10);
-    watchdog.arm(0, 9.5); // the same whole millisecond: kept
-    expect(pending()).toBe(1);
-    watchdog.arm(0, 5); // earlier: replaced
-    expect(pending()).toBe(1);
-    timers.tick(5);
-    expect(wakes).toBe(1);
-    watchdog.arm(clock.now(), 5);
-    watchdog.disarm();
-    watchdog.disarm();
-    expect(watchdog.armed).toBe(false);
-    expect(pending()).toBe(0);
-    timers.tick(100);
-    expect(wakes).toBe(1);
+  it('a late wake-up never overflows the bucket: piece + rate * tolerated lateness <= burst', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 2 ** 40 }),
+        fc.double({ min: 1, max: 20, noNaN: true }),
+        fc.double({ min: 0, max: 30, noNaN: true }),
+        (ratePerSecond, burstFactor, lateMs) => {
+          const burst = Math.ceil(minBurstBytes(ratePerSecond) * burstFactor);
+          const piece = wakePieceBytes(ratePerSecond, burst, lateMs);
+          expect(piece).toBeGreaterThanOrEqual(1);
+          expect(piece).toBeLessThanOrEqual(burst);
+          // The lateness it tolerates: at least the 5 ms slack the burst rule assumes.
+          const effective = Math.min(burst, defaultBurstBytes(ratePerSecond));
+          expect(piece + (ratePerSecond * 5) / 1000).toBeLessThanOrEqual(effective + 1);
+        },
+      ),
+    );
   });
 
-  it('tells when the lateness it sees changes its estimate', () => {
-    const { clock } = fakeClock();
-    let fire: (() => void) | undefined;
-    let nowMs = 0;
-    const lateClock = { ...clock, now: () => nowMs, setTimeout: (fn: () => void) => (fire = fn) };
-    const changes: boolean[] = [];
-    const watchdog = new Watchdog(lateClock, (changed) => changes.push(changed));
-    watchdog.arm(0, 10);
-    nowMs = 30; // 20 ms late
-    fire?.();
-    expect(changes).toEqual([true]);
-    expect(watchdog.latenessMs).toBe(20);
-    watchdog.arm(30, 10);
-    nowMs = 40; // punctual, 10 ms later: the estimate has barely decayed (it halves every second)
-    fire?.();
-    expect(changes).toEqual([true, false]);
-    expect(watchdog.latenessMs).toBe(20);
-    watchdog.arm(1030, 10);
-    nowMs = 1040; // a second later: half
-    fire?.();
-    expect(changes).toEqual([true, false, true]);
-    expect(watchdog.latenessMs).toBeCloseTo(20 * 0.5 ** (1010 / 1000), 9); // 1010 ms since the last wake-up
+  it("the group's pieces: less than a lone stream's, at least the quantum where it fits", () => {
+    expect(groupWakePieceBytes(1000, 100, 10)).toBe(75); // wake piece 90, less 15 ms of the rate
+    expect(groupWakePieceBytes(1000, 100, 80)).toBe(80); // at least the quantum
+    expect(defaultQuantumBytes(1024 ** 2, defaultBurstBytes(1024 ** 2))).toBe(5243); // 5 ms of the rate
+    expect(defaultQuantumBytes(1e6, 2000)).toBe(1000); // at most half the burst
+    expect(defaultQuantumBytes(1000, 1024)).toBe(250); // and at most a wake piece
+  });
+});
+
+describe('burst rules and limits', () => {
+  it('the smallest burst is 10 ms of the rate; the default 50 ms, at least 1 KiB', () => {
+    expect(minBurstBytes(1000)).toBe(10);
+    expect(defaultBurstBytes(100)).toBe(1024);
+    expect(defaultBurstBytes(1024 ** 2)).toBe(52429);
+    expect(() => checkBurst(1000, 10)).not.toThrow();
+    expect(() => checkBurst(1000, 9)).toThrow(BurstTooSmallError);
+  });
+
+  it('the largest rate and burst are 2^53 (bytes per second, bytes); above is refused with a coded error', () => {
+    expect(MAX_RATE).toBe(2 ** 53);
+    expect(MAX_BURST).toBe(2 ** 53);
+    expect(() => checkRateLimit(2 ** 53, 2 ** 53)).not.toThrow();
+    expect(() => checkRateLimit(1e308, 1e308)).toThrow(InvalidRateError);
+    expect(() => checkRateLimit(1e308, 1e308)).toThrow(/bytes per second/);
+    expect(() => checkBurstLimit(2 ** 53, 2 ** 53)).not.toThrow();
+    expect(() => checkBurstLimit(2 ** 54, 2 ** 54)).toThrow(InvalidSizeError);
   });
 });

@@ -15,9 +15,10 @@ import {
   InvalidSizeError,
   isTokenpaceError,
   Throttle,
+  ThrottleGroup,
   type ThrottleOptions,
 } from '../../src/index.js';
-import { defaultBurstBytes, describeBytes, Lateness, minBurstBytes, wakePieceBytes } from '../../src/stream/pacing.js';
+import { defaultBurstBytes, minBurstBytes, wakePieceBytes } from '../../src/stream/pacing.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 import {
   advance,
@@ -88,9 +89,9 @@ describe('Throttle: options', () => {
       expect(error.minBurst).toBe(minBurstBytes(1024 ** 3));
       expect(error.minBurst).toBe(10737419);
       expect(error.message).toBe(
-        'burst 1048576 bytes (1 MiB) is too small to sustain 1 GiB/s: timers fire up to ~5 ms late, ' +
-          'and tokens that arrive while a full bucket waits are lost; use a burst of at least ' +
-          '10737419 bytes (~10.24 MiB) (rate x 10 ms), or leave it unset for the default of ' +
+        'burst 1048576 bytes (1 MiB) is too small to sustain 1073741824 bytes per second (1 GiB/s): ' +
+          'timers fire up to ~5 ms late, and tokens that arrive while a full bucket waits are lost; ' +
+          'use a burst of at least 10737419 bytes (~10.2 MiB) (rate x 10 ms), or leave it unset for the default of ' +
           '53687092 bytes (~51.2 MiB) (rate x 50 ms)',
       );
     }
@@ -101,7 +102,7 @@ describe('Throttle: options', () => {
 
   it('checks peakRate and peakBurst against rate and burst', () => {
     expect(() => new Throttle({ rate: 1000, peakRate: 1000 })).toThrow(
-      /peakRate 1000 B\/s must be above rate 1000 B\/s/,
+      /peakRate 1000 bytes per second must be above rate 1000 bytes per second/,
     );
     expect(() => new Throttle({ rate: 1000, burst: 100, peakRate: 5000, peakBurst: 200 })).toThrow(
       /peakBurst 200 bytes must not exceed burst 100 bytes/,
@@ -125,31 +126,40 @@ describe('Throttle: options', () => {
     expect(throttle.writableHighWaterMark).toBe(7);
     expect(throttle.readableHighWaterMark).toBe(7);
   });
+});
 
-  it('describes sizes for messages', () => {
-    expect(describeBytes(512)).toBe('512 bytes');
-    expect(describeBytes(65536)).toBe('65536 bytes (64 KiB)');
-    expect(describeBytes(1500000)).toBe('1500000 bytes (1.5 MB)');
-    expect(describeBytes(10737419)).toBe('10737419 bytes (~10.24 MiB)');
-    expect(wakePieceBytes(1000, 100)).toBe(90); // the burst less 10 ms of the rate
-    expect(wakePieceBytes(1000, 12)).toBe(6); // at least half the burst
-    expect(wakePieceBytes(1e6, 1e9)).toBe(40_000); // a burst above the default counts as the default
-    expect(wakePieceBytes(1000, 1e6)).toBe(250); // and a piece is at most 250 ms of the rate
-    expect(wakePieceBytes(1000, 100, 20)).toBe(70); // timers seen 20 ms late: a margin of 30 ms
-    expect(wakePieceBytes(1000, 100, 60)).toBe(50); // never below half the burst
-    const lateness = new Lateness();
-    expect(lateness.observe(-0.7, 0)).toBe(false); // early (real timers may be) counts as punctual
-    expect(lateness.observe(20, 0)).toBe(true);
-    expect(lateness.ms).toBe(20);
-    expect(lateness.observe(1, 1000)).toBe(true); // halves every second
-    expect(lateness.ms).toBe(10);
-    expect(lateness.observe(0, 1010)).toBe(false); // 10 ms later: moved less than 0.5 ms
-    expect(lateness.ms).toBe(10);
-    for (let t = 1040; t < 2000; t += 40) lateness.observe(0, t); // 24 punctual wake-ups: small steps add up
-    expect(lateness.ms).toBeGreaterThan(5);
-    expect(lateness.ms).toBeLessThan(5.5);
-    for (let t = 2000; t < 12_000; t += 40) lateness.observe(0, t);
-    expect(lateness.ms).toBe(0);
+describe('Throttle: bad input is refused before anything is armed', () => {
+  it('a signal that is not an AbortSignal (the controller, say) is InvalidOptionError, and no group keeps the member', () => {
+    const controller = new AbortController();
+    for (const signal of [controller, {}, 'x', null, { aborted: true }]) {
+      let caught: unknown;
+      try {
+        new Throttle({ rate: 1000, signal: signal as unknown as AbortSignal });
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(InvalidOptionError);
+      expect(isTokenpaceError(caught, 'ERR_INVALID_OPTION')).toBe(true);
+      expect((caught as Error).message).toMatch(/AbortSignal/);
+    }
+    const fake = fakeClock();
+    const group = new ThrottleGroup({ rate: 1000, clock: fake.clock });
+    expect(() => group.throttle({ signal: controller as unknown as AbortSignal })).toThrow(InvalidOptionError);
+    expect(group.size).toBe(0);
+    expect(fake.pending()).toBe(0);
+    expect(() => new Throttle({ rate: 1000, group: null as unknown as ThrottleGroup })).toThrow(
+      /expected `group` to be a ThrottleGroup/,
+    );
+  });
+
+  it('a rate or burst above 2^53 is refused (1e308 would make an infinite burst)', () => {
+    expect(() => new Throttle({ rate: 1e308 })).toThrow(InvalidRateError);
+    expect(() => new Throttle({ rate: 1e308 })).toThrow(/largest supported is 2\^53 .* bytes per second/);
+    expect(() => new Throttle({ rate: 1000, peakRate: 1e308 })).toThrow(InvalidRateError);
+    expect(() => new Throttle({ rate: 1000, burst: 2 ** 60 })).toThrow(InvalidSizeError);
+    expect(() => new ThrottleGroup({ rate: 1e308 })).toThrow(InvalidRateError);
+    expect(() => new ThrottleGroup({ rate: 1000, burst: 2 ** 60 })).toThrow(InvalidSizeError);
+    expect(new Throttle({ rate: 2 ** 53 }).burst).toBe(Math.ceil(2 ** 53 / 20));
   });
 });
 
@@ -283,6 +293,87 @@ describe('Throttle: pacing on a fake clock', () => {
   });
 });
 
+describe('Throttle: runs (chunks in one synchronous stretch pass on one clock read)', () => {
+  /** A clock set by hand that counts its reads; its timers are a fake clock's. */
+  function countingClock() {
+    const fake = fakeClock();
+    let nowMs = 0;
+    const clock = {
+      reads: 0,
+      set(ms: number) {
+        nowMs = ms;
+      },
+      now: () => {
+        clock.reads++;
+        return nowMs;
+      },
+      setTimeout: fake.clock.setTimeout,
+      clearTimeout: fake.clock.clearTimeout,
+    };
+    return clock;
+  }
+
+  it('reads the clock once for a run of chunks the tokens cover, and charges them exactly', async () => {
+    const clock = countingClock();
+    const throttle = new Throttle({ rate: 1000, burst: 1000, clock });
+    throttle.resume();
+    await settle();
+    const readsBefore = clock.reads;
+    for (let i = 0; i < 50; i++) throttle.write(Buffer.alloc(10)); // 500 bytes, one synchronous stretch
+    expect(clock.reads - readsBefore).toBe(1);
+    await settle();
+    expect(throttle.counters.bytes).toBe(500);
+    // Charged as per piece: 500 left at t = 0, so 500 more pass at once and the next byte waits.
+    clock.set(0);
+    let passed = 0;
+    throttle.on('data', (chunk: Buffer) => {
+      passed += chunk.length;
+    });
+    throttle.write(Buffer.alloc(500));
+    await settle();
+    expect(passed).toBe(500);
+    throttle.write(Buffer.alloc(1));
+    await settle();
+    expect(passed).toBe(500);
+    throttle.destroy();
+  });
+
+  it('a run that outlasts the refill to the burst leaves the bucket at most rate x its length below a per-piece charge, never above', async () => {
+    const clock = countingClock();
+    const throttle = new Throttle({ rate: 1000, burst: 1000, clock });
+    throttle.resume();
+    throttle.write(Buffer.alloc(600)); // read at 0: 400 left, a run begins
+    clock.set(0.1);
+    throttle.write(Buffer.alloc(300)); // passes on the run's tokens, no read
+    clock.set(1000); // synchronous code runs for a second before the run ends
+    await settle();
+    // Per piece: 400 - 300 = 100 at 0.1 ms, full (1000) by 1000 ms. The run charged the 300 at 1000 ms
+    // after the cap: 700. The difference, 300, is within rate x the run's length (1000).
+    let passed = 0;
+    throttle.on('data', (chunk: Buffer) => {
+      passed += chunk.length;
+    });
+    throttle.write(Buffer.alloc(1000));
+    await settle();
+    expect(passed).toBe(700);
+    expect(passed).toBeLessThanOrEqual(1000); // never more than a per-piece charge allows
+    throttle.destroy();
+  });
+
+  it('a run ends at the next turn of the event loop: bytes are charged then, with nothing left over', async () => {
+    const { fake, throttle, sink } = setup({ rate: 1000, burst: 1000 });
+    for (let i = 0; i < 10; i++) throttle.write(Buffer.alloc(50));
+    await settle();
+    expect(sink.received).toBe(500);
+    await advance(fake, 300); // 300 earned; the bucket is full again at 500 + 300 = 800
+    for (let i = 0; i < 20; i++) throttle.write(Buffer.alloc(50)); // 1000 bytes: 800 now, the rest waits
+    await settle();
+    expect(sink.received).toBe(1300);
+    expect(throttle.counters.bytes).toBe(1300);
+    throttle.destroy();
+  });
+});
+
 describe('Throttle: peakRate (the second bucket)', () => {
   it('drains a burst at the peak rate, in pieces no larger than peakBurst', async () => {
     const { fake, throttle, sink } = setup({ rate: 1000, burst: 1000, peakRate: 10_000, peakBurst: 100 });
@@ -316,9 +407,10 @@ describe('Throttle: peakBurst against peakRate', () => {
       expect(error.burst).toBe(16384);
       expect(error.minBurst).toBe(minBurstBytes(64 * 1048576));
       expect(error.message).toBe(
-        'peakBurst 16384 bytes (16 KiB) is too small to sustain peakRate 64 MiB/s: timers fire up to ~5 ms late, ' +
-          'and the peak bucket would drain a burst below its peak rate; use a peakBurst of at least ' +
-          '671089 bytes (~655.4 KiB) (peakRate x 10 ms), or leave it unset for the default of 671089 bytes (~655.4 KiB)',
+        'peakBurst 16384 bytes (16 KiB) is too small to sustain peakRate 67108864 bytes per second (64 MiB/s): ' +
+          'timers fire up to ~5 ms late, and the peak bucket would drain a burst below its peak rate; ' +
+          'use a peakBurst of at least 671089 bytes (~655 KiB) (peakRate x 10 ms), ' +
+          'or leave it unset for the default of 671089 bytes (~655 KiB)',
       );
     }
     // Exactly the smallest is accepted.
@@ -327,7 +419,7 @@ describe('Throttle: peakBurst against peakRate', () => {
     );
     // When the smallest does not fit in the burst, the message says to raise the burst too.
     expect(() => new Throttle({ rate: '10MiB/s', peakRate: '64MiB/s', peakBurst: '16KiB' })).toThrow(
-      /at least 671089 bytes \(~655.4 KiB\) \(peakRate x 10 ms\) and a burst at least as large \(it is 524288 bytes \(512 KiB\)\), or a lower peakRate/,
+      /at least 671089 bytes \(~655 KiB\) \(peakRate x 10 ms\) and a burst at least as large \(it is 524288 bytes \(512 KiB\)\), or a lower peakRate/,
     );
   });
 
@@ -721,7 +813,7 @@ describe('Throttle: the defaults sustain every rate with late timers', () => {
     ['1 MiB/s, timers 2-10 ms late', 1024 ** 2, 10_000, 5, 2],
     ['100 MiB/s, timers 2-10 ms late', 100 * 1024 ** 2, 4000, 2, 2],
     ['1 GiB/s, timers 2-10 ms late', 1024 ** 3, 2000, 1, 2],
-    // Later than the 10 ms margin: the wake pieces shrink to leave room (see Lateness).
+    // Later than the 10 ms margin: the wake pieces shrink to leave room (timer.ts's Lateness).
     ['1 MiB/s, timers 12-20 ms late', 1024 ** 2, 10_000, 5, 12],
     ['1 GiB/s, timers 12-20 ms late', 1024 ** 3, 2000, 1, 12],
   ])(

@@ -1,0 +1,145 @@
+/**
+ * TBF's two buckets over bytes, as the streams use them: the main bucket
+ * (rate, burst) and, when a peak rate is set, the peak bucket (peakRate,
+ * peakBurst), which caps how fast a burst itself drains. A piece of n bytes
+ * conforms when both buckets hold n tokens; it then takes n from each. Both
+ * start full.
+ *
+ * Built on the steps of ./bucket.ts and nothing else: the same refill, the
+ * same charge, the same tolerance rule ({@link conforms}), the same "first
+ * instant the tokens are there" ({@link readyAt}). No timers: the caller
+ * passes the time.
+ *
+ * Every piece is charged at the time it passes, as TBF charges a packet when
+ * it is dequeued: the refill up to that time is capped at the capacity, then
+ * the piece is subtracted. So tokens earned while a stream was passing
+ * pieces are kept (not lost as overflow), and the bucket never believes it
+ * holds more than a real TBF would: both sides of burst + rate * T hold.
+ * (Charging pieces that passed without a clock read at the next read, after
+ * the cap, drops the tokens earned meanwhile whenever the bucket would have
+ * been full in between; charging them before the cap overshoots the burst.)
+ */
+
+import {
+  advance,
+  type BucketParams,
+  type BucketState,
+  charge,
+  conforms,
+  readyAt,
+  reconfigure,
+  slackFor,
+} from './bucket.js';
+
+/** A bucket's rate and capacity, in bytes. */
+export interface ByteBucketParams {
+  ratePerSecond: number;
+  burstBytes: number;
+}
+
+/** One bucket's parameters and variables. */
+interface Bucket {
+  params: BucketParams;
+  state: BucketState;
+}
+
+function bucket(ratePerSecond: number, capacity: number, nowMs: number): Bucket {
+  return { params: { ratePerSecond, capacity }, state: { tokens: capacity, updatedAtMs: nowMs } };
+}
+
+/** The largest piece `b` lets pass now (fractional): every n up to it conforms by the one tolerance rule. */
+function room(b: Bucket): number {
+  return b.state.tokens + slackFor(b.params.capacity);
+}
+
+/** TBF's two buckets over bytes; see the file's opening comment. */
+export class ByteMeter {
+  #main: Bucket;
+  #peak: Bucket | undefined;
+
+  constructor(ratePerSecond: number, burstBytes: number, nowMs: number, peak?: ByteBucketParams) {
+    this.#main = bucket(ratePerSecond, burstBytes, nowMs);
+    this.#peak = peak && bucket(peak.ratePerSecond, peak.burstBytes, nowMs);
+  }
+
+  get ratePerSecond(): number {
+    return this.#main.params.ratePerSecond;
+  }
+  get burstBytes(): number {
+    return this.#main.params.capacity;
+  }
+
+  /** Brings both buckets up to `nowMs` (refill, capped at each capacity). */
+  #settle(nowMs: number): void {
+    advance(this.#main.state, this.#main.params, nowMs);
+    if (this.#peak !== undefined) advance(this.#peak.state, this.#peak.params, nowMs);
+  }
+
+  /** Takes `bytes` at `nowMs` if both buckets hold them; returns false (taking nothing) otherwise. */
+  tryTake(nowMs: number, bytes: number): boolean {
+    this.#settle(nowMs);
+    const main = this.#main;
+    if (!conforms(main.state.tokens, bytes, main.params.capacity)) return false;
+    const peak = this.#peak;
+    if (peak !== undefined) {
+      if (!conforms(peak.state.tokens, bytes, peak.params.capacity)) return false;
+      charge(peak.state, peak.params, nowMs, bytes);
+    }
+    charge(main.state, main.params, nowMs, bytes);
+    return true;
+  }
+
+  /** The largest piece that conforms now (fractional; compare, then floor). */
+  available(nowMs: number): number {
+    this.#settle(nowMs);
+    const peak = this.#peak;
+    return peak === undefined ? room(this.#main) : Math.min(room(this.#main), room(peak));
+  }
+
+  /** Takes `bytes` from both buckets at `nowMs` (the caller has checked {@link available}). */
+  take(nowMs: number, bytes: number): void {
+    charge(this.#main.state, this.#main.params, nowMs, bytes);
+    if (this.#peak !== undefined) charge(this.#peak.state, this.#peak.params, nowMs, bytes);
+  }
+
+  /**
+   * The first instant at or after `nowMs` at which `bytes` conform in both
+   * buckets (`nowMs` itself if they do now): TBF's max(-toks, -ptoks), by the
+   * bucket's own rule, so a wake-up at that instant finds them.
+   */
+  readyAt(nowMs: number, bytes: number): number {
+    this.#settle(nowMs);
+    const main = this.#main;
+    const mainMs = readyAt(main.state, main.params, bytes);
+    const peak = this.#peak;
+    const ms = peak === undefined ? mainMs : Math.max(mainMs, readyAt(peak.state, peak.params, bytes));
+    return Math.max(nowMs, ms);
+  }
+
+  /** Milliseconds from `nowMs` until `bytes` conform in both buckets (0 = now); see {@link readyAt}. */
+  msUntil(nowMs: number, bytes: number): number {
+    return this.readyAt(nowMs, bytes) - nowMs;
+  }
+
+  /**
+   * New main rate and burst from `nowMs` on: tokens earned so far are kept,
+   * capped at the new burst (see {@link reconfigure}; TBF's `tbf_change`
+   * refills the bucket instead, we hand out no burst on a change).
+   */
+  reconfigure(nowMs: number, main: ByteBucketParams): void {
+    const next = { ratePerSecond: main.ratePerSecond, capacity: main.burstBytes };
+    reconfigure(this.#main.state, this.#main.params, nowMs, next);
+    this.#main.params = next;
+  }
+
+  /** New peak bucket (or a first one, full) from `nowMs` on; as {@link reconfigure}. */
+  reconfigurePeak(nowMs: number, peak: ByteBucketParams): void {
+    const next = { ratePerSecond: peak.ratePerSecond, capacity: peak.burstBytes };
+    if (this.#peak === undefined) {
+      this.#peak = bucket(next.ratePerSecond, next.capacity, nowMs);
+      return;
+    }
+    reconfigure(this.#peak.state, this.#peak.params, nowMs, next);
+    this.#peak.params = next;
+  }
+}
