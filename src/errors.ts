@@ -141,15 +141,35 @@ export class QueueFullError extends TokenpaceError {
   /** An estimate of when a slot frees up, in milliseconds. */
   readonly retryAfterMs: number;
   constructor(maxQueue: number, retryAfterMs: number) {
-    super(
-      'ERR_QUEUE_FULL',
-      `queue full: ${maxQueue} jobs are already waiting (maxQueue ${maxQueue}); ` +
-        `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxQueue if the backlog is expected`,
-    );
+    super('ERR_QUEUE_FULL', queueFullMessage(maxQueue, retryAfterMs));
     this.maxQueue = maxQueue;
     this.retryAfterMs = retryAfterMs;
   }
 }
+function queueFullMessage(maxQueue: number, retryAfterMs: number): string {
+  return (
+    `queue full: ${maxQueue} jobs are already waiting (maxQueue ${maxQueue}); ` +
+    `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxQueue if the backlog is expected`
+  );
+}
+// The scheduler's flood path makes QueueFullErrors without Error's native constructor (see
+// src/scheduler/refuse.ts): for those, the name and the message come from the prototype.
+Object.defineProperties(QueueFullError.prototype, {
+  name: { value: 'QueueFullError', writable: true, configurable: true },
+  message: {
+    get(this: QueueFullError): string {
+      return queueFullMessage(this.maxQueue, this.retryAfterMs);
+    },
+    configurable: true,
+  },
+  // What a stack trace of depth 0 reads: the header line alone.
+  stack: {
+    get(this: QueueFullError): string {
+      return `${this.name}: ${this.message}`;
+    },
+    configurable: true,
+  },
+});
 
 /** A job would start (or has waited) later than its `maxWait`. */
 export class WaitTooLongError extends TokenpaceError {

@@ -10,9 +10,9 @@
  * which the queue will have room for *that* caller, so callers refused
  * together and following their hints come back spread out, not as one
  * stampede (see the scheduler's retry hints). The rejections of one
- * synchronous burst hang off one gate, opened in a microtask once the callers
- * have attached their handlers, so Node never has to track a rejection that
- * has no handler yet.
+ * synchronous burst are made together in one microtask, once the callers have
+ * attached their handlers, so Node never has to track a rejection that has no
+ * handler yet.
  */
 
 import { CostExceedsCapacityError, describeValue, InvalidSizeError, QueueFullError } from '../errors.js';
@@ -20,15 +20,20 @@ import type { Emitter } from './events.js';
 import type { RejectReason, SchedulerCounters } from './options.js';
 import { type Job, rejection } from './run.js';
 
-/** A queue-full error without a stack trace (see the file's opening comment). */
+/**
+ * A queue-full error for the flood path: a `QueueFullError` (its prototype, so `instanceof`,
+ * `code`, `isTokenpaceError` and every field hold) made without running Error's native
+ * constructor, which was three quarters of a refusal's cost. It has no stack trace (a refusal
+ * from a full queue is flow control, not a bug) and its message is built when read.
+ */
 function queueFullError(maxQueue: number, retryAfterMs: number): QueueFullError {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  try {
-    return new QueueFullError(maxQueue, retryAfterMs);
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
+  const error = Object.create(QueueFullError.prototype) as {
+    -readonly [K in keyof QueueFullError]: QueueFullError[K];
+  };
+  error.code = 'ERR_QUEUE_FULL';
+  error.maxQueue = maxQueue;
+  error.retryAfterMs = retryAfterMs;
+  return error as QueueFullError;
 }
 
 /** Why a cost can never start: above the burst, or above the concurrency. */
@@ -42,8 +47,11 @@ export class Refusals {
   readonly #counters: SchedulerCounters;
   readonly #events: Emitter;
   readonly #maxQueue: number;
-  /** The gate the rejections of the current burst of refusals hang off; opened in a microtask. */
-  #gate: Promise<void> | undefined;
+  /**
+   * The refusals of the current synchronous burst, as (reject, error) pairs: rejected together in
+   * one microtask, once the callers have attached their handlers.
+   */
+  #burst: unknown[] | undefined;
 
   constructor(counters: SchedulerCounters, events: Emitter, maxQueue: number) {
     this.#counters = counters;
@@ -81,18 +89,23 @@ export class Refusals {
   queueFull(cost: number, priority: number, retryAfterMs: (cost: number) => number): Promise<never> {
     this.#counters.rejected.queueFull++;
     const error = queueFullError(this.#maxQueue, retryAfterMs(cost));
-    let gate = this.#gate;
-    if (gate === undefined) {
-      gate = this.#gate = Promise.resolve();
-      queueMicrotask(() => {
-        this.#gate = undefined;
-      });
+    let burst = this.#burst;
+    if (burst === undefined) {
+      burst = this.#burst = [];
+      queueMicrotask(this.#rejectBurst);
     }
     if (this.#events.has('rejected')) {
       this.#events.emit('rejected', { reason: 'queueFull', error, cost, priority });
     }
-    return gate.then(() => {
-      throw error;
+    return new Promise<never>((_resolve, reject) => {
+      (burst as unknown[]).push(reject, error);
     });
   }
+
+  /** Rejects the refusals of one burst (a reject function is cheaper than a throw in a reaction). */
+  readonly #rejectBurst = (): void => {
+    const burst = this.#burst as unknown[];
+    this.#burst = undefined;
+    for (let i = 0; i < burst.length; i += 2) (burst[i] as (reason: unknown) => void)(burst[i + 1]);
+  };
 }

@@ -4,6 +4,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
+import { isTokenpaceError, QueueFullError } from '../../src/errors.js';
 import { Emitter } from '../../src/scheduler/events.js';
 import type { RejectedJob, SchedulerCounters } from '../../src/scheduler/options.js';
 import { costError, Refusals } from '../../src/scheduler/refuse.js';
@@ -45,6 +46,25 @@ describe('Refusals', () => {
     // The next burst gets a fresh error.
     const next = await refusals.queueFull(1, 0, retryAfter).catch((error: unknown) => error);
     expect(next).not.toBe(errors[0]);
+  });
+
+  it("a flood refusal is a QueueFullError in every way a caller looks at one, though Error's constructor never ran", async () => {
+    const refusals = new Refusals(counters(), new Emitter(), 10);
+    const error = await refusals.queueFull(1, 0, () => 41.5).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QueueFullError);
+    expect(error).toBeInstanceOf(Error);
+    expect(isTokenpaceError(error, 'ERR_QUEUE_FULL')).toBe(true);
+    const e = error as QueueFullError;
+    expect(e.name).toBe('QueueFullError');
+    expect(e.message).toBe(new QueueFullError(10, 41.5).message);
+    expect(e.message).toContain('retry in about 42 ms');
+    expect(String(e)).toBe(`QueueFullError: ${e.message}`);
+    expect(e.stack).toBe(`QueueFullError: ${e.message}`);
+    expect(e).toMatchObject({ code: 'ERR_QUEUE_FULL', maxQueue: 10, retryAfterMs: 41.5 });
+    // An ordinary QueueFullError keeps its own message, name and stack.
+    const ordinary = new QueueFullError(3, 7);
+    expect(Object.hasOwn(ordinary, 'message')).toBe(true);
+    expect(ordinary.stack).toMatch(/\n\s+at /);
   });
 
   it('refuseCost names the limit the cost exceeds, and refuses a cost that is not a number >= 0', async () => {
