@@ -4,7 +4,7 @@
  * (never exceeded), and a worker killed with SIGKILL mid-job.
  */
 
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -15,7 +15,7 @@ import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
 
 const source = fileURLToPath(new URL('./fixtures/fleet-child.ts', import.meta.url));
 const child = fileURLToPath(new URL('../../.tmp/fleet-child.mjs', import.meta.url));
-const spawned: ChildProcessWithoutNullStreams[] = [];
+const spawned: ChildProcess[] = [];
 
 // One bundle (as test/keyed/race.test.ts): starts far faster than a TypeScript loader per process.
 beforeAll(async () => {
@@ -75,7 +75,9 @@ it('4 processes at 200/s, burst 10: together at the rate within 2 %, and no wind
     }
     windows[T] = worst;
   }
-  console.log(`fleet rate: ${starts.length} starts ${JSON.stringify(perWorker)}, steady ${measured.toFixed(2)}/s, worst windows ${JSON.stringify(windows)}`);
+  console.log(
+    `fleet rate: ${starts.length} starts ${JSON.stringify(perWorker)}, steady ${measured.toFixed(2)}/s, worst windows ${JSON.stringify(windows)}`,
+  );
   expect(Math.abs(measured - rate) / rate).toBeLessThan(0.02);
   for (const [T, worst] of Object.entries(windows)) {
     expect(worst).toBeLessThanOrEqual(burst + (rate * (Number(T) + ALLOWANCE_MS)) / 1000);
@@ -95,7 +97,7 @@ it('weighted concurrency: 4 processes, budget 5, costs 1..3: the in-flight weigh
   expect(jobs).toBeGreaterThan(200);
 }, 30_000);
 
-it("a worker killed with SIGKILL mid-job: its units come back when its lease expires", async () => {
+it('a worker killed with SIGKILL mid-job: its units come back when its lease expires', async () => {
   const key = `kill-${process.pid}-${Date.now()}`;
   const leaseMs = 600;
   const victim = start(key, 'hold', { concurrency: 4, cost: 4, leaseMs });
