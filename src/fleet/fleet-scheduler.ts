@@ -24,7 +24,10 @@
  * loopback host; tens of ms on a loaded one). The bucket itself is exact in
  * Redis's time; only the moments the workers act on it move.
  *
- * When the budget is full the store answers `busy`; the worker asks again
+ * When the budget is full the store answers `busy` and records the job's
+ * claim; while the oldest claim is live, the store grants other jobs only
+ * units that leave room for it (no starvation of large costs by small ones
+ * from other workers). The worker asks again
  * after `pollMs` (or when the earliest lease expires, if sooner), and at once
  * when one of its own jobs ends. Redis has no cheap way to wake a waiter in
  * another process, so a unit freed by another worker is seen within
@@ -139,6 +142,8 @@ interface Job extends Waiter<Job> {
   readonly signal: AbortSignal | undefined;
   state: State;
   lease: HeldLease | undefined;
+  /** Its lease id, and its claim's while it waits for units: one per job. */
+  leaseId: string | undefined;
   readyAtMs: number;
   timer: unknown;
   onAbort: (() => void) | undefined;
@@ -305,6 +310,7 @@ export class FleetScheduler {
         next: undefined,
         state: 'queued',
         lease: undefined,
+        leaseId: undefined,
         readyAtMs: 0,
         timer: undefined,
         onAbort: undefined,
@@ -481,7 +487,8 @@ export class FleetScheduler {
     }
     const now = this.#clock.now();
     this.#acquiring = true;
-    const leaseId = `${this.#workerId}:${this.#leaseSeq++}`;
+    if (head.leaseId === undefined) head.leaseId = `${this.#workerId}:${this.#leaseSeq++}`;
+    const leaseId = head.leaseId;
     this.#store
       .acquire({
         key: this.key,
@@ -489,6 +496,7 @@ export class FleetScheduler {
         maxWaitMs: Math.max(0, head.enqueuedAtMs + this.maxWaitMs - now),
         leaseId,
         leaseMs: this.leaseMs,
+        claimTtlMs: Math.max(100, 5 * this.pollMs),
         params: this.#params,
       })
       .then(

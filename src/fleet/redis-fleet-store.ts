@@ -11,8 +11,9 @@
  * time (the head of its queue), and renewals of all its leases go in one call.
  *
  * Keys, for fleet key `k` and prefix `p`: `{p:k}:s` (parameters and
- * variables), `{p:k}:l` (lease expiries), `{p:k}:w` (lease weights). The hash
- * tag puts the three in one cluster slot.
+ * variables), `{p:k}:l` (lease expiries), `{p:k}:w` (lease weights),
+ * `{p:k}:q` and `{p:k}:c` (claims of jobs waiting for units). The hash tag
+ * puts them in one cluster slot.
  *
  * Failure policy. Each call is bounded by `timeoutMs`. When Redis fails or
  * does not answer in time the store is degraded (event `degraded`), answers
@@ -151,10 +152,10 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     return this.#degradedSinceMs === undefined;
   }
 
-  /** The three Redis keys of fleet key `key`. */
-  keysFor(key: string): [string, string, string] {
+  /** The five Redis keys of fleet key `key`. */
+  keysFor(key: string): [string, string, string, string, string] {
     const tag = `{${this.prefix}:${key}}`;
-    return [`${tag}:s`, `${tag}:l`, `${tag}:w`];
+    return [`${tag}:s`, `${tag}:l`, `${tag}:w`, `${tag}:q`, `${tag}:c`];
   }
 
   /** Stops probing; later calls are answered by the policy. The client is yours to close. */
@@ -172,6 +173,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs),
       op.leaseId,
       String(op.leaseMs),
+      String(op.claimTtlMs),
     ]);
     if (reply === undefined) return this.#acquireByPolicy(op);
     return {

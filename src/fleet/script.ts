@@ -15,15 +15,23 @@
  * variables: the first call writes the caller's, later calls use the stored
  * ones, and `s` (set) changes them for the whole fleet.
  *
+ * Fairness of the budget. A job refused for lack of units leaves a claim
+ * (id, cost, when first refused, when last asked); while the oldest claim is
+ * live (asked again within `claimTtlMs`), other acquires are granted only if
+ * they leave room for it, so a job of cost 4 is not starved by a stream of
+ * cost-1 jobs from other workers. A claim not renewed (its worker gave up or
+ * died) lapses after `claimTtlMs`.
+ *
  * Keys (a hash tag keeps them in one cluster slot): KEYS[1] state hash
  * (`rate burst conc tok upd inf`), KEYS[2] lease expiries (sorted set),
- * KEYS[3] lease weights (hash).
+ * KEYS[3] lease weights (hash), KEYS[4] claims by first refusal (sorted set),
+ * KEYS[5] claims' "cost lastAskedMs" (hash).
  *
  * ARGV: op, now-or-empty (replaces `TIME`: tests on a virtual clock), idle TTL
  * ms, default rate (-1 = none), burst, concurrency (-1 = none), then per op:
  *
- * - `a` acquire: cost, maxWaitMs (-1 = any), leaseId, leaseMs. If the budget
- *   has room for `cost` and the bucket would hold `cost` within maxWaitMs,
+ * - `a` acquire: cost, maxWaitMs (-1 = any), leaseId, leaseMs, claimTtlMs. If
+ *   the budget has room for `cost` (and for the oldest claim) and the bucket would hold `cost` within maxWaitMs,
  *   charge the bucket (into debt) and hold a lease of weight `cost` until
  *   now + delay + leaseMs. Status 1 ok, 0 wait too long, 2 budget full,
  *   3 cost above the burst or the concurrency (nothing changes unless 1).
@@ -42,7 +50,7 @@
  */
 
 export const FLEET_SCRIPT = `
-local KS, KL, KW = KEYS[1], KEYS[2], KEYS[3]
+local KS, KL, KW, KQ, KC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
 local now
 if ARGV[2] ~= '' then
@@ -116,9 +124,32 @@ if op == 'a' then
   local maxwait = tonumber(ARGV[8])
   if (conc >= 0 and cost > conc) or (rate >= 0 and cost > burst) then
     status = 3
-  elseif conc >= 0 and inf + cost > conc + conc * SLACK then
-    status = 2
   else
+    -- the oldest live claim on the budget: later acquires leave room for it
+    local claimttl = tonumber(ARGV[11])
+    local me = ARGV[9]
+    local ahead = 0
+    if conc >= 0 then
+      for i = 1, 64 do
+        local head = redis.call('ZRANGE', KQ, 0, 0)
+        if #head == 0 then break end
+        local c = redis.call('HGET', KC, head[1])
+        local sp = c and string.find(c, ' ', 1, true)
+        if sp and tonumber(string.sub(c, sp + 1)) >= now - claimttl then
+          if head[1] ~= me then ahead = tonumber(string.sub(c, 1, sp - 1)) end
+          break
+        end
+        redis.call('ZREM', KQ, head[1])
+        redis.call('HDEL', KC, head[1])
+      end
+    end
+    if conc >= 0 and inf + cost + ahead > conc + conc * SLACK then
+      status = 2
+      redis.call('ZADD', KQ, 'NX', now, me)
+      redis.call('HSET', KC, me, fmt(cost) .. ' ' .. fmt(now))
+    end
+  end
+  if status == 1 then
     if rate >= 0 then delay = delay_until(now, cost) end
     if maxwait >= 0 and delay > maxwait then
       status = 0
@@ -131,6 +162,8 @@ if op == 'a' then
       redis.call('ZADD', KL, ready + tonumber(ARGV[10]), ARGV[9])
       redis.call('HSET', KW, ARGV[9], ARGV[7])
       inf = inf + cost
+      redis.call('ZREM', KQ, ARGV[9])
+      redis.call('HDEL', KC, ARGV[9])
     end
   end
 elseif op == 'c' then
@@ -183,6 +216,10 @@ if #first > 0 then
   local keep = math.ceil(tonumber(last[2]) - now) + TTL
   redis.call('PEXPIRE', KL, keep)
   redis.call('PEXPIRE', KW, keep)
+end
+if redis.call('EXISTS', KQ) == 1 then
+  redis.call('PEXPIRE', KQ, TTL)
+  redis.call('PEXPIRE', KC, TTL)
 end
 local shown = tok
 if rate >= 0 then shown = tokens_at(now) end

@@ -43,6 +43,8 @@ export interface AcquireOp {
   /** A fleet-unique id for the lease. */
   leaseId: string;
   leaseMs: number;
+  /** A refusal for lack of units leaves a claim that lapses unless asked again within this, ms. */
+  claimTtlMs: number;
   /** The parameters to start with if the key has none yet (the stored ones win). */
   params: FleetParams;
 }
@@ -106,6 +108,8 @@ interface KeyState {
   /** Lease id -> [weight, expiry ms]. */
   leases: Map<string, [number, number]>;
   inFlight: number;
+  /** Claim id -> [cost, last asked ms], in order of first refusal. */
+  claims: Map<string, [number, number]>;
 }
 
 /** The tolerance of bucket.ts, for a concurrency budget. */
@@ -144,8 +148,14 @@ export class MemoryFleetStore implements FleetStore {
     let readyAtMs = now;
     if (op.cost > params.concurrency || (bucket !== undefined && op.cost > params.capacity)) {
       status = 'tooLarge';
-    } else if (state.inFlight + op.cost > params.concurrency + params.concurrency * SLACK) {
+    } else if (
+      state.inFlight + op.cost + this.#ahead(state, op, now) >
+      params.concurrency + params.concurrency * SLACK
+    ) {
       status = 'busy';
+      const claim = state.claims.get(op.leaseId);
+      if (claim === undefined) state.claims.set(op.leaseId, [op.cost, now]);
+      else claim[1] = now;
     } else {
       if (bucket !== undefined) delayMs = delayUntil(state.bucket, bucket, now, op.cost);
       if (delayMs > op.maxWaitMs) {
@@ -155,6 +165,7 @@ export class MemoryFleetStore implements FleetStore {
         if (bucket !== undefined) charge(state.bucket, bucket, now, op.cost);
         state.leases.set(op.leaseId, [op.cost, readyAtMs + op.leaseMs]);
         state.inFlight += op.cost;
+        state.claims.delete(op.leaseId);
       }
     }
     return { ...this.#snapshot(state, now), status, delayMs, readyAtMs };
@@ -234,11 +245,22 @@ export class MemoryFleetStore implements FleetStore {
         bucket: { tokens: defaults.capacity, updatedAtMs: now },
         leases: new Map(),
         inFlight: 0,
+        claims: new Map(),
       };
       this.#keys.set(key, state);
     }
     this.#purge(state, now);
     return state;
+  }
+
+  /** The cost of the oldest live claim other than `op`'s (0 if none, or if it is `op`'s). */
+  #ahead(state: KeyState, op: AcquireOp, now: number): number {
+    if (state.params.concurrency === Number.POSITIVE_INFINITY) return 0;
+    for (const [id, [cost, lastMs]] of state.claims) {
+      if (lastMs >= now - op.claimTtlMs) return id === op.leaseId ? 0 : cost;
+      state.claims.delete(id);
+    }
+    return 0;
   }
 
   #purge(state: KeyState, now: number): void {

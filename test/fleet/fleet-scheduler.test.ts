@@ -131,7 +131,7 @@ describe('FleetScheduler', () => {
     await advance(timers, 30, 5); // b polls every 20 ms
     expect(ran).toBe(true);
     // a lease nobody renews (a worker that died) expires by itself
-    await store.acquire({ key: 'api', cost: 2, maxWaitMs: 0, leaseId: 'dead', leaseMs: 300, params });
+    await store.acquire({ key: 'api', cost: 2, maxWaitMs: 0, leaseId: 'dead', leaseMs: 300, claimTtlMs: 100, params });
     expect((await store.inspect('api', params)).inFlight).toBe(2);
     timers.tick(301);
     expect((await store.inspect('api', params)).inFlight).toBe(0);
