@@ -25,8 +25,7 @@ import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { FleetScheduler } from '../src/fleet/fleet-scheduler.js';
-import { RedisFleetStore } from '../src/fleet/redis-fleet-store.js';
+import { FleetScheduler, RedisFleetStore } from '../src/index.js';
 
 const WORKERS = 4;
 const SECONDS = 8;
