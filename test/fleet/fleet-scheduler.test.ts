@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { FleetScheduler } from '../../src/fleet/fleet-scheduler.js';
-import { MemoryFleetStore } from '../../src/fleet/store.js';
+import { type FleetStore, MemoryFleetStore } from '../../src/fleet/store.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 const flush = async () => {
@@ -167,5 +167,50 @@ describe('FleetScheduler', () => {
     expect(order).toEqual(['first', 'low', 'high', 'third']);
     expect(s.size).toBe(0);
     expect(s.counters.rejected.queueFull).toBe(1);
+  });
+
+  it("a store that denies (onError 'deny' while Redis is away): jobs wait, then maxWait rejects them", async () => {
+    const { clock, timers } = fakeClock(0);
+    let asked = 0;
+    const denying: FleetStore = {
+      acquire: async (op) => {
+        asked++;
+        const nowMs = clock.now();
+        return {
+          status: 'busy',
+          delayMs: 0,
+          readyAtMs: nowMs,
+          nowMs,
+          tokens: 0,
+          inFlight: 0,
+          params: op.params,
+          nextExpiryMs: 50,
+          source: 'deny',
+        };
+      },
+      cancel: async () => {},
+      renew: async () => {},
+      release: async () => {},
+      configure: async () => {
+        throw new Error('unavailable');
+      },
+      inspect: async () => {
+        throw new Error('unavailable');
+      },
+    };
+    const s = new FleetScheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollMs: 20, clock });
+    let ran = false;
+    const job = s.schedule(() => {
+      ran = true;
+    });
+    const rejected = expect(job).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG' });
+    await advance(timers, 499, 1);
+    expect(ran).toBe(false);
+    expect(asked).toBeGreaterThanOrEqual(20); // asked again every pollMs
+    expect(asked).toBeLessThanOrEqual(27);
+    await advance(timers, 2, 1);
+    await rejected;
+    expect(s.counters.rejected.waitTooLong).toBe(1);
+    expect(s.size).toBe(0);
   });
 });
