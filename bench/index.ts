@@ -11,6 +11,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { bucketSection } from './bucket.js';
+import { fleetSection } from './fleet.js';
 import type { Section } from './harness.js';
 import { httpSection } from './http.js';
 import { keyedRedisSection, keyedSection } from './keyed.js';
@@ -23,6 +24,7 @@ const sections: Section[] = [
   schedulerSection,
   keyedSection,
   keyedRedisSection,
+  fleetSection,
   httpSection,
 ];
 

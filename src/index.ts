@@ -25,6 +25,22 @@ export {
   WaitTooLongError,
 } from './errors.js';
 export {
+  type FleetScheduleOptions,
+  FleetScheduler,
+  type FleetSchedulerEvents,
+  type FleetSchedulerOptions,
+} from './fleet/fleet-scheduler.js';
+export { RedisFleetStore, type RedisFleetStoreEvents, type RedisFleetStoreOptions } from './fleet/redis-fleet-store.js';
+export {
+  type AcquireOp,
+  type AcquireResult,
+  type FleetParams,
+  type FleetSnapshot,
+  type FleetStore,
+  type HeldLease,
+  MemoryFleetStore,
+} from './fleet/store.js';
+export {
   type ClientPauseMessage,
   type ClientRefusedMessage,
   type ClientStartMessage,

@@ -1,0 +1,191 @@
+/**
+ * Fleet bench: FleetScheduler on one Redis against the raw EVALSHA ceiling of
+ * its script, and bottleneck's Redis clustering (`datastore: 'ioredis'`) side
+ * by side on the same server, with real worker processes:
+ *
+ * - no-op jobs per second for 1, 2 and 4 processes (each job: one acquire and
+ *   one release call for the fleet);
+ * - rate accuracy at 200/s shared by 4 processes, start-time jitter (gaps
+ *   between consecutive starts against the ideal 5 ms), the worst 100 ms
+ *   window, and the highest in-flight count under a budget of 4 (a counter in
+ *   Redis);
+ * - a worker killed (SIGKILL) while it holds the only unit: how long until
+ *   another worker's job starts (fleet: leaseMs 1500; bottleneck: job
+ *   `expiration` 1500, which its README recommends for exactly this).
+ */
+
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import { FLEET_SCRIPT } from '../src/fleet/script.js';
+import { startRedis } from '../test/helpers/redis-server.js';
+import { formatOps, type Section, table } from './harness.js';
+
+const childSource = fileURLToPath(new URL('./fleet-child.ts', import.meta.url));
+const childBundle = fileURLToPath(new URL('../.tmp/bench-fleet-child.mjs', import.meta.url));
+
+interface Worker {
+  process: ChildProcess;
+  next(): Promise<string>;
+}
+
+function spawnWorker(port: number, library: string, mode: string, key: string, options: object): Worker {
+  const p = spawn(process.execPath, [childBundle, String(port), library, mode, key, JSON.stringify(options)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: p.stdout as NodeJS.ReadableStream })[Symbol.asyncIterator]();
+  return { process: p, next: async () => (await lines.next()).value as string };
+}
+
+let keySeq = 0;
+async function runWorkers(port: number, library: string, mode: string, count: number, options: object) {
+  const key = `bench-${library}-${mode}-${process.pid}-${keySeq++}`;
+  const workers = Array.from({ length: count }, () => spawnWorker(port, library, mode, key, options));
+  for (const w of workers) await w.next();
+  for (const w of workers) w.process.stdin?.write('go\n');
+  const results = [];
+  for (const w of workers) results.push(JSON.parse(await w.next()));
+  for (const w of workers) w.process.kill('SIGKILL');
+  return results;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
+}
+
+function redisBenchmark(port: number): Promise<string> {
+  const sha = createHash('sha1').update(FLEET_SCRIPT).digest('hex');
+  return new Promise((resolve) => {
+    const keys = ['{rb:k}:s', '{rb:k}:l', '{rb:k}:w', '{rb:k}:q', '{rb:k}:c'];
+    const args = ['-p', String(port), '-c', '64', '-n', '50000', '-q', 'EVALSHA', sha, '5', ...keys];
+    // an acquire of cost 1 with no limit that binds, one lease each (the lease set grows: an upper bound)
+    args.push('a', '', '86400000', '1000000000', '1000000000', '-1', '1', '-1', 'lease:__rand_int__', '1000', '100');
+    execFile('redis-benchmark', args, { encoding: 'utf8', timeout: 60_000 }, (error, stdout) => {
+      if (error) resolve(`(redis-benchmark failed: ${error.message})`);
+      const match = /([\d.]+) requests per second/.exec(stdout);
+      resolve(match ? formatOps(Number(match[1])) : `(no figure: ${stdout.trim().slice(-200)})`);
+    });
+  });
+}
+
+export const fleetSection: Section = {
+  id: 'fleet',
+  title: 'Fleet: one scheduler shared by worker processes through Redis',
+  async run() {
+    await build({
+      entryPoints: [childSource],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      packages: 'external',
+      outfile: childBundle,
+      logLevel: 'warning',
+    });
+    const server = await startRedis();
+    const out: string[] = [];
+    try {
+      const { Redis } = await import('ioredis');
+      const client = new Redis({ port: server.port, host: '127.0.0.1' });
+      await client.script('LOAD', FLEET_SCRIPT);
+      client.disconnect();
+      const ceiling = await redisBenchmark(server.port);
+
+      const rows: string[][] = [];
+      for (const processes of [1, 2, 4]) {
+        for (const library of ['fleet', 'bottleneck']) {
+          const n = Math.round(4000 / processes);
+          const results = await runWorkers(server.port, library, 'noop', processes, { n });
+          const jobs = results.reduce((s, r) => s + r.jobs, 0);
+          const ms = Math.max(...results.map((r) => r.ms as number));
+          rows.push([
+            library === 'fleet' ? 'FleetScheduler' : 'bottleneck (ioredis)',
+            String(processes),
+            formatOps((jobs * 1000) / ms),
+          ]);
+        }
+      }
+      out.push('#### No-op jobs per second (4000 jobs over the processes)', '');
+      out.push(table(['contender', 'processes', 'jobs'], rows), '');
+      out.push(`redis-benchmark, raw EVALSHA of the fleet script (an acquire each, 64 connections): ${ceiling}`, '');
+
+      const rateRows: string[][] = [];
+      for (const library of ['fleet', 'bottleneck']) {
+        const counter = `bench-inflight-${library}-${Date.now()}`;
+        const durationMs = 4000;
+        const results = await runWorkers(server.port, library, 'rate', 4, {
+          rate: 200,
+          burst: 10,
+          concurrency: 4,
+          jobMs: 5,
+          durationMs,
+          counter,
+        });
+        const starts = results.flatMap((r) => r.starts as number[]).sort((a, b) => a - b);
+        const from = (starts[0] as number) + 500;
+        const to = (starts.at(-1) as number) - 200;
+        const rate = (starts.filter((t) => t >= from && t < to).length * 1000) / (to - from);
+        const gaps = starts
+          .slice(1)
+          .map((t, i) => t - (starts[i] as number))
+          .sort((a, b) => a - b);
+        let worst = 0;
+        for (let i = 0, j = 0; i < starts.length; i++) {
+          while (j < starts.length && (starts[j] as number) < (starts[i] as number) + 100) j++;
+          worst = Math.max(worst, j - i);
+        }
+        rateRows.push([
+          library === 'fleet' ? 'FleetScheduler (burst 10)' : 'bottleneck (minTime 5)',
+          `${rate.toFixed(1)}/s`,
+          `${percentile(gaps, 0.5).toFixed(2)} / ${percentile(gaps, 0.99).toFixed(2)} ms`,
+          String(worst),
+          String(Math.max(...results.map((r) => r.highest as number))),
+        ]);
+      }
+      out.push('#### 200 jobs/s shared by 4 processes, budget 4, 5 ms jobs, 4 s', '');
+      out.push(
+        table(
+          [
+            'contender',
+            'steady rate',
+            'gap p50 / p99 (ideal 5 ms)',
+            'worst 100 ms window',
+            'highest in flight (budget 4)',
+          ],
+          rateRows,
+        ),
+        '',
+      );
+
+      const killRows: string[][] = [];
+      for (const library of ['fleet', 'bottleneck']) {
+        const key = `bench-kill-${library}-${Date.now()}`;
+        const options = { concurrency: 1, leaseMs: 1500 };
+        const victim = spawnWorker(server.port, library, 'hold', key, options);
+        await victim.next();
+        victim.process.stdin?.write('go\n');
+        await victim.next(); // holding
+        const survivor = spawnWorker(server.port, library, 'noop', key, { ...options, n: 1 });
+        await survivor.next();
+        victim.process.kill('SIGKILL');
+        survivor.process.stdin?.write('go\n');
+        const result = await Promise.race([
+          survivor.next().then((line) => JSON.parse(line) as { ms: number }),
+          new Promise<{ ms: number }>((r) => setTimeout(() => r({ ms: Number.NaN }), 10_000)),
+        ]);
+        survivor.process.kill('SIGKILL');
+        killRows.push([
+          library === 'fleet' ? 'FleetScheduler (leaseMs 1500)' : 'bottleneck (expiration 1500)',
+          Number.isNaN(result.ms) ? 'not within 10 s' : `${result.ms.toFixed(0)} ms`,
+        ]);
+      }
+      out.push('#### A worker killed (SIGKILL) while holding the only unit: until another worker runs', '');
+      out.push(table(['contender', 'unit back after'], killRows), '');
+      out.push('Figures from a 2-core machine shared with other work: compare within a run, not across machines.');
+    } finally {
+      await server.stop();
+    }
+    return out.join('\n');
+  },
+};

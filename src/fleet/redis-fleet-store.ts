@@ -1,0 +1,410 @@
+/**
+ * RedisFleetStore: a fleet's shared rate bucket and concurrency budget in
+ * Redis, one script call (./script.ts) per operation, with an explicit
+ * failure policy.
+ *
+ * The client is an ioredis or node-redis client, typed by the structural
+ * client types of the keyed RedisStore (`src/keyed/redis-store.ts`); the
+ * call plumbing (EVALSHA, EVAL on NOSCRIPT, a timeout per call, PING probes)
+ * is a small adapter of its own here, so the keyed store needs no change.
+ * Unlike the keyed store it does not batch: a worker sends one acquire at a
+ * time (the head of its queue), and renewals of all its leases go in one call.
+ *
+ * Keys, for fleet key `k` and prefix `p`: `{p:k}:s` (parameters and
+ * variables), `{p:k}:l` (lease expiries), `{p:k}:w` (lease weights),
+ * `{p:k}:q` and `{p:k}:c` (claims of jobs waiting for units). The hash tag
+ * puts them in one cluster slot.
+ *
+ * Failure policy. Each call is bounded by `timeoutMs`. When Redis fails or
+ * does not answer in time the store is degraded (event `degraded`), answers
+ * every call by `onError` at once, and probes Redis with PING every
+ * `probeIntervalMs`; the first answer ends it (event `recovered`):
+ *
+ * - `'deny'`: acquires answer `busy`; jobs wait, and `maxWait` rejects them;
+ * - `'allow'`: each worker runs on the fleet's limits on its own (an
+ *   in-memory bucket and budget with the last parameters Redis gave);
+ * - `'local'`: each worker runs on its share of them: rate, burst and
+ *   concurrency divided by `expectedWorkers` (never below 1 where the whole
+ *   is at least 1).
+ *
+ * Leases Redis granted before the failure expire there by themselves unless
+ * renewed; a renewal after recovery adds back the ones Redis lost (a restart
+ * without persistence), so the budget again counts what really runs. Leases
+ * granted by the policy stay local and end with their jobs.
+ */
+
+import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { type Clock, systemClock } from '../clock.js';
+import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
+import type { FailurePolicy, IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../keyed/redis-store.js';
+import { FLEET_SCRIPT } from './script.js';
+import {
+  type AcquireOp,
+  type AcquireResult,
+  type AcquireStatus,
+  type FleetParams,
+  type FleetSnapshot,
+  type FleetStore,
+  type HeldLease,
+  MemoryFleetStore,
+} from './store.js';
+
+/** Options for {@link RedisFleetStore}. */
+export interface RedisFleetStoreOptions {
+  /** A connected ioredis or node-redis client. */
+  client: RedisClientLike;
+  /** Namespace of the keys; no `{` or `}`. @default 'tokenpace-fleet' */
+  prefix?: string;
+  /** What to do when Redis fails: `'deny'`, `'allow'` or `'local'`. Required. */
+  onError: FailurePolicy;
+  /** With `'local'`: how many workers share the limits (each gets 1/expectedWorkers). Required then. */
+  expectedWorkers?: number;
+  /** The longest a call waits for Redis, ms. @default 200 */
+  timeoutMs?: number;
+  /** How often a failed Redis is probed, ms. @default 250 */
+  probeIntervalMs?: number;
+  /** Idle keys vanish after this long, ms. @default 86_400_000 (a day) */
+  idleTtlMs?: number;
+  /** @default systemClock */
+  clock?: Clock;
+}
+
+/** The events a RedisFleetStore emits. */
+export interface RedisFleetStoreEvents {
+  degraded: [{ error: Error; policy: FailurePolicy }];
+  recovered: [{ downMs: number }];
+  failure: [{ error: Error }];
+}
+
+const STATUS: Record<string, AcquireStatus> = { '1': 'ok', '0': 'waitTooLong', '2': 'busy', '3': 'tooLarge' };
+const SHA = createHash('sha1').update(FLEET_SCRIPT).digest('hex');
+
+/** A fleet's shared state in Redis; see the file's opening comment. */
+export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> implements FleetStore {
+  readonly prefix: string;
+  readonly policy: FailurePolicy;
+  readonly expectedWorkers: number;
+  readonly timeoutMs: number;
+  readonly probeIntervalMs: number;
+  readonly idleTtlMs: number;
+  readonly #client: RedisClientLike;
+  readonly #nodeRedis: boolean;
+  readonly #clock: Clock;
+  /** The last parameters Redis gave per key: what the fallback uses. */
+  readonly #known = new Map<string, FleetParams>();
+  #fallback: MemoryFleetStore | undefined;
+  #degradedSinceMs: number | undefined;
+  #probeTimer: unknown;
+  #closed = false;
+
+  constructor(options: RedisFleetStoreOptions) {
+    super();
+    const { client } = options;
+    this.#nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
+    if (!this.#nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
+      throw new InvalidOptionError(
+        'client',
+        client,
+        'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
+      );
+    }
+    if (!(options.onError === 'allow' || options.onError === 'deny' || options.onError === 'local')) {
+      throw new InvalidOptionError(
+        'onError',
+        options.onError,
+        `Expected \`onError\` to be 'deny', 'allow' or 'local', got ${String(options.onError)}`,
+      );
+    }
+    const expectedWorkers = options.expectedWorkers ?? (options.onError === 'local' ? Number.NaN : 1);
+    if (!(Number.isSafeInteger(expectedWorkers) && expectedWorkers >= 1)) {
+      throw new InvalidOptionError(
+        'expectedWorkers',
+        options.expectedWorkers,
+        `Expected \`expectedWorkers\` to be an integer >= 1 (with onError 'local' each worker falls back to 1/expectedWorkers of the limits), got ${String(options.expectedWorkers)}`,
+      );
+    }
+    const prefix = options.prefix ?? 'tokenpace-fleet';
+    if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
+      throw new InvalidOptionError('prefix', prefix, `Expected \`prefix\` to be a non-empty string without { or }`);
+    }
+    for (const [name, value] of [
+      ['timeoutMs', options.timeoutMs],
+      ['probeIntervalMs', options.probeIntervalMs],
+      ['idleTtlMs', options.idleTtlMs],
+    ] as const) {
+      if (value !== undefined && !(value >= 1 && value < Number.POSITIVE_INFINITY)) {
+        throw new InvalidOptionError(name, value, `Expected \`${name}\` to be a finite number >= 1, got ${value}`);
+      }
+    }
+    this.#client = client;
+    this.#clock = options.clock ?? systemClock;
+    this.prefix = prefix;
+    this.policy = options.onError;
+    this.expectedWorkers = expectedWorkers;
+    this.timeoutMs = options.timeoutMs ?? 200;
+    this.probeIntervalMs = options.probeIntervalMs ?? 250;
+    this.idleTtlMs = options.idleTtlMs ?? 86_400_000;
+  }
+
+  /** False while calls are answered by the failure policy. */
+  get healthy(): boolean {
+    return this.#degradedSinceMs === undefined;
+  }
+
+  /** The five Redis keys of fleet key `key`. */
+  keysFor(key: string): [string, string, string, string, string] {
+    const tag = `{${this.prefix}:${key}}`;
+    return [`${tag}:s`, `${tag}:l`, `${tag}:w`, `${tag}:q`, `${tag}:c`];
+  }
+
+  /** Stops probing; later calls are answered by the policy. The client is yours to close. */
+  close(): void {
+    this.#closed = true;
+    if (this.#probeTimer !== undefined) this.#clock.clearTimeout(this.#probeTimer);
+    this.#probeTimer = undefined;
+  }
+
+  async acquire(op: AcquireOp): Promise<AcquireResult> {
+    if (!this.healthy || this.#closed) return this.#acquireByPolicy(op);
+    const reply = await this.#call(op.key, op.params, [
+      'a',
+      String(op.cost),
+      op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs),
+      op.leaseId,
+      String(op.leaseMs),
+      String(op.claimTtlMs),
+    ]);
+    if (reply === undefined) return this.#acquireByPolicy(op);
+    return {
+      ...reply.snapshot,
+      status: STATUS[reply.status] ?? 'busy',
+      delayMs: reply.delayMs,
+      readyAtMs: reply.readyAtMs,
+    };
+  }
+
+  async cancel(key: string, lease: HeldLease, readyAtMs: number): Promise<void> {
+    if (lease.source !== 'store') return this.#fallback?.cancel(key, lease, readyAtMs);
+    if (!this.healthy) return; // the lease expires in Redis by itself
+    await this.#call(key, undefined, ['c', lease.leaseId, String(lease.cost), String(readyAtMs)]);
+  }
+
+  async renew(key: string, leases: readonly HeldLease[], leaseMs: number): Promise<void> {
+    const local = leases.filter((l) => l.source !== 'store');
+    if (local.length > 0) await this.#fallback?.renew(key, local, leaseMs);
+    const remote = leases.filter((l) => l.source === 'store');
+    if (remote.length === 0 || !this.healthy) return;
+    const args = ['r', String(leaseMs)];
+    for (const lease of remote) args.push(lease.leaseId, String(lease.cost));
+    await this.#call(key, undefined, args);
+  }
+
+  async release(key: string, leases: readonly HeldLease[]): Promise<void> {
+    const local = leases.filter((l) => l.source !== 'store');
+    if (local.length > 0) await this.#fallback?.release(key, local);
+    const remote = leases.filter((l) => l.source === 'store');
+    if (remote.length === 0 || !this.healthy) return;
+    await this.#call(key, undefined, ['x', ...remote.map((l) => l.leaseId)]);
+  }
+
+  async configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot> {
+    const reply = this.healthy
+      ? await this.#call(key, defaults, [
+          's',
+          change.ratePerSecond === undefined ? '' : num(change.ratePerSecond),
+          change.capacity === undefined ? '' : num(change.capacity),
+          change.concurrency === undefined ? '' : num(change.concurrency),
+        ])
+      : undefined;
+    if (reply === undefined) {
+      throw new StoreUnavailableError(
+        `could not change the fleet's limits for ${JSON.stringify(key)}: Redis is unavailable; try again when it answers`,
+      );
+    }
+    this.#fallback?.delete(key); // the fallback picks the new limits up
+    return reply.snapshot;
+  }
+
+  async inspect(key: string, defaults: FleetParams): Promise<FleetSnapshot> {
+    const reply = this.healthy ? await this.#call(key, defaults, ['g']) : undefined;
+    if (reply === undefined)
+      throw new StoreUnavailableError(`could not read fleet key ${JSON.stringify(key)} from Redis`);
+    return reply.snapshot;
+  }
+
+  #acquireByPolicy(op: AcquireOp): AcquireResult {
+    const params = this.#known.get(op.key) ?? op.params;
+    if (this.policy === 'deny') {
+      const now = this.#clock.now();
+      return {
+        status: 'busy',
+        delayMs: 0,
+        readyAtMs: now,
+        nowMs: now,
+        tokens: 0,
+        inFlight: 0,
+        params,
+        nextExpiryMs: this.probeIntervalMs,
+        source: 'deny',
+      };
+    }
+    if (this.#fallback === undefined) this.#fallback = new MemoryFleetStore({ clock: this.#clock });
+    const share = this.policy === 'local' ? this.expectedWorkers : 1;
+    const result = this.#fallback.acquireNow({ ...op, params: shareOf(params, share) });
+    result.source = this.policy;
+    return result;
+  }
+
+  /** One script call; `undefined` when Redis failed (the store is then degraded). */
+  async #call(
+    key: string,
+    defaults: FleetParams | undefined,
+    opArgs: string[],
+  ): Promise<{ snapshot: FleetSnapshot; status: string; delayMs: number; readyAtMs: number } | undefined> {
+    const d = defaults ??
+      this.#known.get(key) ?? {
+        ratePerSecond: Number.POSITIVE_INFINITY,
+        capacity: 1,
+        concurrency: Number.POSITIVE_INFINITY,
+      };
+    const args = [
+      opArgs[0] as string,
+      '',
+      String(this.idleTtlMs),
+      num(d.ratePerSecond),
+      String(d.capacity),
+      num(d.concurrency),
+      ...opArgs.slice(1),
+    ];
+    let reply: unknown;
+    try {
+      reply = await this.#withTimeout(this.#run(this.keysFor(key), args));
+    } catch (error) {
+      this.#failed(errorOf(error));
+      return undefined;
+    }
+    if (!Array.isArray(reply) || reply.length !== 10) {
+      this.#failed(new StoreUnavailableError(`unexpected reply from the fleet script: ${String(reply)}`));
+      return undefined;
+    }
+    const n = reply.map(Number);
+    const params: FleetParams = {
+      ratePerSecond: inf(n[6] as number),
+      capacity: n[7] as number,
+      concurrency: inf(n[8] as number),
+    };
+    this.#known.set(key, params);
+    const nowMs = n[0] as number;
+    return {
+      status: String(reply[1]),
+      delayMs: n[2] as number,
+      readyAtMs: n[3] as number,
+      snapshot: {
+        nowMs,
+        tokens: params.ratePerSecond === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : (n[4] as number),
+        inFlight: n[5] as number,
+        params,
+        nextExpiryMs: (n[9] as number) < 0 ? Number.POSITIVE_INFINITY : (n[9] as number),
+        source: 'store',
+      },
+    };
+  }
+
+  async #run(keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await this.#eval(true, keys, args);
+    } catch (error) {
+      if (!/NOSCRIPT/.test(errorOf(error).message)) throw error;
+      return this.#eval(false, keys, args);
+    }
+  }
+
+  #eval(bySha: boolean, keys: string[], args: string[]): Promise<unknown> {
+    if (this.#nodeRedis) {
+      const client = this.#client as NodeRedisLikeClient;
+      const options = { keys, arguments: args };
+      return bySha ? client.evalSha(SHA, options) : client.eval(FLEET_SCRIPT, options);
+    }
+    const client = this.#client as IoredisLikeClient;
+    return bySha
+      ? client.evalsha(SHA, keys.length, ...keys, ...args)
+      : client.eval(FLEET_SCRIPT, keys.length, ...keys, ...args);
+  }
+
+  #withTimeout<T>(promise: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = this.#clock.setTimeout(() => {
+        reject(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
+      }, this.timeoutMs);
+      promise.then(
+        (value) => {
+          this.#clock.clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.#clock.clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  #failed(error: Error): void {
+    this.emit('failure', { error });
+    if (this.#degradedSinceMs !== undefined) return;
+    this.#degradedSinceMs = this.#clock.now();
+    this.#fallback = undefined; // a fresh local state for each outage
+    this.emit('degraded', { error, policy: this.policy });
+    this.#scheduleProbe();
+  }
+
+  #scheduleProbe(): void {
+    if (this.#closed || this.#probeTimer !== undefined) return;
+    this.#probeTimer = this.#clock.setTimeout(() => {
+      this.#probeTimer = undefined;
+      this.#withTimeout(this.#client.ping()).then(
+        () => {
+          if (this.#degradedSinceMs === undefined) return;
+          const downMs = this.#clock.now() - this.#degradedSinceMs;
+          this.#degradedSinceMs = undefined;
+          this.emit('recovered', { downMs });
+        },
+        (error: unknown) => {
+          this.emit('failure', { error: errorOf(error) });
+          this.#scheduleProbe();
+        },
+      );
+    }, this.probeIntervalMs);
+    unref(this.#probeTimer);
+  }
+}
+
+/** The limits divided among `workers`, never below 1 where the whole is at least 1. */
+export function shareOf(params: FleetParams, workers: number): FleetParams {
+  const part = (x: number) => (x === Number.POSITIVE_INFINITY ? x : Math.max(x / workers, Math.min(x, 1)));
+  return {
+    ratePerSecond: part(params.ratePerSecond),
+    capacity: part(params.capacity),
+    concurrency: part(params.concurrency),
+  };
+}
+
+function num(x: number): string {
+  return x === Number.POSITIVE_INFINITY ? '-1' : String(x);
+}
+
+function inf(x: number): number {
+  return x < 0 ? Number.POSITIVE_INFINITY : x;
+}
+
+function errorOf(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+function unref(handle: unknown): void {
+  if (typeof handle === 'object' && handle !== null && 'unref' in handle) {
+    const { unref } = handle as { unref: unknown };
+    if (typeof unref === 'function') unref.call(handle);
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * The Lua script of a fleet: one shared rate bucket and one shared weighted
+ * concurrency budget, changed in ONE atomic step per call.
+ *
+ * The bucket is the meter's arithmetic (`src/meters/bucket.ts`: `tokensAt`,
+ * `delayUntil`, `charge`, `refund`, `reconfigure`, `slackFor`) written in
+ * Lua, with the time from Redis's `TIME`, so workers with skewed clocks
+ * agree. The concurrency budget is a set of leases: a sorted set of lease ids
+ * scored by expiry (ms, Redis time) and a hash of their weights; the sum of
+ * the weights is kept in the state hash (`inf`), and leases whose expiry has
+ * passed are purged at the start of every call, so a crashed worker's units
+ * come back when its leases expire, with nobody doing anything.
+ *
+ * The parameters (rate, burst, concurrency) live in the state hash beside the
+ * variables: the first call writes the caller's, later calls use the stored
+ * ones, and `s` (set) changes them for the whole fleet.
+ *
+ * Fairness of the budget. A job refused for lack of units leaves a claim
+ * (id, cost, when first refused, when last asked); while the oldest claim is
+ * live (asked again within `claimTtlMs`), other acquires are granted only if
+ * they leave room for it, so a job of cost 4 is not starved by a stream of
+ * cost-1 jobs from other workers. A claim not renewed (its worker gave up or
+ * died) lapses after `claimTtlMs`.
+ *
+ * Keys (a hash tag keeps them in one cluster slot): KEYS[1] state hash
+ * (`rate burst conc tok upd inf`), KEYS[2] lease expiries (sorted set),
+ * KEYS[3] lease weights (hash), KEYS[4] claims by first refusal (sorted set),
+ * KEYS[5] claims' "cost lastAskedMs" (hash).
+ *
+ * ARGV: op, now-or-empty (replaces `TIME`: tests on a virtual clock), idle TTL
+ * ms, default rate (-1 = none), burst, concurrency (-1 = none), then per op:
+ *
+ * - `a` acquire: cost, maxWaitMs (-1 = any), leaseId, leaseMs, claimTtlMs. If
+ *   the budget has room for `cost` (and for the oldest claim) and the bucket would hold `cost` within maxWaitMs,
+ *   charge the bucket (into debt) and hold a lease of weight `cost` until
+ *   now + delay + leaseMs. Status 1 ok, 0 wait too long, 2 budget full,
+ *   3 cost above the burst or the concurrency (nothing changes unless 1).
+ * - `c` cancel: leaseId, cost, readyAtMs: gives back what Go's cancel rule
+ *   allows (bucket.ts `refund`) and drops the lease.
+ * - `x` release: leaseIds...: drops the leases.
+ * - `r` renew: leaseMs, then (leaseId, weight) pairs: pushes each lease's
+ *   expiry to now + leaseMs; a lease Redis no longer has (it restarted, or
+ *   the lease expired while its job still ran) is added back, so the budget
+ *   counts what really runs.
+ * - `s` set: rate, burst, concurrency ('' = unchanged): `reconfigure`.
+ * - `g` get: nothing.
+ *
+ * Reply (every op): now, status, delayMs, readyAtMs, tokens, in-flight weight,
+ * rate, burst, concurrency, ms until the earliest lease expires (-1 = none).
+ */
+
+export const FLEET_SCRIPT = `
+local KS, KL, KW, KQ, KC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local op = ARGV[1]
+local now
+if ARGV[2] ~= '' then
+  now = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+local TTL = tonumber(ARGV[3])
+local EPS = 2 ^ -52
+local SLACK = 2 ^ -36
+local function fmt(x) return string.format('%.17g', x) end
+
+local rate, burst, conc, tok, upd, inf
+local v = redis.call('HMGET', KS, 'rate', 'burst', 'conc', 'tok', 'upd', 'inf')
+if not v[1] then
+  rate = tonumber(ARGV[4]); burst = tonumber(ARGV[5]); conc = tonumber(ARGV[6])
+  tok = burst; upd = now; inf = 0
+else
+  rate = tonumber(v[1]); burst = tonumber(v[2]); conc = tonumber(v[3])
+  tok = tonumber(v[4]); upd = tonumber(v[5]); inf = tonumber(v[6])
+end
+
+local function tokens_at(at)
+  local el = at - upd
+  if not (el > 0) then return tok end
+  local t = tok + (el * rate) / 1000
+  if t > burst then return burst end
+  return t
+end
+
+local function delay_until(at, cost)
+  local slack = burst * SLACK
+  if tokens_at(at) + slack >= cost then return 0 end
+  local d = ((cost - tok) * 1000) / rate + (upd - at)
+  if d < 0 then d = 0 end
+  local nudge = math.max(math.abs(at), d) * EPS
+  for i = 1, 64 do
+    if tokens_at(at + d) + slack >= cost then break end
+    d = d + nudge
+    nudge = nudge * 2
+  end
+  return d
+end
+
+local function advance(at)
+  tok = tokens_at(at)
+  if at > upd then upd = at end
+end
+
+local function drop(ids)
+  for i = 1, #ids, 1000 do
+    local chunk = {}
+    for j = i, math.min(i + 999, #ids) do chunk[#chunk + 1] = ids[j] end
+    local ws = redis.call('HMGET', KW, unpack(chunk))
+    for j, w in ipairs(ws) do
+      if w then inf = inf - tonumber(w) end
+    end
+    redis.call('ZREM', KL, unpack(chunk))
+    redis.call('HDEL', KW, unpack(chunk))
+  end
+end
+
+-- purge the leases whose expiry has passed
+local expired = redis.call('ZRANGEBYSCORE', KL, '-inf', now)
+if #expired > 0 then drop(expired) end
+
+local status, delay, ready = 1, 0, now
+if op == 'a' then
+  local cost = tonumber(ARGV[7])
+  local maxwait = tonumber(ARGV[8])
+  if (conc >= 0 and cost > conc) or (rate >= 0 and cost > burst) then
+    status = 3
+  else
+    -- the oldest live claim on the budget: later acquires leave room for it
+    local claimttl = tonumber(ARGV[11])
+    local me = ARGV[9]
+    local ahead = 0
+    if conc >= 0 then
+      for i = 1, 64 do
+        local head = redis.call('ZRANGE', KQ, 0, 0)
+        if #head == 0 then break end
+        local c = redis.call('HGET', KC, head[1])
+        local sp = c and string.find(c, ' ', 1, true)
+        if sp and tonumber(string.sub(c, sp + 1)) >= now - claimttl then
+          if head[1] ~= me then ahead = tonumber(string.sub(c, 1, sp - 1)) end
+          break
+        end
+        redis.call('ZREM', KQ, head[1])
+        redis.call('HDEL', KC, head[1])
+      end
+    end
+    if conc >= 0 and inf + cost + ahead > conc + conc * SLACK then
+      status = 2
+      redis.call('ZADD', KQ, 'NX', now, me)
+      redis.call('HSET', KC, me, fmt(cost) .. ' ' .. fmt(now))
+    end
+  end
+  if status == 1 then
+    if rate >= 0 then delay = delay_until(now, cost) end
+    if maxwait >= 0 and delay > maxwait then
+      status = 0
+    else
+      ready = now + delay
+      if rate >= 0 then
+        tok = tokens_at(now) - cost
+        if now > upd then upd = now end
+      end
+      redis.call('ZADD', KL, ready + tonumber(ARGV[10]), ARGV[9])
+      redis.call('HSET', KW, ARGV[9], ARGV[7])
+      inf = inf + cost
+      redis.call('ZREM', KQ, ARGV[9])
+      redis.call('HDEL', KC, ARGV[9])
+    end
+  end
+elseif op == 'c' then
+  local cost = tonumber(ARGV[8])
+  local readyat = tonumber(ARGV[9])
+  if rate >= 0 and not (readyat < now) then
+    local debt = -tokens_at(readyat)
+    local back = cost
+    if debt > 0 then back = cost - debt end
+    if back > 0 then
+      advance(now)
+      tok = math.min(burst, tok + back)
+    end
+  end
+  drop({ ARGV[7] })
+elseif op == 'x' then
+  local ids = {}
+  for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
+  if #ids > 0 then drop(ids) end
+elseif op == 'r' then
+  local expiry = now + tonumber(ARGV[7])
+  for i = 8, #ARGV, 2 do
+    local id, w = ARGV[i], ARGV[i + 1]
+    if not redis.call('ZSCORE', KL, id) then
+      redis.call('HSET', KW, id, w)
+      inf = inf + tonumber(w)
+    end
+    redis.call('ZADD', KL, expiry, id)
+  end
+elseif op == 's' then
+  if rate >= 0 then advance(now) end
+  if ARGV[7] ~= '' then
+    local nrate = tonumber(ARGV[7])
+    if rate < 0 and nrate >= 0 then tok = burst; upd = now end
+    rate = nrate
+  end
+  if ARGV[8] ~= '' then burst = tonumber(ARGV[8]) end
+  if ARGV[9] ~= '' then conc = tonumber(ARGV[9]) end
+  if tok > burst then tok = burst end
+end
+
+if redis.call('ZCARD', KL) == 0 then inf = 0 end
+redis.call('HSET', KS, 'rate', fmt(rate), 'burst', fmt(burst), 'conc', fmt(conc), 'tok', fmt(tok), 'upd', fmt(upd), 'inf', fmt(inf))
+redis.call('PEXPIRE', KS, TTL)
+local first = redis.call('ZRANGE', KL, 0, 0, 'WITHSCORES')
+local untilexp = -1
+if #first > 0 then
+  untilexp = tonumber(first[2]) - now
+  local last = redis.call('ZRANGE', KL, -1, -1, 'WITHSCORES')
+  local keep = math.ceil(tonumber(last[2]) - now) + TTL
+  redis.call('PEXPIRE', KL, keep)
+  redis.call('PEXPIRE', KW, keep)
+end
+if redis.call('EXISTS', KQ) == 1 then
+  redis.call('PEXPIRE', KQ, TTL)
+  redis.call('PEXPIRE', KC, TTL)
+end
+local shown = tok
+if rate >= 0 then shown = tokens_at(now) end
+return { fmt(now), tostring(status), fmt(delay), fmt(ready), fmt(shown), fmt(inf), fmt(rate), fmt(burst), fmt(conc), fmt(untilexp) }
+`;

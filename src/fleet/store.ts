@@ -1,0 +1,297 @@
+/**
+ * The fleet store contract: where the shared state of a fleet's scheduler
+ * lives, and the in-process implementation of it.
+ *
+ * A fleet key holds three things that change together, in ONE atomic step
+ * per call (see ./script.ts for the Redis side, which this file mirrors):
+ *
+ * - a token bucket (`src/meters/bucket.ts`): a job's start is reserved in it,
+ *   into debt if need be, provided the wait is at most the job's `maxWaitMs`;
+ *   the answer is the delay, so N workers start jobs at the shared rate,
+ *   evenly, not in bursts of N;
+ * - a weighted concurrency budget: a job of cost c holds c units as a lease
+ *   that expires `leaseMs` after its start unless renewed; expired leases are
+ *   purged at every call, so a crashed worker's units come back by themselves;
+ * - the parameters (rate, burst, concurrency), stored with the state, so a
+ *   change made by one worker applies to every worker.
+ *
+ * An acquire either does both (charges the bucket and takes the lease) or
+ * neither. A reservation given up before its job starts is cancelled with
+ * `cancel`, which refunds by the meter's cancel rule (`refund` in bucket.ts,
+ * Go's `CancelAt`) and drops the lease.
+ */
+
+import { type Clock, systemClock } from '../clock.js';
+import { type BucketParams, type BucketState, charge, delayUntil, refund, tokensAt } from '../meters/bucket.js';
+
+/** A fleet's limits. `Infinity` means no limit of that kind. */
+export interface FleetParams {
+  /** Tokens per second (Infinity: no rate limit). */
+  ratePerSecond: number;
+  /** The bucket's capacity (ignored without a rate). */
+  capacity: number;
+  /** The weighted concurrency budget (Infinity: none). */
+  concurrency: number;
+}
+
+/** One acquire: reserve a start and take a lease, or change nothing. */
+export interface AcquireOp {
+  key: string;
+  cost: number;
+  /** The longest acceptable wait for the bucket, ms (Infinity = any). */
+  maxWaitMs: number;
+  /** A fleet-unique id for the lease. */
+  leaseId: string;
+  leaseMs: number;
+  /** A refusal for lack of units leaves a claim that lapses unless asked again within this, ms. */
+  claimTtlMs: number;
+  /** The parameters to start with if the key has none yet (the stored ones win). */
+  params: FleetParams;
+}
+
+/** Why an acquire did nothing. */
+export type AcquireStatus = 'ok' | 'waitTooLong' | 'busy' | 'tooLarge';
+
+/** Who answered: the store, or the failure policy of a store that could not reach its backend. */
+export type FleetSource = 'store' | 'allow' | 'deny' | 'local';
+
+/** What a fleet key looks like after a call. */
+export interface FleetSnapshot {
+  /** The store's time of the call, ms. */
+  nowMs: number;
+  /** The bucket's tokens now (negative while reservations are outstanding). */
+  tokens: number;
+  /** The weight the live leases hold. */
+  inFlight: number;
+  /** The fleet's parameters, as stored. */
+  params: FleetParams;
+  /** Ms until the earliest lease expires (Infinity when none is held). */
+  nextExpiryMs: number;
+  source: FleetSource;
+}
+
+/** The answer to an acquire. */
+export interface AcquireResult extends FleetSnapshot {
+  status: AcquireStatus;
+  /** `ok`: wait this long before starting; `waitTooLong`: the wait that was refused. */
+  delayMs: number;
+  /** `ok`: when the bucket holds the cost, in the store's ms (for `cancel`). */
+  readyAtMs: number;
+}
+
+/** A lease a worker holds, as it gives it back. */
+export interface HeldLease {
+  leaseId: string;
+  cost: number;
+  /** Who granted it: a lease granted by a failure policy goes back there. */
+  source: FleetSource;
+}
+
+/** The store side of a fleet. `MemoryFleetStore` and `RedisFleetStore` implement it. */
+export interface FleetStore {
+  acquire(op: AcquireOp): Promise<AcquireResult>;
+  /** Gives up a reservation whose job never started: refund by the cancel rule, drop the lease. */
+  cancel(key: string, lease: HeldLease, readyAtMs: number): Promise<void>;
+  /** Pushes the leases' expiry to now + leaseMs (adding back any the store lost). */
+  renew(key: string, leases: readonly HeldLease[], leaseMs: number): Promise<void>;
+  /** Drops the leases: their units are free again. */
+  release(key: string, leases: readonly HeldLease[]): Promise<void>;
+  /** Changes the fleet's parameters (`undefined` fields unchanged); `defaults` if the key is new. */
+  configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot>;
+  /** Reads the key (purging expired leases). */
+  inspect(key: string, defaults: FleetParams): Promise<FleetSnapshot>;
+}
+
+interface KeyState {
+  params: FleetParams;
+  bucket: BucketState;
+  /** Lease id -> [weight, expiry ms]. */
+  leases: Map<string, [number, number]>;
+  inFlight: number;
+  /** Claim id -> [cost, last asked ms], in order of first refusal. */
+  claims: Map<string, [number, number]>;
+}
+
+/** The tolerance of bucket.ts, for a concurrency budget. */
+const SLACK = 2 ** -36;
+
+/**
+ * A fleet store in this process's memory: the same contract as the Redis one,
+ * for one process (tests, a single worker, and the `'local'`/`'allow'`
+ * fallbacks of `RedisFleetStore`). Time is the clock's.
+ */
+export class MemoryFleetStore implements FleetStore {
+  readonly #clock: Clock;
+  readonly #keys = new Map<string, KeyState>();
+
+  constructor(options: { clock?: Clock } = {}) {
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Forgets a key (its parameters too). */
+  delete(key: string): void {
+    this.#keys.delete(key);
+  }
+
+  acquire(op: AcquireOp): Promise<AcquireResult> {
+    return Promise.resolve(this.acquireNow(op));
+  }
+
+  /** {@link acquire}, synchronously. */
+  acquireNow(op: AcquireOp): AcquireResult {
+    const now = this.#clock.now();
+    const state = this.#load(op.key, op.params, now);
+    const { params } = state;
+    const bucket = bucketOf(params);
+    let status: AcquireStatus = 'ok';
+    let delayMs = 0;
+    let readyAtMs = now;
+    if (op.cost > params.concurrency || (bucket !== undefined && op.cost > params.capacity)) {
+      status = 'tooLarge';
+    } else if (
+      state.inFlight + op.cost + this.#ahead(state, op, now) >
+      params.concurrency + params.concurrency * SLACK
+    ) {
+      status = 'busy';
+      const claim = state.claims.get(op.leaseId);
+      if (claim === undefined) state.claims.set(op.leaseId, [op.cost, now]);
+      else claim[1] = now;
+    } else {
+      if (bucket !== undefined) delayMs = delayUntil(state.bucket, bucket, now, op.cost);
+      if (delayMs > op.maxWaitMs) {
+        status = 'waitTooLong';
+      } else {
+        readyAtMs = now + delayMs;
+        if (bucket !== undefined) charge(state.bucket, bucket, now, op.cost);
+        state.leases.set(op.leaseId, [op.cost, readyAtMs + op.leaseMs]);
+        state.inFlight += op.cost;
+        state.claims.delete(op.leaseId);
+      }
+    }
+    return { ...this.#snapshot(state, now), status, delayMs, readyAtMs };
+  }
+
+  cancel(key: string, lease: HeldLease, readyAtMs: number): Promise<void> {
+    const state = this.#keys.get(key);
+    if (state !== undefined) {
+      const now = this.#clock.now();
+      this.#purge(state, now);
+      const bucket = bucketOf(state.params);
+      if (bucket !== undefined) refund(state.bucket, bucket, now, lease.cost, readyAtMs);
+      this.#drop(state, lease.leaseId);
+    }
+    return Promise.resolve();
+  }
+
+  renew(key: string, leases: readonly HeldLease[], leaseMs: number): Promise<void> {
+    const state = this.#keys.get(key);
+    if (state !== undefined) {
+      const now = this.#clock.now();
+      this.#purge(state, now);
+      for (const lease of leases) {
+        const held = state.leases.get(lease.leaseId);
+        if (held === undefined) {
+          state.leases.set(lease.leaseId, [lease.cost, now + leaseMs]);
+          state.inFlight += lease.cost;
+        } else {
+          held[1] = now + leaseMs;
+        }
+      }
+    }
+    return Promise.resolve();
+  }
+
+  release(key: string, leases: readonly HeldLease[]): Promise<void> {
+    const state = this.#keys.get(key);
+    if (state !== undefined) {
+      this.#purge(state, this.#clock.now());
+      for (const lease of leases) this.#drop(state, lease.leaseId);
+    }
+    return Promise.resolve();
+  }
+
+  configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot> {
+    const now = this.#clock.now();
+    const state = this.#load(key, defaults, now);
+    const before = bucketOf(state.params);
+    if (before !== undefined) {
+      state.bucket.tokens = tokensAt(state.bucket, before, now);
+      if (now > state.bucket.updatedAtMs) state.bucket.updatedAtMs = now;
+    }
+    const next = { ...state.params };
+    if (change.ratePerSecond !== undefined) {
+      if (before === undefined && change.ratePerSecond < Number.POSITIVE_INFINITY) {
+        state.bucket = { tokens: next.capacity, updatedAtMs: now };
+      }
+      next.ratePerSecond = change.ratePerSecond;
+    }
+    if (change.capacity !== undefined) next.capacity = change.capacity;
+    if (change.concurrency !== undefined) next.concurrency = change.concurrency;
+    if (state.bucket.tokens > next.capacity) state.bucket.tokens = next.capacity;
+    state.params = next;
+    return Promise.resolve(this.#snapshot(state, now));
+  }
+
+  inspect(key: string, defaults: FleetParams): Promise<FleetSnapshot> {
+    const now = this.#clock.now();
+    return Promise.resolve(this.#snapshot(this.#load(key, defaults, now), now));
+  }
+
+  #load(key: string, defaults: FleetParams, now: number): KeyState {
+    let state = this.#keys.get(key);
+    if (state === undefined) {
+      state = {
+        params: { ...defaults },
+        bucket: { tokens: defaults.capacity, updatedAtMs: now },
+        leases: new Map(),
+        inFlight: 0,
+        claims: new Map(),
+      };
+      this.#keys.set(key, state);
+    }
+    this.#purge(state, now);
+    return state;
+  }
+
+  /** The cost of the oldest live claim other than `op`'s (0 if none, or if it is `op`'s). */
+  #ahead(state: KeyState, op: AcquireOp, now: number): number {
+    if (state.params.concurrency === Number.POSITIVE_INFINITY) return 0;
+    for (const [id, [cost, lastMs]] of state.claims) {
+      if (lastMs >= now - op.claimTtlMs) return id === op.leaseId ? 0 : cost;
+      state.claims.delete(id);
+    }
+    return 0;
+  }
+
+  #purge(state: KeyState, now: number): void {
+    for (const [id, [, expiry]] of state.leases) if (expiry <= now) this.#drop(state, id);
+  }
+
+  #drop(state: KeyState, leaseId: string): void {
+    const held = state.leases.get(leaseId);
+    if (held === undefined) return;
+    state.leases.delete(leaseId);
+    state.inFlight = state.leases.size === 0 ? 0 : state.inFlight - held[0];
+  }
+
+  #snapshot(state: KeyState, now: number): FleetSnapshot {
+    const bucket = bucketOf(state.params);
+    let nextExpiry = Number.POSITIVE_INFINITY;
+    for (const [, expiry] of state.leases.values()) if (expiry < nextExpiry) nextExpiry = expiry;
+    return {
+      nowMs: now,
+      tokens: bucket === undefined ? Number.POSITIVE_INFINITY : tokensAt(state.bucket, bucket, now),
+      inFlight: state.inFlight,
+      params: { ...state.params },
+      nextExpiryMs: nextExpiry - now,
+      source: 'store',
+    };
+  }
+}
+
+/** The bucket's parameters, or undefined without a rate limit. */
+export function bucketOf(params: FleetParams): BucketParams | undefined {
+  return params.ratePerSecond < Number.POSITIVE_INFINITY
+    ? { ratePerSecond: params.ratePerSecond, capacity: params.capacity }
+    : undefined;
+}

@@ -1,0 +1,216 @@
+/**
+ * FleetScheduler on a MemoryFleetStore and a fake clock: exact times. Two
+ * schedulers on one store are two workers of one fleet.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { FleetScheduler } from '../../src/fleet/fleet-scheduler.js';
+import { type FleetStore, MemoryFleetStore } from '../../src/fleet/store.js';
+import { fakeClock } from '../helpers/fake-clock.js';
+
+const flush = async () => {
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+};
+
+function fleet(options: Record<string, unknown> = {}, workers = 2) {
+  const { clock, timers } = fakeClock(1000);
+  const store = new MemoryFleetStore({ clock });
+  const make = () => new FleetScheduler({ store, key: 'api', clock, ...options });
+  return { clock, timers, store, workers: Array.from({ length: workers }, make) };
+}
+
+async function advance(timers: ReturnType<typeof fakeClock>['timers'], ms: number, step = 1) {
+  for (let t = 0; t < ms; t += step) {
+    timers.tick(step);
+    await flush();
+  }
+}
+
+describe('FleetScheduler', () => {
+  it('two workers share one rate: starts at the shared rate, evenly, interleaved', async () => {
+    const { clock, timers, workers } = fleet({ rate: 100, burst: 1 });
+    const starts: [number, number][] = [];
+    for (const [w, s] of workers.entries()) {
+      for (let i = 0; i < 20; i++) void s.schedule(() => starts.push([w, clock.now()]));
+    }
+    await flush();
+    await advance(timers, 400);
+    expect(starts.length).toBe(40);
+    const times = starts.map(([, t]) => t);
+    // 100/s burst 1: one start every 10 ms across the fleet, the first at once
+    for (let i = 1; i < times.length; i++)
+      expect((times[i] as number) - (times[i - 1] as number)).toBeGreaterThanOrEqual(10);
+    expect((times[39] as number) - (times[0] as number)).toBeLessThanOrEqual(392);
+    expect(starts.filter(([w]) => w === 0).length).toBe(20);
+    // interleaved, not 20 of one then 20 of the other
+    expect(starts.slice(0, 10).filter(([w]) => w === 1).length).toBeGreaterThanOrEqual(4);
+  });
+
+  it('weighted concurrency across workers never exceeds the budget, and units come back on release', async () => {
+    const { timers, workers } = fleet({ concurrency: 5 });
+    let inFlight = 0;
+    let peak = 0;
+    const releases: (() => void)[] = [];
+    const job = () => () => {
+      inFlight += 3;
+      peak = Math.max(peak, inFlight);
+      return new Promise<void>((r) =>
+        releases.push(() => {
+          inFlight -= 3;
+          r();
+        }),
+      );
+    };
+    const done = Promise.all(workers.flatMap((s) => [s.schedule(job(), { cost: 3 }), s.schedule(job(), { cost: 3 })]));
+    await advance(timers, 5);
+    expect(inFlight).toBe(3); // 3 + 3 > 5: one at a time across the fleet
+    for (let round = 0; round < 4; round++) {
+      releases.shift()?.();
+      await advance(timers, 25);
+      expect(inFlight).toBe(round < 3 ? 3 : 0);
+    }
+    await done;
+    expect(peak).toBe(3);
+    expect(workers.map((s) => s.counters.completed)).toEqual([2, 2]);
+  });
+
+  it('maxWait is decided up front from the shared bucket, and by the store for the head', async () => {
+    const { timers, workers } = fleet({ rate: 10, burst: 1, maxWait: 250 });
+    const [a, b] = workers as [FleetScheduler, FleetScheduler];
+    const results: string[] = [];
+    const run = (s: FleetScheduler, name: string) =>
+      s.schedule(() => results.push(name)).catch((e: { code: string }) => results.push(`${name}:${e.code}`));
+    const all = [run(a, 'a1'), run(a, 'a2'), run(a, 'a3'), run(a, 'a4')];
+    await flush();
+    await advance(timers, 1);
+    // b's first job: the bucket is in debt from a's reservations
+    all.push(run(b, 'b1'), run(b, 'b2'), run(b, 'b3'));
+    await advance(timers, 600, 5);
+    await Promise.all(all);
+    expect(results).toContain('a4:ERR_WAIT_TOO_LONG');
+    expect(results.filter((r) => !r.includes(':')).length).toBeGreaterThanOrEqual(3);
+    expect(results.some((r) => r.startsWith('b') && r.endsWith('ERR_WAIT_TOO_LONG'))).toBe(true);
+  });
+
+  it('an aborted reservation gives its tokens back by the cancel rule', async () => {
+    const { clock, timers, store, workers } = fleet({ rate: 10, burst: 2 }, 1);
+    const s = workers[0] as FleetScheduler;
+    const params = { ratePerSecond: 10, capacity: 2, concurrency: Number.POSITIVE_INFINITY };
+    await s.schedule(() => {}, { cost: 2 });
+    const controller = new AbortController();
+    const aborted = s.schedule(() => {}, { cost: 2, signal: controller.signal });
+    await flush();
+    expect((await store.inspect('api', params)).tokens).toBeCloseTo(-2, 9);
+    await advance(timers, 50);
+    controller.abort(new Error('no longer needed'));
+    await expect(aborted).rejects.toThrow('no longer needed');
+    await flush();
+    // nothing came after it: all 2 come back (tokens at 1050: -2 + 0.5 + 2)
+    expect((await store.inspect('api', params)).tokens).toBeCloseTo(0.5, 9);
+    expect(s.counters.rejected.aborted).toBe(1);
+    expect(clock.now()).toBe(1050);
+  });
+
+  it('leases are renewed while a job runs; a dead worker’s lease expires after leaseMs', async () => {
+    const { timers, store, workers } = fleet({ concurrency: 2, leaseMs: 300 }, 2);
+    const [a, b] = workers as [FleetScheduler, FleetScheduler];
+    const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
+    let finish: () => void = () => {};
+    const long = a.schedule(() => new Promise<void>((r) => (finish = r)), { cost: 2 });
+    await flush();
+    await advance(timers, 1000, 10);
+    expect((await store.inspect('api', params)).inFlight).toBe(2); // renewed every 100 ms
+    let ran = false;
+    void b.schedule(() => {
+      ran = true;
+    });
+    await advance(timers, 50, 5);
+    expect(ran).toBe(false);
+    finish();
+    await long;
+    await advance(timers, 30, 5); // b polls every 20 ms
+    expect(ran).toBe(true);
+    // a lease nobody renews (a worker that died) expires by itself
+    await store.acquire({ key: 'api', cost: 2, maxWaitMs: 0, leaseId: 'dead', leaseMs: 300, claimTtlMs: 100, params });
+    expect((await store.inspect('api', params)).inFlight).toBe(2);
+    timers.tick(301);
+    expect((await store.inspect('api', params)).inFlight).toBe(0);
+  });
+
+  it('setRate and setConcurrency by one worker apply to the others', async () => {
+    const { workers } = fleet({ rate: 10, burst: 1, concurrency: 4 });
+    const [a, b] = workers as [FleetScheduler, FleetScheduler];
+    await a.setRate('50/s');
+    await a.setConcurrency(2);
+    await b.schedule(() => {});
+    expect(b.rate).toBe(50);
+    expect(b.concurrency).toBe(2);
+    await expect(b.schedule(() => {}, { cost: 3 })).rejects.toMatchObject({ code: 'ERR_COST_EXCEEDS_CAPACITY' });
+  });
+
+  it('a bounded queue, priorities, and onIdle', async () => {
+    const { timers, workers } = fleet({ rate: 10, burst: 1, maxQueue: 2 }, 1);
+    const s = workers[0] as FleetScheduler;
+    const order: string[] = [];
+    const first = s.schedule(() => order.push('first'));
+    await flush();
+    await first;
+    const p = [s.schedule(() => order.push('low')), s.schedule(() => order.push('high'), { priority: 5 })];
+    await flush();
+    // 'low' is the head holding a reservation; 'high' waits; one more fits, then the queue is full
+    const third = s.schedule(() => order.push('third'), { priority: 5 });
+    await expect(s.schedule(() => order.push('overflow'))).rejects.toMatchObject({ code: 'ERR_QUEUE_FULL' });
+    const idle = s.onIdle();
+    await advance(timers, 400, 10);
+    await Promise.all([...p, third]);
+    await idle;
+    expect(order).toEqual(['first', 'low', 'high', 'third']);
+    expect(s.size).toBe(0);
+    expect(s.counters.rejected.queueFull).toBe(1);
+  });
+
+  it("a store that denies (onError 'deny' while Redis is away): jobs wait, then maxWait rejects them", async () => {
+    const { clock, timers } = fakeClock(0);
+    let asked = 0;
+    const denying: FleetStore = {
+      acquire: async (op) => {
+        asked++;
+        const nowMs = clock.now();
+        return {
+          status: 'busy',
+          delayMs: 0,
+          readyAtMs: nowMs,
+          nowMs,
+          tokens: 0,
+          inFlight: 0,
+          params: op.params,
+          nextExpiryMs: 50,
+          source: 'deny',
+        };
+      },
+      cancel: async () => {},
+      renew: async () => {},
+      release: async () => {},
+      configure: async () => {
+        throw new Error('unavailable');
+      },
+      inspect: async () => {
+        throw new Error('unavailable');
+      },
+    };
+    const s = new FleetScheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollMs: 20, clock });
+    let ran = false;
+    const job = s.schedule(() => {
+      ran = true;
+    });
+    const rejected = expect(job).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG' });
+    await advance(timers, 499, 1);
+    expect(ran).toBe(false);
+    expect(asked).toBeGreaterThanOrEqual(20); // asked again every pollMs
+    expect(asked).toBeLessThanOrEqual(27);
+    await advance(timers, 2, 1);
+    await rejected;
+    expect(s.counters.rejected.waitTooLong).toBe(1);
+    expect(s.size).toBe(0);
+  });
+});
