@@ -579,7 +579,7 @@ export class FleetScheduler {
     this.#pump();
     let result: unknown;
     try {
-      const context: JobContext = { signal: job.signal };
+      const context: JobContext = { signal: job.signal, adjust: refuseAdjust };
       result = job.fn(context);
     } catch (error) {
       this.#finish(job, false, error);
@@ -683,4 +683,16 @@ export class FleetScheduler {
       this.#armRenewal();
     }, this.leaseMs / 3);
   }
+}
+
+/**
+ * A fleet job's `ctx.adjust`: not supported yet. The shared bucket is charged in the store when
+ * the job is reserved; changing that charge afterwards would be one more script call per job.
+ */
+function refuseAdjust(deltaCost: number): void {
+  throw new InvalidOptionError(
+    'adjust',
+    deltaCost,
+    'FleetScheduler jobs cannot adjust their charge yet (the shared bucket is charged when the job is reserved): schedule each job with the cost you expect, or use a local Scheduler',
+  );
 }

@@ -27,6 +27,13 @@ async function advance(timers: ReturnType<typeof fakeClock>['timers'], ms: numbe
 }
 
 describe('FleetScheduler', () => {
+  it("a job's ctx.adjust is refused with a coded error that says what to do instead", async () => {
+    const { workers } = fleet({ rate: 100, burst: 5 });
+    const error = await (workers[0] as FleetScheduler).schedule((ctx) => ctx.adjust(2)).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION', option: 'adjust' });
+    expect((error as Error).message).toContain('schedule each job with the cost you expect');
+  });
+
   it('two workers share one rate: starts at the shared rate, evenly, interleaved', async () => {
     const { clock, timers, workers } = fleet({ rate: 100, burst: 1 });
     const starts: [number, number][] = [];
