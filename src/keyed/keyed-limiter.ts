@@ -27,8 +27,8 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
+import { type BucketParams, bucketParams, checkCost, slackFor, timeToFullMs } from '../meters/bucket.js';
 import type { Decision } from '../meters/decision.js';
-import { type BucketParams, bucketParams, checkCost, slackFor } from '../meters/token-bucket.js';
 import {
   type DurationInput,
   parseDuration,
@@ -37,7 +37,6 @@ import {
   type RateInput,
   type SizeInput,
 } from '../units.js';
-import { timeToFullMs } from './bucket-math.js';
 import { MemoryStore } from './memory-store.js';
 import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
 
