@@ -27,7 +27,7 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
-import { type BucketParams, bucketParams, checkCost, slackFor, timeToFullMs } from '../meters/bucket.js';
+import { type BucketParams, bucketParams, checkCost, slackFor, timeToFullMs, tokensAt } from '../meters/bucket.js';
 import type { Decision } from '../meters/decision.js';
 import {
   type DurationInput,
@@ -193,11 +193,20 @@ export class KeyedLimiter {
       throw signal.reason;
     }
     if (result.waitMs > 0) await this.#wait(result.waitMs, signal, op, result);
+    // The decision as of the end of the wait, when the caller acts: the buckets as the store left
+    // them, refilled for the time waited (later decisions by others are not known here).
+    const waitedMs = result.source === 'store' || result.source === 'local' ? result.waitMs : 0;
+    const endMs = result.nowMs + waitedMs;
+    const tokens = tokensAt({ tokens: result.tokens, updatedAtMs: result.nowMs }, op.bucket, endMs);
+    const globalTokens =
+      op.global === undefined || result.globalTokens === Number.POSITIVE_INFINITY
+        ? result.globalTokens
+        : tokensAt({ tokens: result.globalTokens, updatedAtMs: result.nowMs }, op.global, endMs);
     return {
       allowed: true,
-      remaining: this.#remaining(result),
+      remaining: this.#remaining({ tokens, globalTokens }),
       retryAfterMs: 0,
-      resetAfterMs: timeToFullMs(result.tokens, op.bucket),
+      resetAfterMs: timeToFullMs(tokens, op.bucket),
       limit: op.bucket.capacity,
     };
   }
@@ -255,7 +264,7 @@ export class KeyedLimiter {
     };
   }
 
-  #remaining(result: StoreResult): number {
+  #remaining(result: Pick<StoreResult, 'tokens' | 'globalTokens'>): number {
     const tokens = Math.min(result.tokens, result.globalTokens);
     const whole = Math.floor(tokens + slackFor(this.#bucket.capacity));
     return Math.max(whole, 0);
