@@ -17,8 +17,11 @@
  * not empty, replaces it (tests and simulations on a virtual clock).
  *
  * A bucket is a string `"<tokens> <updatedAtMs>"` written with `SET ... PX`
- * so that it expires when it would be full again (`timeToFullMs`): an absent
- * key is a full bucket, so an idle key costs Redis nothing. The global bucket
+ * so that it expires when it would be full again (`timeToFullMs`, counted
+ * from `updatedAtMs`, plus 1 ms): an absent key is a full bucket, so an idle
+ * key costs Redis nothing. A bucket written full lives that 1 ms (a
+ * cost-0 decision, a refund): until then it keeps its `updatedAtMs`, as the
+ * memory store does, which matters only to a clock that goes back. The global bucket
  * is read once per call and written once at its end.
  *
  * Call (every decision of a batch shares one bucket and one global bucket):
@@ -160,12 +163,10 @@ local function load(k, r, c)
 end
 
 -- write a bucket back; it expires when it would be full again (time_to_full_ms),
--- as seen from upd (which may be ahead of now after time went back); a full one is deleted
+-- as seen from upd (which may be ahead of now after time went back), plus 1 ms. A full
+-- bucket is written too, not deleted: it lives until just after its upd, as MemoryStore
+-- keeps it, so a clock that goes back over it finds the same upd in both stores.
 local function store(k, b, r, c)
-  if not (c - b.tokens > 0) then
-    redis.call('DEL', k)
-    return
-  end
   local ttl = math.ceil(time_to_full_ms(b.tokens, r, c))
   if ttl < MIN_TTL then ttl = MIN_TTL end
   if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
