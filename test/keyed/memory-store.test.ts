@@ -152,12 +152,18 @@ describe('MemoryStore: the arithmetic is the meter', () => {
         ),
         (rate, burst, steps) => {
           const clock = manualClock(1_700_000_000_000);
-          const bucket = new TokenBucket({ rate, burst, clock });
+          // A key's bucket begins at its first decision (a store keeps nothing for a key before), so
+          // the TokenBucket is made then: made earlier, a first decision that steps back in time would
+          // find the class's bucket dated later than the store's.
+          let made: TokenBucket | undefined;
           const store = new MemoryStore({ clock });
           const params = { ratePerSecond: rate, capacity: burst };
           let open: { op: StoreOp; result: StoreResult; cancel: () => void } | undefined;
           for (const step of steps) {
             clock.set(clock.now() + step.dt);
+            if (made === undefined && step.mode !== 'cancel') made = new TokenBucket({ rate, burst, clock });
+            if (made === undefined) continue;
+            const bucket = made;
             const cost = step.cost * burst;
             if (step.mode === 'cancel') {
               if (open === undefined) continue;
