@@ -23,7 +23,7 @@
 
 import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { type FailurePolicy, KeyedLimiter, RedisStore } from '../src/index.js';
 
@@ -39,7 +39,8 @@ interface RunCommand {
   offeredPerSecond: number;
 }
 
-interface WorkerReport {
+/** What one worker did in one run. */
+export interface WorkerReport {
   worker: number;
   label: string;
   /** Admitted per second of the run. */
@@ -145,9 +146,9 @@ async function run(
   return Promise.all(reports);
 }
 
-function print(reports: WorkerReport[], seconds: number): void {
+function print(log: (line: string) => void, reports: WorkerReport[], seconds: number): void {
   const header = Array.from({ length: seconds }, (_, s) => `  s${s + 1}`).join('');
-  console.log(`  worker |${header} | admitted / offered`);
+  log(`  worker |${header} | admitted / offered`);
   const totals = new Array<number>(seconds).fill(0);
   for (const r of reports.sort((a, b) => a.worker - b.worker)) {
     const cells = r.admitted.map((a, s) => {
@@ -156,14 +157,30 @@ function print(reports: WorkerReport[], seconds: number): void {
     });
     const sum = r.admitted.reduce((x, y) => x + y, 0);
     const offered = r.offered.reduce((x, y) => x + y, 0);
-    console.log(`       ${r.worker} |${cells.join('')} | ${sum} / ${offered}`);
+    log(`       ${r.worker} |${cells.join('')} | ${sum} / ${offered}`);
   }
   const all = totals.reduce((x, y) => x + y, 0);
-  console.log(`   fleet |${totals.map((t) => String(t).padStart(4)).join('')} | ${all}`);
-  for (const r of reports) for (const e of r.events) console.log(`  worker ${r.worker}: ${e}`);
+  log(`   fleet |${totals.map((t) => String(t).padStart(4)).join('')} | ${all}`);
+  for (const r of reports) for (const e of r.events) log(`  worker ${r.worker}: ${e}`);
 }
 
-async function main(): Promise<void> {
+/** Options for {@link main}. */
+export interface KeyedFleetExampleOptions {
+  /** Where to print. @default console.log */
+  log?: (line: string) => void;
+}
+
+/** What the example measured: the shared run, and the run of each failure policy. */
+export interface KeyedFleetExampleResult {
+  shared: WorkerReport[];
+  failures: Record<FailurePolicy, WorkerReport[]>;
+}
+
+/** The limits the workers share. */
+export const fleetLimits = { rate: RATE, burst: BURST, workers: WORKERS } as const;
+
+export async function main(options: KeyedFleetExampleOptions = {}): Promise<KeyedFleetExampleResult> {
+  const log = options.log ?? console.log;
   const port = await freePort();
   let redis = await startRedis(port);
   const self = fileURLToPath(import.meta.url);
@@ -172,21 +189,22 @@ async function main(): Promise<void> {
   );
   await Promise.all(workers.map((w) => new Promise<void>((resolve) => w.once('message', () => resolve()))));
   try {
-    console.log(
+    log(
       `${WORKERS} worker processes share the limit of ${KEY}: ${RATE}/s with a burst of ${BURST}, state in Redis (port ${port})\n`,
     );
-    console.log('1. Shared limit: each worker offers 20 requests/s for 2 s');
+    log('1. Shared limit: each worker offers 20 requests/s for 2 s');
     const shared = await run(workers, { label: 'shared', policy: 'deny', seconds: 2, offeredPerSecond: 20 });
-    print(shared, 2);
+    print(log, shared, 2);
     const total = shared.reduce((sum, r) => sum + r.admitted.reduce((x, y) => x + y, 0), 0);
-    console.log(
+    log(
       `  the fleet admitted ${total}: at most burst + rate * T = ${BURST} + ${RATE} * 2 = ${BURST + RATE * 2}` +
         ` (three separate limiters would admit ${WORKERS * (BURST + RATE * 2)})\n`,
     );
 
-    console.log('2. Redis is killed after 1 s and started again (empty) after 2 s; each worker offers 10 requests/s');
+    log('2. Redis is killed after 1 s and started again (empty) after 2 s; each worker offers 10 requests/s');
+    const failures: Partial<Record<FailurePolicy, WorkerReport[]>> = {};
     for (const policy of ['allow', 'deny', 'local'] as const) {
-      console.log(`\n  onError: '${policy}'`);
+      log(`\n  onError: '${policy}'`);
       const reports = await run(
         workers,
         { label: `fail-${policy}`, policy, seconds: 3, offeredPerSecond: 10 },
@@ -197,8 +215,10 @@ async function main(): Promise<void> {
           redis = await startRedis(port);
         },
       );
-      print(reports, 3);
+      print(log, reports, 3);
+      failures[policy] = reports;
     }
+    return { shared, failures: failures as Record<FailurePolicy, WorkerReport[]> };
   } finally {
     for (const w of workers) w.kill();
     await stopRedis(redis);
@@ -207,6 +227,6 @@ async function main(): Promise<void> {
 
 if (process.argv[2] === 'worker') {
   await worker(Number(process.argv[3]), Number(process.argv[4]));
-} else {
+} else if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   await main();
 }

@@ -30,6 +30,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, isTokenpaceError } from '../errors.js';
+import { KeyedLimiter } from '../keyed/keyed-limiter.js';
 import {
   type DurationInput,
   parseDuration,
@@ -40,7 +41,6 @@ import {
 } from '../units.js';
 import { type DecisionMessage, decisionChannel, type ErrorMessage, errorChannel } from './channels.js';
 import { addressKey, clientAddress, compileTrust, type ProxyHeader, type TrustProxy } from './client-address.js';
-import { createDefaultLimiter } from './default-limiter.js';
 import {
   formatPolicy,
   formatRateLimitQuoted,
@@ -99,7 +99,10 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   burst?: SizeInput;
   /** A bucket over all keys: a request needs tokens in both, and neither is charged if either refuses. */
   global?: { rate: RateInput; burst: SizeInput };
-  /** With `rate`: the most keys kept in memory. @default 100000 */
+  /**
+   * With `rate`: the most keys kept in memory (the limiter's `MemoryStore`: full buckets go first,
+   * then the least recently used). @default 100_000
+   */
   maxKeys?: number;
   /** With `rate`: the time source of the buckets; also times `maxWait` holds. @default systemClock */
   clock?: Clock;
@@ -232,7 +235,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
         'rateLimit needs either `limiter` or both `rate` and `burst` (e.g. { rate: 20, burst: 40 })',
       );
     }
-    const made = createDefaultLimiter({
+    const made = new KeyedLimiter({
       rate: options.rate,
       burst: options.burst,
       global: options.global,

@@ -19,16 +19,26 @@
  * store makes each decision in one atomic step (one synchronous call in
  * memory, one Lua script in Redis), so this holds under any concurrency.
  *
+ * Each answer of the store to `tryTake` or `take` is published on
+ * `tokenpace:keyed:decision`, and each refusal on `tokenpace:keyed:refusal`
+ * (src/channels.ts), only while someone subscribes.
+ *
  * Worked example: rate 20/s, burst 40. After an idle minute a key's bucket is
  * full at 40 (not 1200: the burst is a reserve, not a rate), so 30 quick
  * calls pass and leave 10; of the next 30 quick calls exactly 10 pass, and
  * each refused one is told to retry in (1 - tokens) / 20 s.
  */
 
+import {
+  type KeyedDecisionMessage,
+  type KeyedRefusalMessage,
+  keyedDecisionChannel,
+  keyedRefusalChannel,
+} from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
+import { type BucketParams, bucketParams, checkCost, slackFor, timeToFullMs, tokensAt } from '../meters/bucket.js';
 import type { Decision } from '../meters/decision.js';
-import { type BucketParams, bucketParams, checkCost, slackFor } from '../meters/token-bucket.js';
 import {
   type DurationInput,
   parseDuration,
@@ -37,7 +47,6 @@ import {
   type RateInput,
   type SizeInput,
 } from '../units.js';
-import { timeToFullMs } from './bucket-math.js';
 import { MemoryStore } from './memory-store.js';
 import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
 
@@ -180,6 +189,9 @@ export class KeyedLimiter {
       maxWaitMs,
     };
     const result = await this.store.decide(op);
+    if (keyedDecisionChannel.hasSubscribers || keyedRefusalChannel.hasSubscribers) {
+      this.#publish('reserve', key, cost, this.#decision(result, op.bucket), result, maxWaitMs);
+    }
     if (!result.allowed) {
       if (result.source === 'deny') {
         throw new StoreUnavailableError(
@@ -194,11 +206,20 @@ export class KeyedLimiter {
       throw signal.reason;
     }
     if (result.waitMs > 0) await this.#wait(result.waitMs, signal, op, result);
+    // The decision as of the end of the wait, when the caller acts: the buckets as the store left
+    // them, refilled for the time waited (later decisions by others are not known here).
+    const waitedMs = result.source === 'store' || result.source === 'local' ? result.waitMs : 0;
+    const endMs = result.nowMs + waitedMs;
+    const tokens = tokensAt({ tokens: result.tokens, updatedAtMs: result.nowMs }, op.bucket, endMs);
+    const globalTokens =
+      op.global === undefined || result.globalTokens === Number.POSITIVE_INFINITY
+        ? result.globalTokens
+        : tokensAt({ tokens: result.globalTokens, updatedAtMs: result.nowMs }, op.global, endMs);
     return {
       allowed: true,
-      remaining: this.#remaining(result),
+      remaining: this.#remaining({ tokens, globalTokens }),
       retryAfterMs: 0,
-      resetAfterMs: timeToFullMs(result.tokens, op.bucket),
+      resetAfterMs: timeToFullMs(tokens, op.bucket),
       limit: op.bucket.capacity,
     };
   }
@@ -236,11 +257,56 @@ export class KeyedLimiter {
     const memory = this.#memory;
     if (memory !== undefined) {
       const result = memory.decideNowInto(this.#scratch, mode, key, cost, bucket, this.#global, maxWaitMs);
-      return Promise.resolve(this.#decision(result, bucket));
+      return Promise.resolve(this.#decided(mode, key, cost, result, bucket));
     }
     return this.store
       .decide({ mode, key, cost, bucket, global: this.#global, maxWaitMs })
-      .then((result) => this.#decision(result, bucket));
+      .then((result) => this.#decided(mode, key, cost, result, bucket));
+  }
+
+  /** The Decision of a `try` or `peek`, published (for `try`) when someone listens. */
+  #decided(mode: StoreMode, key: string, cost: number, result: StoreResult, bucket: BucketParams): Decision {
+    const decision = this.#decision(result, bucket);
+    if (mode === 'try' && (keyedDecisionChannel.hasSubscribers || keyedRefusalChannel.hasSubscribers)) {
+      this.#publish('try', key, cost, decision, result, Number.POSITIVE_INFINITY);
+    }
+    return decision;
+  }
+
+  /** Publishes a store's answer on the keyed channels (called only when one has subscribers). */
+  #publish(
+    mode: 'try' | 'reserve',
+    key: string,
+    cost: number,
+    decision: Decision,
+    result: StoreResult,
+    maxWaitMs: number,
+  ): void {
+    const { source } = result;
+    if (keyedDecisionChannel.hasSubscribers) {
+      const waitMs = mode === 'reserve' && result.allowed ? result.waitMs : 0;
+      keyedDecisionChannel.publish({
+        limiter: this,
+        key,
+        cost,
+        mode,
+        decision,
+        waitMs,
+        source,
+      } satisfies KeyedDecisionMessage);
+    }
+    if (!result.allowed && keyedRefusalChannel.hasSubscribers) {
+      const reason = source === 'deny' ? 'store-unavailable' : mode === 'reserve' ? 'max-wait' : 'limit';
+      const retryAfterMs = reason === 'max-wait' ? result.waitMs - maxWaitMs : decision.retryAfterMs;
+      keyedRefusalChannel.publish({
+        limiter: this,
+        key,
+        cost,
+        mode,
+        reason,
+        retryAfterMs,
+      } satisfies KeyedRefusalMessage);
+    }
   }
 
   #decision(result: StoreResult, bucket: BucketParams): Decision {
@@ -256,7 +322,7 @@ export class KeyedLimiter {
     };
   }
 
-  #remaining(result: StoreResult): number {
+  #remaining(result: Pick<StoreResult, 'tokens' | 'globalTokens'>): number {
     const tokens = Math.min(result.tokens, result.globalTokens);
     const whole = Math.floor(tokens + slackFor(this.#bucket.capacity));
     return Math.max(whole, 0);

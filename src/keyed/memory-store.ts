@@ -33,8 +33,16 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
-import { type BucketParams, type BucketState, delayUntil, slackFor, tokensAt } from '../meters/token-bucket.js';
-import { refundable } from './bucket-math.js';
+import {
+  type BucketParams,
+  type BucketState,
+  charge,
+  clampToCapacity,
+  conformsAt,
+  delayUntil,
+  refund,
+  tokensAt,
+} from '../meters/bucket.js';
 import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
 
 /** Options for {@link MemoryStore}. */
@@ -84,7 +92,7 @@ export class MemoryStore implements KeyedStore {
   #insertsSinceSweep = Number.POSITIVE_INFINITY;
   readonly #sweepEvery: number;
   readonly #global: BucketState = { tokens: Number.NaN, updatedAtMs: 0 };
-  /** A reusable view of one slot's state, for the meter's functions. */
+  /** A reusable view of one slot's state, for the bucket functions (src/meters/bucket.ts). */
   readonly #scratch: BucketState = { tokens: 0, updatedAtMs: 0 };
   /** Evictions so far, by reason. */
   readonly evictions = { full: 0, leastRecentlyUsed: 0 };
@@ -158,26 +166,23 @@ export class MemoryStore implements KeyedStore {
   ): StoreResult {
     const slots = this.#slots;
     let slot = slots.get(key);
-    const scratch = this.#scratch;
+    // The steps are TokenBucket's (reserveAt, tryTakeAt), on the stored state as it was written:
+    // ask when (delayUntil), then charge. The same float path, so one key is exactly a TokenBucket.
+    const k = this.#scratch;
     if (slot === undefined) {
-      scratch.tokens = bucket.capacity;
-      scratch.updatedAtMs = nowMs;
+      k.tokens = bucket.capacity;
+      k.updatedAtMs = nowMs;
     } else {
-      scratch.tokens = this.#tokens[slot] as number;
-      scratch.updatedAtMs = this.#updatedAtMs[slot] as number;
+      k.tokens = this.#tokens[slot] as number;
+      k.updatedAtMs = this.#updatedAtMs[slot] as number;
+      clampToCapacity(k, bucket);
       if (slot !== this.#front) {
         this.#unlink(slot);
         this.#pushFront(slot);
       }
     }
-    let tokens = tokensAt(scratch, bucket, nowMs);
-    if (tokens > bucket.capacity) tokens = bucket.capacity; // a burst lowered since
-    scratch.tokens = tokens;
-    if (nowMs > scratch.updatedAtMs) scratch.updatedAtMs = nowMs;
-    // (delayUntil's own test, without its second read of the bucket when the tokens are there)
-    const readyInMs = cost - tokens > slackFor(bucket.capacity) ? delayUntil(scratch, bucket, nowMs, cost) : 0;
+    const readyInMs = delayUntil(k, bucket, nowMs, cost);
     let waitMs = readyInMs;
-    let globalTokens = Number.POSITIVE_INFINITY;
     let globalReadyInMs = 0;
     const g = this.#global;
     if (global !== undefined) {
@@ -185,24 +190,32 @@ export class MemoryStore implements KeyedStore {
         g.tokens = global.capacity;
         g.updatedAtMs = nowMs;
       }
-      globalTokens = tokensAt(g, global, nowMs);
-      if (globalTokens > global.capacity) globalTokens = global.capacity;
-      g.tokens = globalTokens;
-      if (nowMs > g.updatedAtMs) g.updatedAtMs = nowMs;
-      globalReadyInMs = cost - globalTokens > slackFor(global.capacity) ? delayUntil(g, global, nowMs, cost) : 0;
+      clampToCapacity(g, global);
+      globalReadyInMs = delayUntil(g, global, nowMs, cost);
       if (globalReadyInMs > waitMs) waitMs = globalReadyInMs;
     }
-    const allowed = mode === 'reserve' ? waitMs <= maxWaitMs : waitMs === 0;
+    const allowed =
+      mode === 'reserve'
+        ? waitMs <= maxWaitMs ||
+          (conformsAt(k, bucket, nowMs + maxWaitMs, cost) &&
+            (global === undefined || conformsAt(g, global, nowMs + maxWaitMs, cost)))
+        : waitMs === 0;
+    let tokens: number;
+    let globalTokens = Number.POSITIVE_INFINITY;
     if (allowed && mode !== 'peek') {
-      tokens -= cost;
+      charge(k, bucket, nowMs, cost);
+      tokens = k.tokens;
       if (global !== undefined) {
-        globalTokens -= cost;
-        g.tokens = globalTokens;
+        charge(g, global, nowMs, cost);
+        globalTokens = g.tokens;
       }
-      const updatedAtMs = scratch.updatedAtMs;
+      const updatedAtMs = k.updatedAtMs; // (an insert's sweep reuses the scratch state)
       if (slot === undefined) slot = this.#insert(key, nowMs, bucket);
       this.#tokens[slot] = tokens;
       this.#updatedAtMs[slot] = updatedAtMs;
+    } else {
+      tokens = tokensAt(k, bucket, nowMs);
+      if (global !== undefined) globalTokens = tokensAt(g, global, nowMs);
     }
     if (out !== undefined) {
       out.allowed = allowed;
@@ -249,20 +262,18 @@ export class MemoryStore implements KeyedStore {
   refundAt(nowMs: number, op: StoreOp, result: StoreResult): void {
     const slot = this.#slots.get(op.key);
     if (slot !== undefined) {
-      const scratch = this.#scratch;
-      scratch.tokens = this.#tokens[slot] as number;
-      scratch.updatedAtMs = this.#updatedAtMs[slot] as number;
-      const tokens = tokensAt(scratch, op.bucket, nowMs);
-      const back = refundable(tokens, nowMs, result.readyAtMs, op.cost, op.bucket);
-      this.#tokens[slot] = Math.min(op.bucket.capacity, tokens + back);
-      if (nowMs > scratch.updatedAtMs) this.#updatedAtMs[slot] = nowMs;
+      const k = this.#scratch;
+      k.tokens = this.#tokens[slot] as number;
+      k.updatedAtMs = this.#updatedAtMs[slot] as number;
+      clampToCapacity(k, op.bucket);
+      refund(k, op.bucket, nowMs, op.cost, result.readyAtMs);
+      this.#tokens[slot] = k.tokens;
+      this.#updatedAtMs[slot] = k.updatedAtMs;
     }
     const g = this.#global;
     if (op.global !== undefined && !Number.isNaN(g.tokens)) {
-      const tokens = tokensAt(g, op.global, nowMs);
-      const back = refundable(tokens, nowMs, result.globalReadyAtMs, op.cost, op.global);
-      g.tokens = Math.min(op.global.capacity, tokens + back);
-      if (nowMs > g.updatedAtMs) g.updatedAtMs = nowMs;
+      clampToCapacity(g, op.global);
+      refund(g, op.global, nowMs, op.cost, result.globalReadyAtMs);
     }
   }
 

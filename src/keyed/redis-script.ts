@@ -1,23 +1,27 @@
 /**
- * The Lua script a RedisStore runs: the meter's arithmetic
- * (`src/meters/token-bucket.ts`: `tokensAt`, `msUntil`, `delayUntil`,
- * `slackFor`; `src/keyed/bucket-math.ts`: `refundable`, `timeToFullMs`)
- * line by line in Lua, over a batch of decisions in one atomic call.
+ * The Lua script a RedisStore runs: the bucket arithmetic of
+ * `src/meters/bucket.ts` line by line in Lua (each function below names the
+ * one it mirrors), and MemoryStore's decision and refund steps over it, for a
+ * batch of decisions in one atomic call.
  *
  * Redis runs a script to completion before anything else, so each decision
  * (read the key's bucket and the global one, decide, charge both or neither)
  * is atomic, and so is the batch. Lua numbers are IEEE doubles like
  * JavaScript's, and + - * / round the same way, so the script and the memory
- * store agree to the last bit; values cross as strings in `%.17g`, which
- * round-trips a double exactly.
+ * store agree to the last bit as long as they do the same operations in the
+ * same order: keep them in step with bucket.ts. Values cross as strings in
+ * `%.17g`, which round-trips a double exactly.
  *
  * Time is the server's `TIME` (microseconds), read once per call, so every
  * instance of a fleet agrees whatever their own clocks say. `ARGV[2]`, when
  * not empty, replaces it (tests and simulations on a virtual clock).
  *
  * A bucket is a string `"<tokens> <updatedAtMs>"` written with `SET ... PX`
- * so that it expires when it would be full again (time-to-full): an absent
- * key is a full bucket, so an idle key costs Redis nothing. The global bucket
+ * so that it expires when it would be full again (`timeToFullMs`, counted
+ * from `updatedAtMs`, plus 1 ms): an absent key is a full bucket, so an idle
+ * key costs Redis nothing. A bucket written full lives that 1 ms (a
+ * cost-0 decision, a refund): until then it keeps its `updatedAtMs`, as the
+ * memory store does, which matters only to a clock that goes back. The global bucket
  * is read once per call and written once at its end.
  *
  * Call (every decision of a batch shares one bucket and one global bucket):
@@ -49,79 +53,133 @@ if has_g then
   grate = tonumber(ARGV[6])
   gcap = tonumber(ARGV[7])
 end
-local EPS = 2 ^ -52
-local SLACK = 2 ^ -36
+local EPSILON = 2 ^ -52 -- Number.EPSILON
 
 local function fmt(x) return string.format('%.17g', x) end
 
--- tokensAt: time before updatedAt counts as none; refill is capped at capacity
-local function tokens_at(tok, upd, r, c, at)
-  local el = at - upd
-  if not (el > 0) then return tok end
-  local t = tok + (el * r) / 1000
-  if t > c then return c end
-  return t
+-- A bucket is a table { tokens = ..., upd = ... } (bucket.ts's BucketState);
+-- r and c are its rate per second and capacity (BucketParams).
+
+-- bucket.ts slackFor
+local function slack_for(c)
+  return c * 2 ^ -36
 end
 
--- delayUntil: msUntil, nudged up by ulps until reading at now + delay finds the tokens
-local function delay_until(tok, upd, r, c, at, cost)
-  local slack = c * SLACK
-  local deficit = cost - tokens_at(tok, upd, r, c, at)
-  if not (deficit > slack) then return 0 end
-  local d = (deficit * 1000) / r
-  local nudge = math.max(math.abs(at), d) * EPS
-  while tokens_at(tok, upd, r, c, at + d) + slack < cost do
-    d = d + nudge
+-- bucket.ts conforms
+local function conforms(available, cost, c)
+  return available + slack_for(c) >= cost
+end
+
+-- bucket.ts tokensAt
+local function tokens_at(b, r, c, at)
+  local elapsed = at - b.upd
+  if not (elapsed > 0) then return b.tokens end
+  local tokens = b.tokens + (elapsed * r) / 1000
+  return math.min(tokens, c)
+end
+
+-- bucket.ts advance
+local function advance(b, r, c, at)
+  b.tokens = tokens_at(b, r, c, at)
+  if at > b.upd then b.upd = at end
+end
+
+-- bucket.ts msUntil
+local function ms_until(tokens, cost, r, c)
+  local deficit = cost - tokens
+  if deficit > slack_for(c) then return (deficit * 1000) / r end
+  return 0
+end
+
+-- bucket.ts firstConforming
+local function first_conforming(b, r, c, cost, from, estimate)
+  local delay = estimate
+  local nudge = math.max(math.abs(from), delay) * EPSILON
+  local i = 0
+  while i < 64 and not conforms(tokens_at(b, r, c, from + delay), cost, c) do
+    delay = delay + nudge
     nudge = nudge * 2
+    i = i + 1
   end
-  return d
+  return delay
 end
 
--- refundable: Go's cancel rule
-local function refundable(tok, at, ready, cost, r)
+-- bucket.ts readyAt
+local function ready_at(b, r, c, cost)
+  local from = b.upd
+  return from + first_conforming(b, r, c, cost, from, ms_until(b.tokens, cost, r, c))
+end
+
+-- bucket.ts delayUntil
+local function delay_until(b, r, c, at, cost)
+  if conforms(tokens_at(b, r, c, at), cost, c) then return 0 end
+  return first_conforming(b, r, c, cost, at, ready_at(b, r, c, cost) - at)
+end
+
+-- bucket.ts conformsAt
+local function conforms_at(b, r, c, at, cost)
+  return conforms(tokens_at(b, r, c, at), cost, c)
+end
+
+-- bucket.ts charge
+local function charge(b, r, c, at, cost)
+  b.tokens = tokens_at(b, r, c, at) - cost
+  if at > b.upd then b.upd = at end
+end
+
+-- bucket.ts refund (x/time's CancelAt)
+local function refund(b, r, c, at, cost, ready)
   if ready < at then return 0 end
-  local debt = 0
-  if tok < 0 then debt = -tok end
-  local later = debt - ((ready - at) * r) / 1000
-  if later <= 0 then return cost end
-  if later >= cost then return 0 end
-  return cost - later
+  local debt_at_ready = -tokens_at(b, r, c, ready)
+  local back = cost
+  if debt_at_ready > 0 then back = cost - debt_at_ready end
+  if not (back > 0) then return 0 end
+  advance(b, r, c, at)
+  local before = b.tokens
+  b.tokens = math.min(c, before + back)
+  return math.max(0, b.tokens - before)
 end
 
--- a bucket up to date at now: tokens (capped), updatedAt (never moved back)
+-- bucket.ts clampToCapacity
+local function clamp_to_capacity(b, c)
+  if b.tokens > c then b.tokens = c end
+end
+
+-- bucket.ts timeToFullMs
+local function time_to_full_ms(tokens, r, c)
+  local missing = c - tokens
+  if missing > 0 then return (missing * 1000) / r end
+  return 0
+end
+
+-- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
 local function load(k, r, c)
   local v = redis.call('GET', k)
-  if not v then return c, now end
+  if not v then return { tokens = c, upd = now } end
   local sp = string.find(v, ' ', 1, true)
-  local tok = tonumber(string.sub(v, 1, sp - 1))
-  local upd = tonumber(string.sub(v, sp + 1))
-  tok = tokens_at(tok, upd, r, c, now)
-  if tok > c then tok = c end
-  if now > upd then upd = now end
-  return tok, upd
+  local b = { tokens = tonumber(string.sub(v, 1, sp - 1)), upd = tonumber(string.sub(v, sp + 1)) }
+  clamp_to_capacity(b, c)
+  return b
 end
 
--- write a bucket back; it expires when it would be full again (timeToFullMs),
--- as seen from upd (which may be ahead of now after time went back)
-local function store(k, tok, upd, r, c)
-  if not (c - tok > 0) then
-    redis.call('DEL', k)
-    return
-  end
-  local ttl = math.ceil(((c - tok) * 1000) / r)
+-- write a bucket back; it expires when it would be full again (time_to_full_ms),
+-- as seen from upd (which may be ahead of now after time went back), plus 1 ms. A full
+-- bucket is written too, not deleted: it lives until just after its upd, as MemoryStore
+-- keeps it, so a clock that goes back over it finds the same upd in both stores.
+local function store(k, b, r, c)
+  local ttl = math.ceil(time_to_full_ms(b.tokens, r, c))
   if ttl < MIN_TTL then ttl = MIN_TTL end
   if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
-  redis.call('SET', k, fmt(tok) .. ' ' .. fmt(upd), 'PX', ttl + math.ceil(upd - now) + 1)
+  redis.call('SET', k, fmt(b.tokens) .. ' ' .. fmt(b.upd), 'PX', ttl + math.ceil(b.upd - now) + 1)
 end
 
 local out = { fmt(now) }
 local ki = 1
-local g, gtok, gupd
+local g
 local g_dirty = false
 if has_g then
-  g = KEYS[1]
   ki = 2
-  gtok, gupd = load(g, grate, gcap)
+  g = load(KEYS[1], grate, gcap)
 end
 local a = 8
 for i = 1, n do
@@ -130,34 +188,30 @@ for i = 1, n do
   a = a + 2
   local k = KEYS[ki]
   ki = ki + 1
-  local tok, upd = load(k, rate, cap)
+  local b = load(k, rate, cap)
   if mode == 'c' then
-    local back = refundable(tok, now, tonumber(ARGV[a]), cost, rate)
-    if back > 0 then
-      tok = math.min(cap, tok + back)
-      store(k, tok, upd, rate, cap)
-    end
+    -- MemoryStore.refundAt
+    refund(b, rate, cap, now, cost, tonumber(ARGV[a]))
+    store(k, b, rate, cap)
     if has_g then
-      local gback = refundable(gtok, now, tonumber(ARGV[a + 1]), cost, grate)
-      if gback > 0 then
-        gtok = math.min(gcap, gtok + gback)
-        g_dirty = true
-      end
+      refund(g, grate, gcap, now, cost, tonumber(ARGV[a + 1]))
+      g_dirty = true
     end
     a = a + 2
     out[#out + 1] = '1'
-    out[#out + 1] = fmt(tok)
+    out[#out + 1] = fmt(b.tokens)
     out[#out + 1] = '0'
     if has_g then
-      out[#out + 1] = fmt(gtok)
+      out[#out + 1] = fmt(g.tokens)
       out[#out + 1] = '0'
     end
   else
-    local kwait = delay_until(tok, upd, rate, cap, now, cost)
+    -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
+    local kwait = delay_until(b, rate, cap, now, cost)
     local wait = kwait
     local gwait = 0
     if has_g then
-      gwait = delay_until(gtok, gupd, grate, gcap, now, cost)
+      gwait = delay_until(g, grate, gcap, now, cost)
       if gwait > wait then wait = gwait end
     end
     local allowed
@@ -165,26 +219,34 @@ for i = 1, n do
       local maxwait = tonumber(ARGV[a])
       a = a + 1
       allowed = maxwait < 0 or wait <= maxwait
+        or (conforms_at(b, rate, cap, now + maxwait, cost)
+          and (not has_g or conforms_at(g, grate, gcap, now + maxwait, cost)))
     else
       allowed = wait == 0
     end
+    local tokens, gtokens
     if allowed and mode ~= 'p' then
-      tok = tok - cost
-      store(k, tok, upd, rate, cap)
+      charge(b, rate, cap, now, cost)
+      tokens = b.tokens
+      store(k, b, rate, cap)
       if has_g then
-        gtok = gtok - cost
+        charge(g, grate, gcap, now, cost)
+        gtokens = g.tokens
         g_dirty = true
       end
+    else
+      tokens = tokens_at(b, rate, cap, now)
+      if has_g then gtokens = tokens_at(g, grate, gcap, now) end
     end
     out[#out + 1] = allowed and '1' or '0'
-    out[#out + 1] = fmt(tok)
+    out[#out + 1] = fmt(tokens)
     out[#out + 1] = fmt(kwait)
     if has_g then
-      out[#out + 1] = fmt(gtok)
+      out[#out + 1] = fmt(gtokens)
       out[#out + 1] = fmt(gwait)
     end
   end
 end
-if g_dirty then store(g, gtok, gupd, grate, gcap) end
+if g_dirty then store(KEYS[1], g, grate, gcap) end
 return out
 `;

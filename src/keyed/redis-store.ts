@@ -37,6 +37,8 @@
  * `PING` at a time probes Redis every `probeIntervalMs`; the first answer
  * restores normal service. Both transitions are events (`degraded`,
  * `recovered`), and every failed call is a `failure` event: never silent.
+ * Each is also published on the `tokenpace:redis:*` diagnostics channels
+ * (src/channels.ts), for a subscriber that watches every store at once.
  *
  * A call that timed out may still reach Redis later (a paused server
  * resumes, a client's offline queue flushes) and be counted there: that errs
@@ -45,6 +47,14 @@
 
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import {
+  type StoreDegradedMessage,
+  type StoreFailureMessage,
+  type StoreRecoveredMessage,
+  storeDegradedChannel,
+  storeFailureChannel,
+  storeRecoveredChannel,
+} from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { clusterSlot } from './cluster-slot.js';
@@ -454,6 +464,9 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   #failed(error: Error, batch: Pending[]): void {
     this.stats.failures++;
     this.emit('failure', { error, operations: batch.length });
+    if (storeFailureChannel.hasSubscribers) {
+      storeFailureChannel.publish({ store: this, error, operations: batch.length } satisfies StoreFailureMessage);
+    }
     this.#degrade(error);
     for (const p of batch) p.resolve(p.cancel !== undefined ? p.cancel : this.#byPolicy(p.op));
   }
@@ -462,6 +475,9 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     if (this.#degradedSinceMs !== undefined) return;
     this.#degradedSinceMs = this.#clock.now();
     this.emit('degraded', { error, policy: this.policy });
+    if (storeDegradedChannel.hasSubscribers) {
+      storeDegradedChannel.publish({ store: this, error, policy: this.policy } satisfies StoreDegradedMessage);
+    }
     this.#scheduleProbe();
   }
 
@@ -484,11 +500,18 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
         const downMs = this.#clock.now() - this.#degradedSinceMs;
         this.#degradedSinceMs = undefined;
         this.emit('recovered', { downMs });
+        if (storeRecoveredChannel.hasSubscribers) {
+          storeRecoveredChannel.publish({ store: this, downMs } satisfies StoreRecoveredMessage);
+        }
       },
       (error: unknown) => {
         this.#probing = false;
         this.stats.failures++;
-        this.emit('failure', { error: errorOf(error), operations: 0 });
+        const failure = errorOf(error);
+        this.emit('failure', { error: failure, operations: 0 });
+        if (storeFailureChannel.hasSubscribers) {
+          storeFailureChannel.publish({ store: this, error: failure, operations: 0 } satisfies StoreFailureMessage);
+        }
         this.#scheduleProbe();
       },
     );

@@ -7,7 +7,7 @@
  * Two concurrent decisions never spend the same token, whichever process
  * they come from.
  *
- * The arithmetic is the meter's (`src/meters/token-bucket.ts`): tokens refill
+ * The arithmetic is the meter's (`src/meters/bucket.ts`): tokens refill
  * lazily, `tokens = min(capacity, tokens + elapsed * rate)`, time that goes
  * backwards counts as zero elapsed, a request conforms iff the tokens are
  * there (within the meter's slack), and a refused request changes nothing.
@@ -22,10 +22,10 @@
  * - `peek`: what `try` would say, changing nothing.
  *
  * A reservation is cancelled with `refund(op, result)`, which gives back what
- * Go's cancel rule allows (see `refundable` in bucket-math.ts).
+ * Go's cancel rule allows (`refund` in src/meters/bucket.ts).
  */
 
-import type { BucketParams } from '../meters/token-bucket.js';
+import type { BucketParams } from '../meters/bucket.js';
 
 /** What a decision asks for. */
 export type StoreMode = 'try' | 'reserve' | 'peek';

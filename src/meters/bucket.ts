@@ -27,7 +27,10 @@
  *   `Reservation.CancelAt` does: only what no later reservation counts on,
  *   and never above the capacity.
  * - {@link reconfigure}: new rate or capacity from now on; tokens earned so
- *   far are kept, capped at the new capacity.
+ *   far are kept, capped at the new capacity. {@link clampToCapacity}: the
+ *   same cap for a store, which keeps state but no parameters.
+ * - {@link timeToFullMs}: when the bucket is full again, so holds no
+ *   information (a store may forget it, a Redis key may expire).
  *
  * The one tolerance rule. Floating point is exact for integer times and
  * rates, but sums of fractional costs and times drift by ulps. Everywhere in
@@ -210,6 +213,38 @@ export function refund(
 export function reconfigure(state: BucketState, params: BucketParams, nowMs: number, next: BucketParams): void {
   advance(state, params, nowMs);
   if (state.tokens > next.capacity) state.tokens = next.capacity;
+}
+
+/**
+ * Drops tokens above `params.capacity`, nothing else. For a store: it keeps a
+ * bucket's state but not the parameters it was written under, so a capacity
+ * lowered since is applied when the bucket is next read ({@link reconfigure}
+ * does this for a bucket that knows its old parameters). A bucket within its
+ * capacity is left exactly as it was, so the steps that follow take the same
+ * float path as on a bucket that was never clamped.
+ */
+export function clampToCapacity(state: BucketState, params: BucketParams): void {
+  if (state.tokens > params.capacity) state.tokens = params.capacity;
+}
+
+/**
+ * True if the bucket holds `cost` at `atMs` (within the tolerance): the test
+ * every refusal is asked by. A reservation may wait `maxWaitMs` iff its delay is
+ * at most that, or the bucket holds the cost at `nowMs + maxWaitMs` (the bound
+ * asked in tokens, so an ulp in the computed delay refuses nothing).
+ */
+export function conformsAt(state: BucketState, params: BucketParams, atMs: number, cost: number): boolean {
+  return conforms(tokensAt(state, params, atMs), cost, params.capacity);
+}
+
+/**
+ * Milliseconds until a bucket holding `tokens` is full: 0 if it is. A full
+ * bucket holds no information (it equals a new one), so this is when a store
+ * may forget it and when a Redis key may expire.
+ */
+export function timeToFullMs(tokens: number, params: BucketParams): number {
+  const missing = params.capacity - tokens;
+  return missing > 0 ? (missing * 1000) / params.ratePerSecond : 0;
 }
 
 /**

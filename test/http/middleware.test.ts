@@ -7,11 +7,12 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Agent } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { StoreUnavailableError, WaitTooLongError } from '../../src/errors.js';
 import type { DecisionMessage, ErrorMessage } from '../../src/http/channels.js';
 import { QUOTA_EXCEEDED, type RateLimitOptions, rateLimit } from '../../src/http/middleware.js';
 import type { Decision, RateLimitDecider } from '../../src/http/types.js';
+import type { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { type FakeClock, fakeClock } from '../helpers/fake-clock.js';
 import { agent, call, type Loopback, serve, until } from './support.js';
 
@@ -238,7 +239,7 @@ describe('rateLimit: memory bound and async functions', () => {
   const byHeader = (req: { headers: Record<string, string | string[] | undefined> }) =>
     String(req.headers['x-api-key']);
 
-  it('keeps at most maxKeys keys, dropping a bucket that has refilled first', async () => {
+  it('keeps at most maxKeys keys, dropping a bucket that has refilled first, then the least recently used', async () => {
     const { url } = await start({ rate: 1, burst: 1, maxKeys: 2, key: byHeader });
     const send = async (key: string) => (await call(url, { dispatcher: client, headers: { 'x-api-key': key } })).status;
     expect(await send('a')).toBe(200);
@@ -246,8 +247,11 @@ describe('rateLimit: memory bound and async functions', () => {
     expect(await send('b')).toBe(200);
     expect(await send('c')).toBe(200); // a third key: a (full) is dropped, not b
     expect(await send('b')).toBe(429); // b still remembers its request
-    expect(await send('d')).toBe(200); // nothing is full now: the oldest (b) goes, forgiven
-    expect(await send('b')).toBe(200);
+    // Nothing is full now: the least recently used key (c) goes, forgiven. b, refused a moment ago, is
+    // the most recently used and stays remembered: a key that keeps asking keeps its debt.
+    expect(await send('d')).toBe(200);
+    expect(await send('b')).toBe(429);
+    expect(await send('c')).toBe(200); // c starts full again (d, the least recently used now, goes)
   });
 
   it('awaits key, cost and skip functions that return promises, and answers 500 when one rejects', async () => {
@@ -419,5 +423,22 @@ describe('rateLimit: failures', () => {
     expect(() => rateLimit({})).toThrow(/needs either `limiter` or both `rate` and `burst`/);
     expect(() => rateLimit({ rate: 1, burst: 1, maxQueue: -1 })).toThrow(/maxQueue/);
     expect(() => rateLimit({ rate: 1, burst: 1, trustProxy: ['not-an-ip'] })).toThrow(/CIDR/);
+  });
+});
+
+describe('rateLimit: the limiter contract', () => {
+  it("is KeyedLimiter's tryTake and take; a hand-written decider with a numeric maxWait fits too", () => {
+    expectTypeOf<KeyedLimiter>().toExtend<RateLimitDecider>();
+    const own = {
+      tryTake: (_key: string, _cost?: number): Promise<Decision> => Promise.reject(new Error('unused')),
+      take: (_key: string, _cost?: number, _options?: { signal?: AbortSignal; maxWait?: number }): Promise<Decision> =>
+        Promise.reject(new Error('unused')),
+    };
+    expectTypeOf(own).toExtend<RateLimitDecider>();
+  });
+
+  it('made from rate and burst, it refuses a maxKeys its MemoryStore would refuse', () => {
+    expect(() => rateLimit({ rate: 1, burst: 1, maxKeys: 0 })).toThrow(/maxKeys/);
+    expect(() => rateLimit({ rate: 1, burst: 1, maxKeys: 1.5 })).toThrow(/maxKeys/);
   });
 });

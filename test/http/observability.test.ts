@@ -36,7 +36,9 @@ describe('observability', () => {
     expect(typeof tokenpace.rateLimit).toBe('function');
     expect(typeof tokenpace.rateLimit.fastify).toBe('function');
     expect(typeof tokenpace.throttleInterceptor).toBe('function');
-    expect(Object.values(tokenpace.channelNames).every((n) => n.startsWith('tokenpace:http:'))).toBe(true);
+    expect(Object.values(tokenpace.channelNames).every((n) => n.startsWith('tokenpace:'))).toBe(true);
+    const http = Object.values(tokenpace.channelNames).filter((n) => n.startsWith('tokenpace:http:'));
+    expect(http).toHaveLength(5);
   });
 
   it('feeds decisions, refusals and pauses into OpenTelemetry instruments', async () => {

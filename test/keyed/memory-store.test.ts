@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { DEFAULT_MAX_KEYS, MemoryStore } from '../../src/keyed/memory-store.js';
+import type { StoreOp, StoreResult } from '../../src/keyed/store.js';
 import { TokenBucket } from '../../src/meters/token-bucket.js';
 import { fakeClock, manualClock } from '../helpers/fake-clock.js';
 
@@ -126,14 +127,96 @@ describe('MemoryStore: the arithmetic is the meter', () => {
             const theirs = bucket.tryTake(cost);
             expect(ours.allowed).toBe(theirs);
             expect(ours.tokens).toBe(bucket.tokens);
-            // The store brings its state up to now before asking when; the class asks from its last
-            // update: the same first conforming instant, reached by different float paths (an ulp apart).
-            if (!ours.allowed) expect(ours.waitMs).toBeCloseTo(bucket.delayFor(cost), 6);
+            // The store asks when from the state as written, like the class: the same float path.
+            if (!ours.allowed) expect(ours.waitMs).toBe(bucket.delayFor(cost));
           }
         },
       ),
       { numRuns: 300 },
     );
+  });
+
+  it('one key reserves, refuses a long wait and cancels exactly like a TokenBucket', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 1000 }),
+        fc.integer({ min: 1, max: 500 }),
+        fc.array(
+          fc.record({
+            dt: fc.oneof(fc.integer({ min: 0, max: 2000 }), fc.double({ min: -20, max: 300, noNaN: true })),
+            cost: fc.double({ min: 0, max: 1, noNaN: true }),
+            mode: fc.constantFrom('try', 'reserve', 'cancel'),
+            maxWaitMs: fc.oneof(fc.constant(Number.POSITIVE_INFINITY), fc.integer({ min: 0, max: 3000 })),
+          }),
+          { maxLength: 60 },
+        ),
+        (rate, burst, steps) => {
+          const clock = manualClock(1_700_000_000_000);
+          // A key's bucket begins at its first decision (a store keeps nothing for a key before), so
+          // the TokenBucket is made then: made earlier, a first decision that steps back in time would
+          // find the class's bucket dated later than the store's.
+          let made: TokenBucket | undefined;
+          const store = new MemoryStore({ clock });
+          const params = { ratePerSecond: rate, capacity: burst };
+          let open: { op: StoreOp; result: StoreResult; cancel: () => void } | undefined;
+          for (const step of steps) {
+            clock.set(clock.now() + step.dt);
+            if (made === undefined && step.mode !== 'cancel') made = new TokenBucket({ rate, burst, clock });
+            if (made === undefined) continue;
+            const bucket = made;
+            const cost = step.cost * burst;
+            if (step.mode === 'cancel') {
+              if (open === undefined) continue;
+              store.refundAt(clock.now(), open.op, open.result);
+              open.cancel();
+              open = undefined;
+            } else if (step.mode === 'try') {
+              const ours = store.decideNow('try', 'k', cost, params, undefined, Number.POSITIVE_INFINITY);
+              expect(ours.allowed).toBe(bucket.tryTake(cost));
+            } else {
+              const op: StoreOp = {
+                mode: 'reserve',
+                key: 'k',
+                cost,
+                bucket: params,
+                global: undefined,
+                maxWaitMs: step.maxWaitMs,
+              };
+              const ours = store.decideNow('reserve', 'k', cost, params, undefined, step.maxWaitMs);
+              const theirs = bucket.reserve(cost, { maxWait: step.maxWaitMs });
+              expect(ours.allowed).toBe(theirs.ok);
+              expect(ours.waitMs).toBe(theirs.delayMs);
+              expect(ours.readyAtMs).toBe(theirs.readyAtMs);
+              if (theirs.ok) open = { op, result: ours, cancel: theirs.cancel };
+            }
+            expect(store.decideNow('peek', 'k', 0, params, undefined, 0).tokens).toBe(bucket.tokens);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("cancels by x/time's rule at its edge: at the instant it conforms it comes back, a moment later it is used", () => {
+    // rate 10/s, burst 2. Empty the key at 0, then reserve 1: ready at 100 ms.
+    const params = { ratePerSecond: 10, capacity: 2 };
+    const global = { ratePerSecond: 10, capacity: 4 };
+    for (const [cancelAtMs, backExpected] of [
+      [100, true], // Go: timeToAct.Before(now) is false at the same instant: the tokens come back
+      [100 + 1e-9, false], // after it came due: it was used
+    ] as const) {
+      const store = new MemoryStore({ clock: manualClock(0) });
+      store.decideAt(0, 'try', 'k', 2, params, global, 0);
+      const op: StoreOp = { mode: 'reserve', key: 'k', cost: 1, bucket: params, global, maxWaitMs: Infinity };
+      const first = store.decideAt(0, 'reserve', 'k', 1, params, global, Infinity);
+      expect(first).toMatchObject({ allowed: true, waitMs: 100, readyAtMs: 100, globalReadyAtMs: 0 });
+      store.refundAt(cancelAtMs, op, first);
+      // At 100 ms the key holds 0 if nothing came back, 1 if the reservation did.
+      const peek = store.decideAt(cancelAtMs, 'peek', 'k', 1, params, global, 0);
+      expect(peek.tokens).toBeCloseTo(backExpected ? 1 : 0, 6);
+      // The global bucket (4 - 2 - 1 = 1, ready at once) came due at 0: nothing of it comes back.
+      expect(peek.globalTokens).toBeCloseTo(2, 6);
+    }
   });
 
   it('with a global bucket, admitted cost over any run is at most global burst + rate * T, per key at most burst + rate * T', () => {

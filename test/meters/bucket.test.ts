@@ -8,12 +8,15 @@ import {
   type BucketParams,
   type BucketState,
   charge,
+  clampToCapacity,
   conforms,
+  conformsAt,
   delayUntil,
   readyAt,
   reconfigure,
   refund,
   startAt,
+  timeToFullMs,
   tokensAt,
   tryCharge,
 } from '../../src/meters/bucket.js';
@@ -161,6 +164,44 @@ describe('reconfigure', () => {
     expect(s).toEqual({ tokens: after, updatedAtMs: nowMs });
     // and from then on refill runs at the new rate up to the new capacity
     expect(tokensAt(s, next, nowMs + 100)).toBeCloseTo(Math.min(next.capacity, after + next.ratePerSecond / 10), 9);
+  });
+});
+
+describe('clampToCapacity, conformsAt and timeToFullMs: the steps a store adds', () => {
+  it.each([
+    // [tokens, capacity, after]
+    [30, 20, 20], // a capacity lowered since the state was written
+    [20, 20, 20],
+    [19.5, 20, 19.5], // within the capacity: untouched, bit for bit
+    [-3, 20, -3],
+  ])('clampToCapacity(%d tokens, capacity %d) leaves %d, and never moves the time', (tokens, capacity, after) => {
+    const s = state(tokens, 123.25);
+    clampToCapacity(s, { ratePerSecond: 10, capacity });
+    expect(s).toEqual({ tokens: after, updatedAtMs: 123.25 });
+  });
+
+  it.each([
+    // [tokens, updatedAtMs, atMs, cost, expected]
+    [0, 0, 500, 5, true], // 5 refilled by 500 ms
+    [0, 0, 499, 5, false],
+    [5 - 2 ** -40, 0, 0, 5, true], // within the tolerance
+    [20, 0, -1000, 20, true], // time before the update counts as none
+    [-10, 0, 1000, 0, true], // a debt of 10 is paid by 1 s
+    [-10, 0, 999, 0, false],
+  ])('conformsAt(%d tokens at %d, at %d, cost %d) = %s', (tokens, updatedAtMs, atMs, cost, expected) => {
+    expect(conformsAt(state(tokens, updatedAtMs), params, atMs, cost)).toBe(expected);
+  });
+
+  it.each([
+    // [tokens, expected ms]
+    [20, 0],
+    [25, 0], // above the capacity (lowered since): already full
+    [19, 100],
+    [0, 2000],
+    [-10, 3000], // a debt is paid first
+  ])('timeToFullMs(%d tokens) at 10/s, capacity 20 = %d ms', (tokens, expected) => {
+    expect(timeToFullMs(tokens, params)).toBe(expected);
+    if (expected > 0) expect(tokensAt(state(tokens, 0), params, expected)).toBe(params.capacity);
   });
 });
 
