@@ -49,7 +49,12 @@ export {
   type ErrorMessage,
 } from './http/channels.js';
 export type { ProxyHeader, TrustProxy } from './http/client-address.js';
-export { type OriginLimits, type ThrottleInterceptorOptions, throttleInterceptor } from './http/interceptor.js';
+export {
+  type OriginLimits,
+  type ThrottleInterceptor,
+  type ThrottleInterceptorOptions,
+  throttleInterceptor,
+} from './http/interceptor.js';
 export {
   type ErrorInfo,
   type FastifyReplyLike,

@@ -73,6 +73,15 @@ export interface OriginLimits {
 }
 
 /** Options for {@link throttleInterceptor}. */
+/**
+ * What {@link throttleInterceptor} returns: an interceptor for undici's
+ * `dispatcher.compose(...)`, `(dispatch) => dispatch`. It is typed without
+ * naming undici's own types, so a project that does not use undici
+ * type-checks the package without having it installed; `compose` accepts it
+ * as its `DispatcherComposeInterceptor`.
+ */
+export type ThrottleInterceptor = <D extends (options: never, handler: never) => boolean>(dispatch: D) => D;
+
 export interface ThrottleInterceptorOptions extends OriginLimits {
   /** Limits per origin (`'https://api.example.com'`), each field over the defaults above. */
   origins?: Record<string, OriginLimits>;
@@ -341,7 +350,7 @@ function throttleRequestBody(opts: DispatchOptions, throttle: () => Throttle): D
  *   interceptors.retry({ maxRetries: 3 }),
  * );
  */
-export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): Dispatcher.DispatcherComposeInterceptor {
+export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): ThrottleInterceptor {
   const clock = options.clock ?? systemClock;
   const wallClock = options.wallClock ?? Date.now;
   const pauseOn = new Set(options.pauseOn ?? [429, 503]);
@@ -387,7 +396,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): D
     return state;
   };
 
-  return (dispatch: Dispatch): Dispatch => {
+  const interceptor = (dispatch: Dispatch): Dispatch => {
     return function throttleDispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
       const raw = opts.origin;
       let origin = typeof raw === 'string' ? originCache.get(raw) : undefined;
@@ -448,6 +457,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): D
       return true;
     };
   };
+  return interceptor as ThrottleInterceptor;
 
   /** Sends the request and relays its response; `done` when the caller has it all (or an error). */
   function send(
