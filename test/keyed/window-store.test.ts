@@ -164,6 +164,24 @@ describe('KeyedLimiter with a window algorithm', () => {
     expect(await takeMany(limiter, 'k', 4)).toBe(3);
   });
 
+  it('MemoryWindowStore keeps at most maxKeys, dropping the least recently used; peek adds no key', async () => {
+    const clock = manualClock(NOON);
+    const store = new MemoryWindowStore({ clock, maxKeys: 2 });
+    const limiter = new KeyedLimiter({ algorithm: 'fixed-window', limit: 1, window: '1 h', store });
+    expect((await limiter.tryTake('a')).allowed).toBe(true);
+    expect((await limiter.tryTake('b')).allowed).toBe(true);
+    expect((await limiter.tryTake('a')).allowed).toBe(false); // a is now the most recent
+    await limiter.peek('z');
+    expect(store.size).toBe(2);
+    expect((await limiter.tryTake('c')).allowed).toBe(true); // drops b
+    expect(store.size).toBe(2);
+    expect((await limiter.tryTake('a')).allowed).toBe(false);
+    expect((await limiter.tryTake('b')).allowed).toBe(true); // forgotten: a fresh window
+    expect(() => new MemoryWindowStore({ maxKeys: 0 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
+    );
+  });
+
   it('defaults a sliding window on a Redis store to the counter, and refuses the exact log there', async () => {
     const clock = manualClock(NOON);
     const store = new RedisWindowStore({ client: ioredis, prefix: prefix(), now: clock.now });
