@@ -29,6 +29,7 @@ export type ErrorCode =
   | 'ERR_JOB_TIMEOUT'
   | 'ERR_STORE_UNAVAILABLE'
   | 'ERR_CLOSED'
+  | 'ERR_NOT_SUPPORTED'
   | 'ABORT_ERR';
 
 /** The base class: anything tokenpace throws or rejects with on purpose. */
@@ -224,6 +225,15 @@ export class ClosedError extends TokenpaceError {
   }
 }
 
+/** An operation the object was not configured for (a window limiter's `take`, say); the message says what to use instead. */
+export class NotSupportedError extends TokenpaceError {
+  override name = 'NotSupportedError';
+  override readonly code = 'ERR_NOT_SUPPORTED' as const;
+  constructor(message: string) {
+    super('ERR_NOT_SUPPORTED', message);
+  }
+}
+
 /**
  * A wait that was cancelled by `clear()` or similar. Aborts through an
  * `AbortSignal` reject with the signal's own `reason` instead.
@@ -281,6 +291,7 @@ export interface ErrorByCode {
   ERR_JOB_TIMEOUT: JobTimeoutError;
   ERR_STORE_UNAVAILABLE: StoreUnavailableError;
   ERR_CLOSED: ClosedError;
+  ERR_NOT_SUPPORTED: NotSupportedError;
   ABORT_ERR: AbortError;
 }
 

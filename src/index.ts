@@ -19,6 +19,7 @@ export {
   InvalidSizeError,
   isTokenpaceError,
   JobTimeoutError,
+  NotSupportedError,
   QueueFullError,
   StoreUnavailableError,
   TokenpaceError,
@@ -69,10 +70,12 @@ export {
 } from './http/middleware.js';
 export type { DeciderTakeOptions, RateLimitDecider } from './http/types.js';
 export {
+  type BucketKeyedLimiterOptions,
   type GlobalLimitOptions,
   KeyedLimiter,
   type KeyedLimiterOptions,
   type KeyedTakeOptions,
+  type WindowKeyedLimiterOptions,
 } from './keyed/keyed-limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './keyed/memory-store.js';
 export {
@@ -86,6 +89,15 @@ export {
   type RedisStoreStats,
 } from './keyed/redis-store.js';
 export type { KeyedStore, StoreMode, StoreOp, StoreResult } from './keyed/store.js';
+export {
+  MemoryWindowStore,
+  type MemoryWindowStoreOptions,
+  RedisWindowStore,
+  type RedisWindowStoreOptions,
+  type WindowKind,
+  type WindowOp,
+  type WindowStore,
+} from './keyed/window-store.js';
 export type { Decision } from './meters/decision.js';
 export { LeakyBucket, type LeakyBucketOptions, type LeakyDecision } from './meters/leaky-bucket.js';
 export {

@@ -36,9 +36,10 @@ import {
   keyedRefusalChannel,
 } from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
+import { InvalidOptionError, NotSupportedError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
 import { type BucketParams, bucketParams, checkCost, slackFor, timeToFullMs, tokensAt } from '../meters/bucket.js';
 import type { Decision } from '../meters/decision.js';
+import { checkWindowCost, type WindowParams, windowParams } from '../meters/windows.js';
 import {
   type DurationInput,
   parseDuration,
@@ -49,6 +50,7 @@ import {
 } from '../units.js';
 import { MemoryStore } from './memory-store.js';
 import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
+import { MemoryWindowStore, type WindowKind, type WindowStore } from './window-store.js';
 
 /** The global bucket's parameters. */
 export interface GlobalLimitOptions {
@@ -58,8 +60,10 @@ export interface GlobalLimitOptions {
   burst: SizeInput;
 }
 
-/** Options for {@link KeyedLimiter}. */
-export interface KeyedLimiterOptions {
+/** Options for a {@link KeyedLimiter} with a token bucket per key (the default algorithm). */
+export interface BucketKeyedLimiterOptions {
+  /** @default 'token-bucket' */
+  algorithm?: 'token-bucket';
   /** Each key's refill rate: a number per second or a string like `'100/min'`. */
   rate: RateInput;
   /** Each key's capacity (its largest burst). A new key starts full. */
@@ -81,6 +85,37 @@ export interface KeyedLimiterOptions {
   clock?: Clock;
 }
 
+/**
+ * Options for a {@link KeyedLimiter} that counts per window: at most `limit` cost per key in each
+ * fixed window (`'fixed-window'`) or in any window of length `window` (`'sliding-window'`), with
+ * the arithmetic of FixedWindow and SlidingWindow (src/meters/windows.ts).
+ */
+export interface WindowKeyedLimiterOptions {
+  algorithm: 'fixed-window' | 'sliding-window';
+  /** The most cost (requests, for cost 1) per key per window. */
+  limit: number;
+  /** The window's length: ms or a string such as `'1 min'`. */
+  window: DurationInput;
+  /**
+   * For `'sliding-window'`: `'log'` (exact, memory only) or `'counter'` (the two-counter estimate,
+   * memory or Redis). @default 'log' in memory, 'counter' with a RedisWindowStore
+   */
+  mode?: 'log' | 'counter';
+  /** Where the counters live. @default a MemoryWindowStore with `maxKeys` and `clock` */
+  store?: WindowStore;
+  /** For the default MemoryWindowStore: the most keys kept. @default 100_000 */
+  maxKeys?: number;
+  /** Time for the default store. @default systemClock */
+  clock?: Clock;
+  rate?: never;
+  burst?: never;
+  /** Not offered with windows: a global limit is a token bucket's. */
+  global?: never;
+}
+
+/** Options for {@link KeyedLimiter}: a token bucket per key (`rate`, `burst`), or a window (`algorithm`, `limit`, `window`). */
+export type KeyedLimiterOptions = BucketKeyedLimiterOptions | WindowKeyedLimiterOptions;
+
 /** Options for {@link KeyedLimiter.take}. */
 export interface KeyedTakeOptions {
   /** Aborting it while waiting gives the tokens back (by the cancel rule) and rejects with the signal's reason. */
@@ -98,7 +133,13 @@ export interface KeyedTakeOptions {
  * if (!d.allowed) res.writeHead(429, { 'retry-after': Math.ceil(d.retryAfterMs / 1000) }).end();
  */
 export class KeyedLimiter {
+  /** The bucket store (for a window limiter: a placeholder; its counters are in `windowStore`). */
   readonly store: KeyedStore;
+  /** The window store, for a window `algorithm`; undefined for token buckets. */
+  readonly windowStore: WindowStore | undefined;
+  /** `'token-bucket'`, `'fixed-window'` or `'sliding-window'`. */
+  readonly algorithm: 'token-bucket' | 'fixed-window' | 'sliding-window';
+  readonly #window: { kind: WindowKind; params: WindowParams } | undefined;
   #bucket: BucketParams;
   #global: BucketParams | undefined;
   readonly #clock: Clock;
@@ -117,6 +158,70 @@ export class KeyedLimiter {
   };
 
   constructor(options: KeyedLimiterOptions) {
+    const algorithm = options?.algorithm ?? 'token-bucket';
+    if (algorithm === 'fixed-window' || algorithm === 'sliding-window') {
+      const o = options as WindowKeyedLimiterOptions;
+      if (o.global !== undefined) {
+        throw new InvalidOptionError(
+          'global',
+          o.global,
+          'a global limit is a token bucket over every key and is not offered with a window `algorithm`; ' +
+            "remove `global`, or use algorithm: 'token-bucket' (rate, burst) for a global limit",
+        );
+      }
+      if (o.rate !== undefined || o.burst !== undefined) {
+        throw new InvalidOptionError(
+          o.rate !== undefined ? 'rate' : 'burst',
+          o.rate ?? o.burst,
+          `\`rate\` and \`burst\` configure a token bucket; algorithm '${algorithm}' takes \`limit\` and \`window\``,
+        );
+      }
+      const params = windowParams({ limit: o.limit, window: o.window });
+      let kind: WindowKind = 'fixed';
+      if (algorithm === 'sliding-window') {
+        const mode = o.mode ?? (o.store !== undefined && !(o.store instanceof MemoryWindowStore) ? 'counter' : 'log');
+        if (mode !== 'log' && mode !== 'counter') {
+          throw new InvalidOptionError('mode', mode, `Expected \`mode\` to be 'log' or 'counter', got ${String(mode)}`);
+        }
+        kind = mode;
+      } else if (o.mode !== undefined) {
+        throw new InvalidOptionError('mode', o.mode, "`mode` is for algorithm 'sliding-window'; remove it");
+      }
+      if (o.store !== undefined && o.maxKeys !== undefined) {
+        throw new InvalidOptionError(
+          'maxKeys',
+          o.maxKeys,
+          '`maxKeys` configures the default memory store; with a `store`, pass it to the store instead',
+        );
+      }
+      if (o.store !== undefined && typeof (o.store as Partial<WindowStore>).decideWindow !== 'function') {
+        throw new InvalidOptionError(
+          'store',
+          o.store,
+          `algorithm '${algorithm}' needs a window store (MemoryWindowStore or RedisWindowStore), not a token-bucket store`,
+        );
+      }
+      this.algorithm = algorithm;
+      this.#window = { kind, params };
+      this.#clock = o.clock ?? systemClock;
+      this.windowStore = o.store ?? new MemoryWindowStore({ maxKeys: o.maxKeys, clock: this.#clock });
+      this.#bucket = { ratePerSecond: params.limit / (params.windowMs / 1000), capacity: params.limit };
+      this.#global = undefined;
+      this.store = new MemoryStore({ maxKeys: 1, clock: this.#clock });
+      this.#memory = undefined;
+      return;
+    }
+    if (algorithm !== 'token-bucket') {
+      throw new InvalidOptionError(
+        'algorithm',
+        algorithm,
+        `Expected \`algorithm\` to be 'token-bucket', 'fixed-window' or 'sliding-window', got ${String(algorithm)}`,
+      );
+    }
+    this.algorithm = 'token-bucket';
+    this.#window = undefined;
+    this.windowStore = undefined;
+    options = options as BucketKeyedLimiterOptions;
     this.#bucket = bucketParams(options.rate, options.burst);
     this.#global =
       options.global === undefined
@@ -138,7 +243,12 @@ export class KeyedLimiter {
     this.#memory = this.store instanceof MemoryStore ? this.store : undefined;
   }
 
-  /** Each key's rate, tokens per second. */
+  /** A window limiter's limit and window length (ms); undefined for token buckets. */
+  get window(): Readonly<WindowParams> | undefined {
+    return this.#window?.params;
+  }
+
+  /** Each key's rate, tokens per second (for a window: limit per window, per second). */
   get rate(): number {
     return this.#bucket.ratePerSecond;
   }
@@ -176,6 +286,12 @@ export class KeyedLimiter {
    * rule); with `StoreUnavailableError` if the store cannot be reached and its policy is to deny.
    */
   async take(key: string, cost = 1, options: KeyedTakeOptions = {}): Promise<Decision> {
+    if (this.#window !== undefined) {
+      throw new NotSupportedError(
+        `take() waits on a token bucket; a '${this.algorithm}' limiter decides with tryTake() and peek() ` +
+          '(wait retryAfterMs yourself), or use rate and burst for a limiter that can wait',
+      );
+    }
     const { signal } = options;
     const maxWaitMs = options.maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(options.maxWait);
     this.#check(key, cost);
@@ -231,6 +347,7 @@ export class KeyedLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
+    if (this.windowStore !== undefined) return this.windowStore.reset(key);
     return this.store.reset(key);
   }
 
@@ -239,15 +356,43 @@ export class KeyedLimiter {
    * decision, so the time since its last decision refills at the new rate.
    */
   setRate(rate: RateInput): void {
+    this.#bucketOnly('setRate');
     this.#bucket = { ratePerSecond: parseRate(rate), capacity: this.#bucket.capacity };
   }
 
   /** Changes each key's burst from now on; tokens above a smaller burst are dropped at the key's next decision. */
   setBurst(burst: SizeInput): void {
+    this.#bucketOnly('setBurst');
     this.#bucket = { ratePerSecond: this.#bucket.ratePerSecond, capacity: parseSizeOption(burst, 'burst') };
   }
 
+  #bucketOnly(verb: string): void {
+    if (this.#window !== undefined) {
+      throw new NotSupportedError(
+        `${verb}() changes a token bucket; a '${this.algorithm}' limiter's limit and window are fixed: make a new limiter`,
+      );
+    }
+  }
+
+  #decideWindow(mode: 'try' | 'peek', key: string, cost: number): Promise<Decision> {
+    const window = this.#window as { kind: WindowKind; params: WindowParams };
+    try {
+      this.#checkKey(key);
+      checkWindowCost(cost, window.params.limit);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return (this.windowStore as WindowStore).decideWindow({
+      mode,
+      key,
+      cost,
+      kind: window.kind,
+      params: window.params,
+    });
+  }
+
   #decide(mode: StoreMode, key: string, cost: number, maxWaitMs: number): Promise<Decision> {
+    if (this.#window !== undefined) return this.#decideWindow(mode === 'peek' ? 'peek' : 'try', key, cost);
     try {
       this.#check(key, cost);
     } catch (error) {

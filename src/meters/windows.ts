@@ -253,7 +253,8 @@ export interface WindowOptions {
   clock?: Clock;
 }
 
-function windowParams(options: WindowOptions): WindowParams {
+/** Validates `limit` and `window` into WindowParams. */
+export function windowParams(options: WindowOptions): WindowParams {
   if (options === null || typeof options !== 'object') {
     throw new InvalidOptionError('options', options, 'expected an options object such as { limit: 100, window: "1s" }');
   }

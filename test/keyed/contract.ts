@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
 import { isTokenpaceError } from '../../src/errors.js';
-import { KeyedLimiter, type KeyedLimiterOptions } from '../../src/keyed/keyed-limiter.js';
+import { type BucketKeyedLimiterOptions, KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import type { KeyedStore } from '../../src/keyed/store.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
@@ -26,7 +26,7 @@ export async function armed(pending: () => number, n = 1): Promise<void> {
 
 export function storeContract(name: string, makeStore: StoreFactory): void {
   describe(`store contract: ${name}`, () => {
-    function setup(options: Omit<KeyedLimiterOptions, 'store' | 'clock'>, startMs = 1_000_000) {
+    function setup(options: Omit<BucketKeyedLimiterOptions, 'store' | 'clock'>, startMs = 1_000_000) {
       const fc = fakeClock(startMs);
       const store = makeStore(() => fc.timers.now, fc.clock);
       const limiter = new KeyedLimiter({ ...options, store, clock: fc.clock });

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterSlot } from '../../src/keyed/cluster-slot.js';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
+import { RedisWindowStore } from '../../src/keyed/window-store.js';
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-server.js';
 import { storeContract } from './contract.js';
 
@@ -102,6 +103,21 @@ describe('RedisStore on a three-node cluster', () => {
       const perNode = await keysPerNode(`{${prefix}}:*`);
       expect(perNode.filter((c) => c > 0)).toHaveLength(1);
       expect(perNode.reduce((a, b) => a + b, 0)).toBe(51); // 50 keys + the global bucket
+    });
+
+    it(`${name}: per-key windows (fixed, sliding counter) spread over every node; 300 concurrent decisions are exact`, async () => {
+      for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
+        const prefix = `window-${algorithm}-${name}`;
+        const store = new RedisWindowStore({ client: client(), prefix });
+        const limiter = new KeyedLimiter({ algorithm, limit: 2, window: '1 h', store });
+        const decisions = await Promise.all(Array.from({ length: 300 }, (_, i) => limiter.tryTake(`user:${i % 100}`)));
+        expect(decisions.filter((d) => d.allowed)).toHaveLength(200);
+        const perNode = await keysPerNode(`${prefix}:w:*`);
+        expect(perNode.reduce((a, b) => a + b, 0)).toBe(100);
+        for (const count of perNode) expect(count).toBeGreaterThan(10);
+        await limiter.reset('user:1');
+        expect((await limiter.tryTake('user:1')).allowed).toBe(true);
+      }
     });
   }
 });

@@ -1,0 +1,336 @@
+/**
+ * Window counters per key, for a KeyedLimiter whose `algorithm` is
+ * `'fixed-window'` or `'sliding-window'`: a path of its own, beside the token
+ * bucket stores, so the buckets' hot path stays as it is.
+ *
+ * The arithmetic is the meters' (`src/meters/windows.ts`): `fixedWindowTake`,
+ * `slidingLogTake` and `slidingCounterTake` over one plain state per key.
+ * In memory each decision is one synchronous call; in Redis it is one Lua
+ * script (`WINDOW_SCRIPT`) that mirrors the fixed window's and the sliding
+ * counter's step line by line, with the server's `TIME`. The exact sliding
+ * log would need a sorted set per key in Redis: RedisWindowStore refuses it
+ * (use `mode: 'counter'` there).
+ */
+
+import { createHash } from 'node:crypto';
+import { type Clock, systemClock } from '../clock.js';
+import { InvalidOptionError, NotSupportedError } from '../errors.js';
+import type { Decision } from '../meters/decision.js';
+import {
+  type FixedWindowState,
+  fixedWindowTake,
+  newSlidingCounter,
+  newSlidingLog,
+  type SlidingCounterState,
+  type SlidingLogState,
+  slidingCounterTake,
+  slidingLogTake,
+  type WindowParams,
+} from '../meters/windows.js';
+import type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis-store.js';
+
+/** How a window limiter counts: a fixed window, an exact sliding log, or the two-counter estimate. */
+export type WindowKind = 'fixed' | 'log' | 'counter';
+
+/** One window decision for a store to make atomically. */
+export interface WindowOp {
+  /** `'try'` counts the cost if it fits; `'peek'` says what `'try'` would, counting nothing. */
+  mode: 'try' | 'peek';
+  key: string;
+  /** Cost to count (0 <= cost <= limit; the limiter has checked it). */
+  cost: number;
+  kind: WindowKind;
+  params: WindowParams;
+}
+
+/** A place to keep per-key window counters. */
+export interface WindowStore {
+  /** Makes one decision atomically; rejects only if the store itself fails. */
+  decideWindow(op: WindowOp): Promise<Decision>;
+  /** Forgets a key: its windows are empty again. */
+  reset(key: string): Promise<void>;
+}
+
+type AnyWindowState = FixedWindowState | SlidingLogState | SlidingCounterState;
+
+/** Runs the meter's step for `kind` on `state` (mutated when `try` admits). */
+export function windowStep(kind: WindowKind, state: AnyWindowState, params: WindowParams, nowMs: number, cost: number) {
+  if (kind === 'fixed') return fixedWindowTake(state as FixedWindowState, params, nowMs, cost);
+  if (kind === 'counter') return slidingCounterTake(state as SlidingCounterState, params, nowMs, cost);
+  return slidingLogTake(state as SlidingLogState, params, nowMs, cost);
+}
+
+function newState(kind: WindowKind): AnyWindowState {
+  if (kind === 'fixed') return { windowStartMs: Number.NEGATIVE_INFINITY, count: 0 };
+  return kind === 'counter' ? newSlidingCounter() : newSlidingLog();
+}
+
+function copyState(kind: WindowKind, state: AnyWindowState): AnyWindowState {
+  if (kind !== 'log') return { ...state };
+  const log = state as SlidingLogState;
+  return {
+    atMs: log.atMs.slice(log.head),
+    cost: log.cost.slice(log.head),
+    head: 0,
+    used: log.used,
+    latestMs: log.latestMs,
+  };
+}
+
+/** Options for {@link MemoryWindowStore}. */
+export interface MemoryWindowStoreOptions {
+  /** The most keys kept; the least recently used is dropped first. @default 100_000 */
+  maxKeys?: number;
+  /** The store's time; windows are aligned to its zero. @default systemClock */
+  clock?: Clock;
+}
+
+/**
+ * Per-key window counters in memory (a Map in recency order, bounded by `maxKeys`).
+ * A KeyedLimiter with a window `algorithm` makes one unless given a `store`.
+ */
+export class MemoryWindowStore implements WindowStore {
+  readonly maxKeys: number;
+  readonly #clock: Clock;
+  readonly #states = new Map<string, { kind: WindowKind; state: AnyWindowState }>();
+
+  constructor(options: MemoryWindowStoreOptions = {}) {
+    const maxKeys = options.maxKeys ?? 100_000;
+    if (!(Number.isInteger(maxKeys) && maxKeys >= 1)) {
+      throw new InvalidOptionError('maxKeys', maxKeys, `Expected \`maxKeys\` to be a positive integer, got ${maxKeys}`);
+    }
+    this.maxKeys = maxKeys;
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  /** Keys currently kept. */
+  get size(): number {
+    return this.#states.size;
+  }
+
+  decideWindow(op: WindowOp): Promise<Decision> {
+    return Promise.resolve(this.decideWindowAt(this.#clock.now(), op));
+  }
+
+  /** {@link decideWindow} synchronously, at an explicit time. */
+  decideWindowAt(nowMs: number, op: WindowOp): Decision {
+    const states = this.#states;
+    let entry = states.get(op.key);
+    if (entry !== undefined && entry.kind !== op.kind) entry = undefined;
+    if (op.mode === 'peek') {
+      const state = entry === undefined ? newState(op.kind) : copyState(op.kind, entry.state);
+      return windowStep(op.kind, state, op.params, nowMs, op.cost);
+    }
+    if (entry === undefined) {
+      entry = { kind: op.kind, state: newState(op.kind) };
+      if (states.size >= this.maxKeys && !states.has(op.key)) {
+        const oldest = states.keys().next().value as string;
+        states.delete(oldest);
+      }
+    }
+    states.delete(op.key); // to the back: most recently used
+    states.set(op.key, entry);
+    return windowStep(op.kind, entry.state, op.params, nowMs, op.cost);
+  }
+
+  reset(key: string): Promise<void> {
+    this.#states.delete(key);
+    return Promise.resolve();
+  }
+}
+
+/**
+ * The fixed window's and the sliding counter's steps (`fixedWindowTake`, `slidingCounterTake`
+ * in src/meters/windows.ts) in Lua, for one decision. It reads the key, rolls the windows and
+ * counts the cost when it fits (`try`), then returns what it read, so the caller runs the same
+ * step in JavaScript on that state for the Decision's numbers, and the time it used.
+ *
+ * KEYS[1] = the key. ARGV = kind ('f' fixed, 'c' counter), mode ('t' try, 'p' peek), cost,
+ * limit, windowMs, now-or-empty (Redis TIME when empty), least TTL ms.
+ * State: fixed `"<windowStartMs> <count>"`; counter `"<windowStartMs> <previous> <current>"`,
+ * written with PX until it can no longer count (the end of its window, or of the next for the counter).
+ * Reply: { nowMs, allowed (1/0), the state read (empty strings when absent) ... } as strings.
+ */
+export const WINDOW_SCRIPT = `
+local kind = ARGV[1]
+local mode = ARGV[2]
+local cost = tonumber(ARGV[3])
+local limit = tonumber(ARGV[4])
+local w = tonumber(ARGV[5])
+local now
+if ARGV[6] ~= '' then
+  now = tonumber(ARGV[6])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+local MIN_TTL = tonumber(ARGV[7])
+local function fmt(x) return string.format('%.17g', x) end
+local raw = redis.call('GET', KEYS[1])
+local a, b, c
+if raw then
+  local i = 0
+  for part in string.gmatch(raw, '%S+') do
+    i = i + 1
+    if i == 1 then a = tonumber(part) elseif i == 2 then b = tonumber(part) else c = tonumber(part) end
+  end
+end
+local start0 = a or -math.huge
+local allowed = 0
+local out
+if kind == 'f' then
+  -- fixedRoll + fixedWindowTake
+  local count = b or 0
+  local t = math.max(now, start0)
+  local start = math.floor(t / w) * w
+  local ws = start0
+  if start > ws then ws = start; count = 0 end
+  if count + cost <= limit then allowed = 1; count = count + cost end
+  if allowed == 1 and mode == 't' then
+    local ttl = math.max(MIN_TTL, math.ceil(ws + w - t) + 1)
+    redis.call('SET', KEYS[1], fmt(ws) .. ' ' .. fmt(count), 'PX', ttl)
+  end
+  out = { raw and fmt(a) or '', raw and fmt(b) or '' }
+else
+  -- rollCounter + counterEstimate + slidingCounterTake
+  local prev = b or 0
+  local cur = c or 0
+  local t = math.max(now, start0)
+  local start = math.floor(t / w) * w
+  local ws = start0
+  if start > ws then
+    if start - ws == w then prev = cur else prev = 0 end
+    cur = 0
+    ws = start
+  end
+  local elapsed = (t - ws) / w
+  if prev * (1 - elapsed) + cur + cost <= limit then allowed = 1; cur = cur + cost end
+  if allowed == 1 and mode == 't' then
+    local ttl = math.max(MIN_TTL, math.ceil(ws + 2 * w - t) + 1)
+    redis.call('SET', KEYS[1], fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(cur), 'PX', ttl)
+  end
+  out = { raw and fmt(a) or '', raw and fmt(b) or '', raw and fmt(c) or '' }
+end
+local reply = { fmt(now), tostring(allowed) }
+for i = 1, #out do reply[#reply + 1] = out[i] end
+return reply
+`;
+
+/** Options for {@link RedisWindowStore}. */
+export interface RedisWindowStoreOptions {
+  /** A connected ioredis or node-redis client (single node or cluster: one key per decision). */
+  client: RedisClientLike;
+  /** Namespace of the keys. Use one per limiter. @default 'tokenpace' */
+  prefix?: string;
+  /**
+   * Replaces Redis's `TIME` with this clock's milliseconds: tests and simulations on a virtual clock
+   * only (keys then live at least a minute of Redis's real time).
+   */
+  now?: () => number;
+}
+
+let windowSha: string | undefined;
+
+/**
+ * Per-key fixed windows and sliding counters in Redis: one Lua script call per decision, time from
+ * Redis `TIME`, a key per limited key (`<prefix>:w:<key>`) that expires when it can no longer count.
+ * The exact sliding log is not offered here (it would need a sorted set per key): use
+ * `mode: 'counter'`. A Redis error rejects the decision (no failure policy on this path yet).
+ *
+ * @example
+ * const limiter = new KeyedLimiter({ algorithm: 'fixed-window', limit: 100, window: '1 min',
+ *   store: new RedisWindowStore({ client: redis }) });
+ */
+export class RedisWindowStore implements WindowStore {
+  readonly prefix: string;
+  readonly #client: RedisClientLike;
+  readonly #nodeRedis: boolean;
+  readonly #now: (() => number) | undefined;
+  readonly #sha: string;
+
+  constructor(options: RedisWindowStoreOptions) {
+    const { client } = options;
+    const nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
+    if (!nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
+      throw new InvalidOptionError(
+        'client',
+        client,
+        'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
+      );
+    }
+    const prefix = options.prefix ?? 'tokenpace';
+    if (typeof prefix !== 'string' || prefix.length === 0) {
+      throw new InvalidOptionError('prefix', prefix, `Expected \`prefix\` to be a non-empty string, got ${prefix}`);
+    }
+    this.prefix = prefix;
+    this.#client = client;
+    this.#nodeRedis = nodeRedis;
+    this.#now = options.now;
+    windowSha ??= createHash('sha1').update(WINDOW_SCRIPT).digest('hex');
+    this.#sha = windowSha;
+  }
+
+  /** The Redis key of `key`'s window counter. */
+  keyFor(key: string): string {
+    return `${this.prefix}:w:${key}`;
+  }
+
+  async decideWindow(op: WindowOp): Promise<Decision> {
+    if (op.kind === 'log') {
+      throw new NotSupportedError(
+        "the exact sliding log is not kept in Redis (it would need a sorted set per key): use mode: 'counter' " +
+          'with a RedisWindowStore, or a MemoryWindowStore for the exact log',
+      );
+    }
+    const args = [
+      op.kind === 'fixed' ? 'f' : 'c',
+      op.mode === 'try' ? 't' : 'p',
+      String(op.cost),
+      String(op.params.limit),
+      String(op.params.windowMs),
+      this.#now === undefined ? '' : String(this.#now()),
+      this.#now === undefined ? '0' : '60000',
+    ];
+    const reply = (await this.#run([this.keyFor(op.key)], args)) as string[];
+    const nowMs = Number(reply[0]);
+    const read = (i: number, absent: number): number => (reply[i] === '' ? absent : Number(reply[i]));
+    const state: AnyWindowState =
+      op.kind === 'fixed'
+        ? { windowStartMs: read(2, Number.NEGATIVE_INFINITY), count: read(3, 0) }
+        : { windowStartMs: read(2, Number.NEGATIVE_INFINITY), previous: read(3, 0), current: read(4, 0) };
+    // The same step on the state the script read, at the script's time: the Decision's numbers.
+    const decision = windowStep(op.kind, state, op.params, nowMs, op.cost);
+    if (decision.allowed !== (reply[1] === '1')) {
+      throw new Error(
+        `the window script and windows.ts disagree for key ${JSON.stringify(op.key)}: a bug, please report`,
+      );
+    }
+    return decision;
+  }
+
+  async reset(key: string): Promise<void> {
+    const k = this.keyFor(key);
+    await (this.#nodeRedis ? (this.#client as NodeRedisLikeClient).del(k) : (this.#client as IoredisLikeClient).del(k));
+  }
+
+  async #run(keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await this.#eval(true, keys, args);
+    } catch (error) {
+      if (!/NOSCRIPT/.test(error instanceof Error ? error.message : String(error))) throw error;
+      return this.#eval(false, keys, args);
+    }
+  }
+
+  #eval(bySha: boolean, keys: string[], args: string[]): Promise<unknown> {
+    if (this.#nodeRedis) {
+      const client = this.#client as NodeRedisLikeClient;
+      const options = { keys, arguments: args };
+      return bySha ? client.evalSha(this.#sha, options) : client.eval(WINDOW_SCRIPT, options);
+    }
+    const client = this.#client as IoredisLikeClient;
+    return bySha
+      ? client.evalsha(this.#sha, keys.length, ...keys, ...args)
+      : client.eval(WINDOW_SCRIPT, keys.length, ...keys, ...args);
+  }
+}
