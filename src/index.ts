@@ -5,6 +5,19 @@
  * contract; anything not exported is free to change.
  */
 
+export {
+  type ClientPauseMessage,
+  type ClientRefusedMessage,
+  type ClientStartMessage,
+  channelNames,
+  type DecisionMessage,
+  type ErrorMessage,
+  type KeyedDecisionMessage,
+  type KeyedRefusalMessage,
+  type StoreDegradedMessage,
+  type StoreFailureMessage,
+  type StoreRecoveredMessage,
+} from './channels.js';
 export { type Clock, systemClock } from './clock.js';
 export {
   AbortError,
@@ -41,14 +54,6 @@ export {
   type HeldLease,
   MemoryFleetStore,
 } from './fleet/store.js';
-export {
-  type ClientPauseMessage,
-  type ClientRefusedMessage,
-  type ClientStartMessage,
-  channelNames,
-  type DecisionMessage,
-  type ErrorMessage,
-} from './http/channels.js';
 export type { ProxyHeader, TrustProxy } from './http/client-address.js';
 export {
   type OriginLimits,
