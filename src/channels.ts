@@ -28,6 +28,7 @@ import type { KeyedLimiter } from './keyed/keyed-limiter.js';
 import type { FailurePolicy, RedisStore } from './keyed/redis-store.js';
 import type { StoreResult } from './keyed/store.js';
 import type { Decision } from './meters/decision.js';
+import type { ActiveJob, RejectedJob } from './scheduler/options.js';
 
 /** `tokenpace:http:decision`: one per decided request. */
 export interface DecisionMessage {
@@ -133,6 +134,28 @@ export interface StoreFailureMessage {
   readonly operations: number;
 }
 
+/** `tokenpace:scheduler:start`: a Scheduler started a job (its `active` event). */
+export interface SchedulerStartMessage {
+  /** The Scheduler that started it. */
+  readonly scheduler: object;
+  readonly job: ActiveJob;
+}
+
+/** `tokenpace:scheduler:refused`: a Scheduler turned a job away or removed it before it started (its `rejected` event). */
+export interface SchedulerRefusedMessage {
+  readonly scheduler: object;
+  /** `reason` is `queueFull`, `waitTooLong`, `costExceedsCapacity`, `aborted` or `cleared`; `error` carries `retryAfterMs` where one is known. */
+  readonly job: RejectedJob;
+}
+
+/** `tokenpace:stream:wait`: a Throttle or a ThrottleGroup ran short of tokens and sleeps until they are there (once per wait, never per chunk). */
+export interface StreamWaitMessage {
+  /** The Throttle, or the ThrottleGroup for the group's own bucket. */
+  readonly stream: object;
+  /** How long it sleeps, ms. */
+  readonly waitMs: number;
+}
+
 /** The channel names, for `diagnostics_channel.subscribe(name, fn)`. */
 export const channelNames = {
   decision: 'tokenpace:http:decision',
@@ -145,6 +168,9 @@ export const channelNames = {
   storeDegraded: 'tokenpace:redis:degraded',
   storeRecovered: 'tokenpace:redis:recovered',
   storeFailure: 'tokenpace:redis:failure',
+  schedulerStart: 'tokenpace:scheduler:start',
+  schedulerRefused: 'tokenpace:scheduler:refused',
+  streamWait: 'tokenpace:stream:wait',
 } as const;
 
 export const decisionChannel = channel(channelNames.decision);
@@ -157,3 +183,6 @@ export const keyedRefusalChannel = channel(channelNames.keyedRefusal);
 export const storeDegradedChannel = channel(channelNames.storeDegraded);
 export const storeRecoveredChannel = channel(channelNames.storeRecovered);
 export const storeFailureChannel = channel(channelNames.storeFailure);
+export const schedulerStartChannel = channel(channelNames.schedulerStart);
+export const schedulerRefusedChannel = channel(channelNames.schedulerRefused);
+export const streamWaitChannel = channel(channelNames.streamWait);

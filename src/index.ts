@@ -14,9 +14,12 @@ export {
   type ErrorMessage,
   type KeyedDecisionMessage,
   type KeyedRefusalMessage,
+  type SchedulerRefusedMessage,
+  type SchedulerStartMessage,
   type StoreDegradedMessage,
   type StoreFailureMessage,
   type StoreRecoveredMessage,
+  type StreamWaitMessage,
 } from './channels.js';
 export { type Clock, systemClock } from './clock.js';
 export {

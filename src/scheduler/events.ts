@@ -13,6 +13,7 @@
  * a throwing timer callback's.
  */
 
+import { schedulerRefusedChannel, schedulerStartChannel } from '../channels.js';
 import type { SchedulerEvents } from './options.js';
 
 /** The public events, and `changed`: the queue or the jobs running may have changed (for the promise forms; not public). */
@@ -23,10 +24,20 @@ type Listener<E extends keyof Events> = ((...args: Events[E]) => void) & { origi
 /** Listeners per event; an event with none costs one property read to emit. */
 export class Emitter {
   readonly #lists: { [E in keyof Events]?: Listener<E>[] } = {};
+  /** The Scheduler whose `active` and `rejected` events also go to the diagnostics channels. */
+  readonly #source: object | undefined;
 
-  /** True if `event` has a listener (so its arguments are worth building). */
+  constructor(source?: object) {
+    this.#source = source;
+  }
+
+  /** True if `event` has a listener, or a channel subscriber (so its arguments are worth building). */
   has(event: keyof Events): boolean {
-    return this.#lists[event] !== undefined;
+    if (this.#lists[event] !== undefined) return true;
+    if (this.#source === undefined) return false;
+    if (event === 'active') return schedulerStartChannel.hasSubscribers;
+    if (event === 'rejected') return schedulerRefusedChannel.hasSubscribers;
+    return false;
   }
 
   on<E extends keyof Events>(event: E, listener: Listener<E>): void {
@@ -67,6 +78,14 @@ export class Emitter {
   }
 
   emit<E extends keyof Events>(event: E, ...args: Events[E]): void {
+    const source = this.#source;
+    if (source !== undefined) {
+      if (event === 'active' && schedulerStartChannel.hasSubscribers) {
+        schedulerStartChannel.publish({ scheduler: source, job: args[0] });
+      } else if (event === 'rejected' && schedulerRefusedChannel.hasSubscribers) {
+        schedulerRefusedChannel.publish({ scheduler: source, job: args[0] });
+      }
+    }
     const list = (this.#lists as Record<E, Listener<E>[] | undefined>)[event];
     if (list === undefined) return;
     for (const listener of list) {

@@ -180,7 +180,7 @@ export class Scheduler {
   #emptyOwed = false;
   #idleOwed = false;
 
-  readonly #events = new Emitter();
+  readonly #events = new Emitter(this);
   readonly #counters: SchedulerCounters = {
     admitted: 0,
     started: 0,

@@ -53,6 +53,7 @@
  * a wake-up passes a useful piece.
  */
 
+import { streamWaitChannel } from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
 import { ByteMeter } from '../meters/byte-meter.js';
@@ -482,7 +483,9 @@ export class ThrottleGroup implements GroupHandle {
             // what they hold is left. A capped member is served as soon as its piece conforms.
             const target =
               port.capped() || ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
-            this.#watchdog.arm(nowMs, meter.readyAt(nowMs, target) - nowMs);
+            const waitMs = meter.readyAt(nowMs, target) - nowMs;
+            if (streamWaitChannel.hasSubscribers) streamWaitChannel.publish({ stream: this, waitMs });
+            this.#watchdog.arm(nowMs, waitMs);
             this.#waitingForTokens = true;
             return;
           }

@@ -46,6 +46,7 @@
  */
 
 import { addAbortSignal, Transform, type TransformCallback, type TransformOptions } from 'node:stream';
+import { streamWaitChannel } from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, InvalidRateError } from '../errors.js';
 import { ByteMeter } from '../meters/byte-meter.js';
@@ -712,6 +713,7 @@ export class Throttle extends Transform {
   /** Arms the one timer for the instant `dueMs` (whole milliseconds, rounded up; at least 1 ms from now). */
   #armWake(nowMs: number, dueMs: number): void {
     this.#progress.waiting(nowMs);
+    if (streamWaitChannel.hasSubscribers) streamWaitChannel.publish({ stream: this, waitMs: dueMs - nowMs });
     this.#watchdog.arm(nowMs, dueMs - nowMs);
   }
 
