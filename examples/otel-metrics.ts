@@ -1,7 +1,8 @@
 /**
- * tokenpace's HTTP diagnostics channels as OpenTelemetry metrics.
+ * tokenpace's diagnostics channels as OpenTelemetry metrics.
  *
- * The middleware and the interceptor publish on `node:diagnostics_channel`;
+ * Every part (the HTTP middleware and interceptor, the keyed limiter, the
+ * Redis store, the Scheduler, the streams) publishes on `node:diagnostics_channel`;
  * this subscribes and records counters and histograms through
  * `@opentelemetry/api`. With an OpenTelemetry SDK registered (a
  * MeterProvider with an exporter), they reach your metrics backend; without
@@ -20,9 +21,14 @@ import {
   channelNames,
   type DecisionMessage,
   type ErrorMessage,
+  type KeyedRefusalMessage,
+  type SchedulerRefusedMessage,
+  type SchedulerStartMessage,
+  type StoreDegradedMessage,
+  type StreamWaitMessage,
 } from '../src/index.js';
 
-/** Subscribes to every HTTP channel; returns a function that unsubscribes. */
+/** Subscribes to every channel (HTTP, keyed, Redis store, scheduler, streams); returns a function that unsubscribes. */
 export function instrumentTokenpace(meter: Meter): () => void {
   const decisions = meter.createCounter('tokenpace.http.server.decisions', {
     description: 'Requests decided by the rate-limit middleware, by outcome',
@@ -45,7 +51,30 @@ export function instrumentTokenpace(meter: Meter): () => void {
     description: 'Origins paused by 429/503 pushback',
   });
 
+  const keyedRefusals = meter.createCounter('tokenpace.keyed.refusals', {
+    description: 'Requests a KeyedLimiter turned away, by reason',
+  });
+  const storeDegraded = meter.createCounter('tokenpace.store.degraded', {
+    description: 'Times a Redis store started following its failure policy',
+  });
+  const jobWait = meter.createHistogram('tokenpace.scheduler.wait', {
+    description: 'How long jobs waited in a Scheduler before they started',
+    unit: 'ms',
+  });
+  const jobRefusals = meter.createCounter('tokenpace.scheduler.refusals', {
+    description: 'Jobs a Scheduler turned away or removed before they started, by reason',
+  });
+  const streamWaits = meter.createHistogram('tokenpace.stream.wait', {
+    description: 'How long a Throttle or ThrottleGroup slept for tokens, per wait',
+    unit: 'ms',
+  });
+
   const listeners: Array<[string, (message: unknown) => void]> = [
+    [channelNames.keyedRefusal, (m) => keyedRefusals.add(1, { reason: (m as KeyedRefusalMessage).reason })],
+    [channelNames.storeDegraded, (m) => storeDegraded.add(1, { policy: (m as StoreDegradedMessage).policy })],
+    [channelNames.schedulerStart, (m) => jobWait.record((m as SchedulerStartMessage).job.waitedMs)],
+    [channelNames.schedulerRefused, (m) => jobRefusals.add(1, { reason: (m as SchedulerRefusedMessage).job.reason })],
+    [channelNames.streamWait, (m) => streamWaits.record((m as StreamWaitMessage).waitMs)],
     [
       channelNames.decision,
       (m) => {

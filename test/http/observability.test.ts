@@ -68,5 +68,10 @@ describe('observability', () => {
     expect(count('tokenpace.http.client.wait', { origin: server.url })).toBe(3);
     expect(count('tokenpace.http.client.pauses', { origin: server.url, status: 429, source: 'retry-after' })).toBe(1);
     expect(count('tokenpace.http.client.refused', { code: 'ERR_QUEUE_FULL' })).toBe(1);
+    // The interceptor's per-origin Scheduler publishes too: three starts, one queue-full refusal.
+    expect(count('tokenpace.scheduler.wait')).toBe(3);
+    expect(count('tokenpace.scheduler.refusals', { reason: 'queueFull' })).toBe(1);
+    // And a KeyedLimiter's refusal (the middleware's third request).
+    expect(count('tokenpace.keyed.refusals', { reason: 'limit' })).toBe(1);
   });
 });
