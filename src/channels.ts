@@ -24,6 +24,7 @@
 
 import { channel } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
+import type { RedisFleetStore } from './fleet/redis-fleet-store.js';
 import type { KeyedLimiter } from './keyed/keyed-limiter.js';
 import type { FailurePolicy, RedisStore } from './keyed/redis-store.js';
 import type { StoreResult } from './keyed/store.js';
@@ -114,21 +115,22 @@ export interface KeyedRefusalMessage {
 
 /** `tokenpace:redis:degraded`: decisions now follow the store's policy. */
 export interface StoreDegradedMessage {
-  readonly store: RedisStore;
+  /** A `RedisStore`, or a `RedisFleetStore` (a FleetScheduler's). */
+  readonly store: RedisStore | RedisFleetStore;
   readonly error: Error;
   readonly policy: FailurePolicy;
 }
 
 /** `tokenpace:redis:recovered`: Redis answers again. */
 export interface StoreRecoveredMessage {
-  readonly store: RedisStore;
+  readonly store: RedisStore | RedisFleetStore;
   /** How long decisions followed the policy, ms. */
   readonly downMs: number;
 }
 
 /** `tokenpace:redis:failure`: one failed or timed-out call (or probe: `operations` 0). */
 export interface StoreFailureMessage {
-  readonly store: RedisStore;
+  readonly store: RedisStore | RedisFleetStore;
   readonly error: Error;
   /** Decisions the failed call carried. */
   readonly operations: number;

@@ -35,6 +35,7 @@
 
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { storeDegradedChannel, storeFailureChannel, storeRecoveredChannel } from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import type { FailurePolicy, IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../keyed/redis-store.js';
@@ -352,10 +353,12 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
 
   #failed(error: Error): void {
     this.emit('failure', { error });
+    if (storeFailureChannel.hasSubscribers) storeFailureChannel.publish({ store: this, error, operations: 1 });
     if (this.#degradedSinceMs !== undefined) return;
     this.#degradedSinceMs = this.#clock.now();
     this.#fallback = undefined; // a fresh local state for each outage
     this.emit('degraded', { error, policy: this.policy });
+    if (storeDegradedChannel.hasSubscribers) storeDegradedChannel.publish({ store: this, error, policy: this.policy });
     this.#scheduleProbe();
   }
 
@@ -369,9 +372,13 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
           const downMs = this.#clock.now() - this.#degradedSinceMs;
           this.#degradedSinceMs = undefined;
           this.emit('recovered', { downMs });
+          if (storeRecoveredChannel.hasSubscribers) storeRecoveredChannel.publish({ store: this, downMs });
         },
         (error: unknown) => {
-          this.emit('failure', { error: errorOf(error) });
+          const failure = errorOf(error);
+          this.emit('failure', { error: failure });
+          if (storeFailureChannel.hasSubscribers)
+            storeFailureChannel.publish({ store: this, error: failure, operations: 0 });
           this.#scheduleProbe();
         },
       );

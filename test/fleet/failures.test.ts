@@ -7,8 +7,10 @@
  * fail the run (vitest reports them).
  */
 
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { channelNames, type StoreDegradedMessage, type StoreRecoveredMessage } from '../../src/channels.js';
 import { FleetScheduler } from '../../src/fleet/fleet-scheduler.js';
 import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
 import type { FailurePolicy } from '../../src/keyed/redis-store.js';
@@ -51,6 +53,16 @@ async function outage(policy: FailurePolicy, kind: 'pause' | 'restart') {
   const events: [string, number][] = [];
   scheduler.on('degraded', () => events.push(['degraded', performance.now()]));
   scheduler.on('recovered', () => events.push(['recovered', performance.now()]));
+  // The store's fail-overs are on the diagnostics channels too (as a RedisStore's are).
+  const published: string[] = [];
+  const onDegraded = (m: unknown) => {
+    if ((m as StoreDegradedMessage).store === store) published.push('degraded');
+  };
+  const onRecovered = (m: unknown) => {
+    if ((m as StoreRecoveredMessage).store === store) published.push('recovered');
+  };
+  subscribe(channelNames.storeDegraded, onDegraded);
+  subscribe(channelNames.storeRecovered, onRecovered);
   const rejections: string[] = [];
   let running = true;
   const feed = (async () => {
@@ -81,6 +93,8 @@ async function outage(policy: FailurePolicy, kind: 'pause' | 'restart') {
   await scheduler.onIdle();
   store.close();
   client.disconnect();
+  unsubscribe(channelNames.storeDegraded, onDegraded);
+  unsubscribe(channelNames.storeRecovered, onRecovered);
 
   const degradedAt = events.find(([e]) => e === 'degraded')?.[1] ?? Number.NaN;
   const recoveredAt = events.find(([e]) => e === 'recovered')?.[1] ?? Number.NaN;
@@ -97,6 +111,7 @@ async function outage(policy: FailurePolicy, kind: 'pause' | 'restart') {
     downRate: Math.round(downRate),
     afterRate: Math.round(afterRate),
     events: events.map(([e]) => e).join(','),
+    published: published.join(','),
     rejected: rejections.length,
   };
   console.log(`fleet outage ${policy}/${kind}: ${JSON.stringify(summary)}`);
@@ -109,6 +124,7 @@ describe.each(['deny', 'allow', 'local'] as const)("onError '%s'", (policy) => {
     async (kind) => {
       const r = await outage(policy, kind);
       expect(r.events).toBe('degraded,recovered');
+      expect(r.published).toBe('degraded,recovered');
       // decided within timeoutMs (plus the gap to the next decision at 100/s and scheduling slack)
       expect(r.decidedAfterMs).toBeLessThanOrEqual(TIMEOUT_MS + 150);
       expect(r.recoveredAfterMs).toBeLessThan(1500);
