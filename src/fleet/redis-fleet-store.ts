@@ -38,6 +38,7 @@ import { EventEmitter } from 'node:events';
 import { storeDegradedChannel, storeFailureChannel, storeRecoveredChannel } from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
+import { evalScript } from '../keyed/redis-eval.js';
 import type { FailurePolicy, IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../keyed/redis-store.js';
 import { FLEET_SCRIPT } from './script.js';
 import {
@@ -312,25 +313,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     };
   }
 
-  async #run(keys: string[], args: string[]): Promise<unknown> {
-    try {
-      return await this.#eval(true, keys, args);
-    } catch (error) {
-      if (!/NOSCRIPT/.test(errorOf(error).message)) throw error;
-      return this.#eval(false, keys, args);
-    }
-  }
-
-  #eval(bySha: boolean, keys: string[], args: string[]): Promise<unknown> {
-    if (this.#nodeRedis) {
-      const client = this.#client as NodeRedisLikeClient;
-      const options = { keys, arguments: args };
-      return bySha ? client.evalSha(SHA, options) : client.eval(FLEET_SCRIPT, options);
-    }
-    const client = this.#client as IoredisLikeClient;
-    return bySha
-      ? client.evalsha(SHA, keys.length, ...keys, ...args)
-      : client.eval(FLEET_SCRIPT, keys.length, ...keys, ...args);
+  /** EVALSHA, and EVAL if the server does not know the script (see redis-eval.ts). */
+  #run(keys: string[], args: string[]): Promise<unknown> {
+    return evalScript(this.#client, this.#nodeRedis, FLEET_SCRIPT, SHA, keys, args);
   }
 
   #withTimeout<T>(promise: Promise<T>): Promise<T> {

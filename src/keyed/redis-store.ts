@@ -59,6 +59,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { clusterSlot } from './cluster-slot.js';
 import { MemoryStore } from './memory-store.js';
+import { evalScript } from './redis-eval.js';
 import { KEYED_SCRIPT } from './redis-script.js';
 import type { KeyedStore, StoreOp, StoreResult } from './store.js';
 
@@ -414,26 +415,9 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     );
   }
 
-  /** EVALSHA, and EVAL if the server does not know the script (a restart, a fail-over, a new node). */
-  async #run(keys: string[], args: string[]): Promise<unknown> {
-    try {
-      return await this.#eval(true, keys, args);
-    } catch (error) {
-      if (!/NOSCRIPT/.test(errorOf(error).message)) throw error;
-      return this.#eval(false, keys, args);
-    }
-  }
-
-  #eval(bySha: boolean, keys: string[], args: string[]): Promise<unknown> {
-    if (this.#nodeRedis) {
-      const client = this.#client as NodeRedisLikeClient;
-      const options = { keys, arguments: args };
-      return bySha ? client.evalSha(this.#sha, options) : client.eval(KEYED_SCRIPT, options);
-    }
-    const client = this.#client as IoredisLikeClient;
-    return bySha
-      ? client.evalsha(this.#sha, keys.length, ...keys, ...args)
-      : client.eval(KEYED_SCRIPT, keys.length, ...keys, ...args);
+  /** EVALSHA, and EVAL if the server does not know the script (see redis-eval.ts). */
+  #run(keys: string[], args: string[]): Promise<unknown> {
+    return evalScript(this.#client, this.#nodeRedis, KEYED_SCRIPT, this.#sha, keys, args);
   }
 
   #del(keys: string[]): Promise<unknown> {

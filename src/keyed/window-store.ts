@@ -27,6 +27,7 @@ import {
   slidingLogTake,
   type WindowParams,
 } from '../meters/windows.js';
+import { evalScript } from './redis-eval.js';
 import type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis-store.js';
 
 /** How a window limiter counts: a fixed window, an exact sliding log, or the two-counter estimate. */
@@ -313,24 +314,8 @@ export class RedisWindowStore implements WindowStore {
     await (this.#nodeRedis ? (this.#client as NodeRedisLikeClient).del(k) : (this.#client as IoredisLikeClient).del(k));
   }
 
-  async #run(keys: string[], args: string[]): Promise<unknown> {
-    try {
-      return await this.#eval(true, keys, args);
-    } catch (error) {
-      if (!/NOSCRIPT/.test(error instanceof Error ? error.message : String(error))) throw error;
-      return this.#eval(false, keys, args);
-    }
-  }
-
-  #eval(bySha: boolean, keys: string[], args: string[]): Promise<unknown> {
-    if (this.#nodeRedis) {
-      const client = this.#client as NodeRedisLikeClient;
-      const options = { keys, arguments: args };
-      return bySha ? client.evalSha(this.#sha, options) : client.eval(WINDOW_SCRIPT, options);
-    }
-    const client = this.#client as IoredisLikeClient;
-    return bySha
-      ? client.evalsha(this.#sha, keys.length, ...keys, ...args)
-      : client.eval(WINDOW_SCRIPT, keys.length, ...keys, ...args);
+  /** EVALSHA, and EVAL if the server does not know the script (see redis-eval.ts). */
+  #run(keys: string[], args: string[]): Promise<unknown> {
+    return evalScript(this.#client, this.#nodeRedis, WINDOW_SCRIPT, this.#sha, keys, args);
   }
 }

@@ -1,0 +1,43 @@
+/**
+ * Running a Lua script on either Redis client: `EVALSHA`, and `EVAL` when the
+ * server does not know the script (a restart, a fail-over, a new node). One
+ * copy for every store that keeps its state in Redis (`RedisStore`,
+ * `RedisWindowStore`, `RedisFleetStore`); each passes its own script.
+ */
+
+import type { IoredisLikeClient, NodeRedisLikeClient } from './redis-store.js';
+
+/** Runs `script` (known by `sha`) with `keys` and `args` on an ioredis or a node-redis client. */
+export async function evalScript(
+  client: IoredisLikeClient | NodeRedisLikeClient,
+  nodeRedis: boolean,
+  script: string,
+  sha: string,
+  keys: string[],
+  args: string[],
+): Promise<unknown> {
+  try {
+    return await evalOnce(client, nodeRedis, script, sha, true, keys, args);
+  } catch (error) {
+    if (!/NOSCRIPT/.test(error instanceof Error ? error.message : String(error))) throw error;
+    return evalOnce(client, nodeRedis, script, sha, false, keys, args);
+  }
+}
+
+function evalOnce(
+  client: IoredisLikeClient | NodeRedisLikeClient,
+  nodeRedis: boolean,
+  script: string,
+  sha: string,
+  bySha: boolean,
+  keys: string[],
+  args: string[],
+): Promise<unknown> {
+  if (nodeRedis) {
+    const c = client as NodeRedisLikeClient;
+    const options = { keys, arguments: args };
+    return bySha ? c.evalSha(sha, options) : c.eval(script, options);
+  }
+  const c = client as IoredisLikeClient;
+  return bySha ? c.evalsha(sha, keys.length, ...keys, ...args) : c.eval(script, keys.length, ...keys, ...args);
+}
