@@ -1,21 +1,22 @@
 /**
- * FleetScheduler on a MemoryFleetStore and a fake clock: exact times. Two
- * schedulers on one store are two workers of one fleet.
+ * The fleet form of the Scheduler (`new Scheduler({ store, key })`) on a
+ * MemoryFleetStore and a fake clock: exact times. Two schedulers on one store
+ * are two workers of one fleet.
  */
 
 import { describe, expect, it } from 'vitest';
-import { FleetScheduler } from '../../src/fleet/fleet-scheduler.js';
 import { type FleetStore, MemoryFleetStore } from '../../src/fleet/store.js';
+import { Scheduler, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 const flush = async () => {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 };
 
-function fleet(options: Record<string, unknown> = {}, workers = 2) {
+function fleet(options: Omit<SchedulerOptions, 'store' | 'key'> = {}, workers = 2) {
   const { clock, timers } = fakeClock(1000);
   const store = new MemoryFleetStore({ clock });
-  const make = () => new FleetScheduler({ store, key: 'api', clock, ...options });
+  const make = () => new Scheduler({ store, key: 'api', clock, ...options });
   return { clock, timers, store, workers: Array.from({ length: workers }, make) };
 }
 
@@ -26,11 +27,11 @@ async function advance(timers: ReturnType<typeof fakeClock>['timers'], ms: numbe
   }
 }
 
-describe('FleetScheduler', () => {
+describe('Scheduler with a fleet store', () => {
   it("a job's ctx.adjust is refused with a coded error that says what to do instead", async () => {
     const { workers } = fleet({ rate: 100, burst: 5 });
-    const error = await (workers[0] as FleetScheduler).schedule((ctx) => ctx.adjust(2)).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION', option: 'adjust' });
+    const error = await (workers[0] as Scheduler).schedule((ctx) => ctx.adjust(2)).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_NOT_SUPPORTED' });
     expect((error as Error).message).toContain('schedule each job with the cost you expect');
   });
 
@@ -83,9 +84,9 @@ describe('FleetScheduler', () => {
 
   it('maxWait is decided up front from the shared bucket, and by the store for the head', async () => {
     const { timers, workers } = fleet({ rate: 10, burst: 1, maxWait: 250 });
-    const [a, b] = workers as [FleetScheduler, FleetScheduler];
+    const [a, b] = workers as [Scheduler, Scheduler];
     const results: string[] = [];
-    const run = (s: FleetScheduler, name: string) =>
+    const run = (s: Scheduler, name: string) =>
       s.schedule(() => results.push(name)).catch((e: { code: string }) => results.push(`${name}:${e.code}`));
     const all = [run(a, 'a1'), run(a, 'a2'), run(a, 'a3'), run(a, 'a4')];
     await flush();
@@ -101,7 +102,7 @@ describe('FleetScheduler', () => {
 
   it('an aborted reservation gives its tokens back by the cancel rule', async () => {
     const { clock, timers, store, workers } = fleet({ rate: 10, burst: 2 }, 1);
-    const s = workers[0] as FleetScheduler;
+    const s = workers[0] as Scheduler;
     const params = { ratePerSecond: 10, capacity: 2, concurrency: Number.POSITIVE_INFINITY };
     await s.schedule(() => {}, { cost: 2 });
     const controller = new AbortController();
@@ -120,7 +121,7 @@ describe('FleetScheduler', () => {
 
   it('leases are renewed while a job runs; a dead worker’s lease expires after leaseMs', async () => {
     const { timers, store, workers } = fleet({ concurrency: 2, leaseMs: 300 }, 2);
-    const [a, b] = workers as [FleetScheduler, FleetScheduler];
+    const [a, b] = workers as [Scheduler, Scheduler];
     const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
     let finish: () => void = () => {};
     const long = a.schedule(() => new Promise<void>((r) => (finish = r)), { cost: 2 });
@@ -146,9 +147,11 @@ describe('FleetScheduler', () => {
 
   it('setRate and setConcurrency by one worker apply to the others', async () => {
     const { workers } = fleet({ rate: 10, burst: 1, concurrency: 4 });
-    const [a, b] = workers as [FleetScheduler, FleetScheduler];
-    await a.setRate('50/s');
-    await a.setConcurrency(2);
+    const [a, b] = workers as [Scheduler, Scheduler];
+    a.setRate('50/s');
+    a.setConcurrency(2);
+    await flush();
+    expect(a.rate).toBe(50); // the store's answer
     await b.schedule(() => {});
     expect(b.rate).toBe(50);
     expect(b.concurrency).toBe(2);
@@ -157,21 +160,22 @@ describe('FleetScheduler', () => {
 
   it('a bounded queue, priorities, and onIdle', async () => {
     const { timers, workers } = fleet({ rate: 10, burst: 1, maxQueue: 2 }, 1);
-    const s = workers[0] as FleetScheduler;
+    const s = workers[0] as Scheduler;
     const order: string[] = [];
     const first = s.schedule(() => order.push('first'));
     await flush();
     await first;
     const p = [s.schedule(() => order.push('low')), s.schedule(() => order.push('high'), { priority: 5 })];
     await flush();
-    // 'low' is the head holding a reservation; 'high' waits; one more fits, then the queue is full
+    // the worker asks the store after the current synchronous work: 'high' first, holding a
+    // reservation; 'low' waits; one more fits, then the queue is full
     const third = s.schedule(() => order.push('third'), { priority: 5 });
     await expect(s.schedule(() => order.push('overflow'))).rejects.toMatchObject({ code: 'ERR_QUEUE_FULL' });
     const idle = s.onIdle();
     await advance(timers, 400, 10);
     await Promise.all([...p, third]);
     await idle;
-    expect(order).toEqual(['first', 'low', 'high', 'third']);
+    expect(order).toEqual(['first', 'high', 'third', 'low']);
     expect(s.size).toBe(0);
     expect(s.counters.rejected.queueFull).toBe(1);
   });
@@ -180,13 +184,11 @@ describe('FleetScheduler', () => {
     const { clock, timers } = fakeClock(0);
     let asked = 0;
     const denying: FleetStore = {
-      acquire: async (op) => {
+      exchange: async (op) => {
         asked++;
         const nowMs = clock.now();
         return {
-          status: 'busy',
-          delayMs: 0,
-          readyAtMs: nowMs,
+          grants: op.acquire.map((_, i) => ({ status: i === 0 ? 'busy' : 'later', delayMs: 0, readyAtMs: nowMs })),
           nowMs,
           tokens: 0,
           inFlight: 0,
@@ -194,6 +196,9 @@ describe('FleetScheduler', () => {
           nextExpiryMs: 50,
           source: 'deny',
         };
+      },
+      acquire: async () => {
+        throw new Error('not used');
       },
       cancel: async () => {},
       renew: async () => {},
@@ -205,7 +210,13 @@ describe('FleetScheduler', () => {
         throw new Error('unavailable');
       },
     };
-    const s = new FleetScheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollMs: 20, clock });
+    const s = new Scheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollMs: 20, clock });
+    const errors: Error[] = [];
+    s.on('storeError', (error) => errors.push(error));
+    s.setRate(20); // sync; the failure is told by the event
+    await flush();
+    expect(errors.map((e) => e.message)).toEqual(['unavailable']);
+    expect(s.rate).toBe(10);
     let ran = false;
     const job = s.schedule(() => {
       ran = true;

@@ -1,5 +1,5 @@
 /**
- * Real worker processes sharing one FleetScheduler through one real Redis:
+ * Real worker processes sharing one Scheduler (fleet form) through one real Redis:
  * the shared rate (evenly, within 2 %), the weighted concurrency budget
  * (never exceeded), and a worker killed with SIGKILL mid-job.
  */
@@ -10,8 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { FleetScheduler } from '../../src/fleet/fleet-scheduler.js';
 import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
+import { Scheduler } from '../../src/scheduler/scheduler.js';
 
 const source = fileURLToPath(new URL('./fixtures/fleet-child.ts', import.meta.url));
 const child = fileURLToPath(new URL('../../.tmp/fleet-child.mjs', import.meta.url));
@@ -106,7 +106,7 @@ it('a worker killed with SIGKILL mid-job: its units come back when its lease exp
   expect(await victim.next()).toBe('holding');
   const client = new Redis({ port: inject('redisPort'), host: '127.0.0.1' });
   const store = new RedisFleetStore({ client, onError: 'deny', timeoutMs: 2000 });
-  const survivor = new FleetScheduler({ store, key, concurrency: 4, leaseMs, pollMs: 10 });
+  const survivor = new Scheduler({ store, key, concurrency: 4, leaseMs, pollMs: 10 });
   let startedAt = 0;
   const job = survivor.schedule(() => {
     startedAt = performance.now();
