@@ -74,6 +74,11 @@ export interface RedisFleetStoreOptions {
   idleTtlMs?: number;
   /** @default systemClock */
   clock?: Clock;
+  /**
+   * The time the script uses, ms. By default Redis's own `TIME`, so workers with skewed clocks
+   * agree; a function here replaces it (tests on a virtual clock).
+   */
+  now?: () => number;
 }
 
 /** The events a RedisFleetStore emits. */
@@ -103,6 +108,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   readonly #client: RedisClientLike;
   readonly #nodeRedis: boolean;
   readonly #clock: Clock;
+  readonly #now: (() => number) | undefined;
   /** The last parameters Redis gave per key: what the fallback uses. */
   readonly #known = new Map<string, FleetParams>();
   #fallback: MemoryFleetStore | undefined;
@@ -151,6 +157,10 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     }
     this.#client = client;
     this.#clock = options.clock ?? systemClock;
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw new InvalidOptionError('now', options.now, 'Expected `now` to be a function that returns ms');
+    }
+    this.#now = options.now;
     this.prefix = prefix;
     this.policy = options.onError;
     this.expectedWorkers = expectedWorkers;
@@ -300,7 +310,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       };
     const args = [
       opArgs[0] as string,
-      '',
+      this.#now === undefined ? '' : String(this.#now()),
       String(this.idleTtlMs),
       num(d.ratePerSecond),
       String(d.capacity),

@@ -24,7 +24,7 @@
  *
  * Keys (a hash tag keeps them in one cluster slot): KEYS[1] state hash
  * (`rate burst conc tok upd inf`), KEYS[2] lease expiries (sorted set),
- * KEYS[3] lease weights (hash), KEYS[4] claims by first refusal (sorted set),
+ * KEYS[3] lease weights (hash), KEYS[4] claims by order of first refusal (sorted set),
  * KEYS[5] claims' "cost lastAskedMs" (hash).
  *
  * ARGV: op, now-or-empty (replaces `TIME`: tests on a virtual clock), idle TTL
@@ -164,7 +164,10 @@ if op == 'b' then
       if conc >= 0 and inf + cost + ahead > conc + conc * SLACK then
         st = 2
         stop = true
-        redis.call('ZADD', KQ, 'NX', now, me)
+        -- claims in order of first refusal (a counter, not the time: two in one ms keep their order)
+        if not redis.call('ZSCORE', KQ, me) then
+          redis.call('ZADD', KQ, redis.call('HINCRBY', KS, 'cseq', 1), me)
+        end
         redis.call('HSET', KC, me, fmt(cost) .. ' ' .. fmt(now))
       else
         if rate >= 0 then d = delay_until(now, cost) end
