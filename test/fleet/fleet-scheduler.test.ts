@@ -231,4 +231,96 @@ describe('Scheduler with a fleet store', () => {
     expect(s.counters.rejected.waitTooLong).toBe(1);
     expect(s.size).toBe(0);
   });
+
+  it('is a Scheduler with its API: wrap, sizeBy, onSizeLessThan, and a job timeout that gives the lease back', async () => {
+    const { timers, store, workers } = fleet({ concurrency: 2 }, 1);
+    const s = workers[0] as Scheduler;
+    const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
+    expect(s).toBeInstanceOf(Scheduler);
+    const double = s.wrap(async (x: number) => x * 2, { cost: (x) => (x > 5 ? 2 : 1) });
+    expect(await Promise.all([double(1), double(6)])).toEqual([2, 12]);
+    // a job that never settles: with onTimeout 'release' (the default) its lease goes back at the timeout
+    const stuck = s.schedule(() => new Promise(() => {}), { timeout: 50, cost: 2 });
+    const timedOut = expect(stuck).rejects.toMatchObject({ code: 'ERR_JOB_TIMEOUT' });
+    await advance(timers, 10);
+    expect((await store.inspect('api', params)).inFlight).toBe(2);
+    const later = [s.schedule(() => 'a', { priority: 1 }), s.schedule(() => 'b'), s.schedule(() => 'c')];
+    await flush();
+    expect(s.sizeBy({ priority: 0 })).toBe(2);
+    expect(s.sizeBy({ priority: 1 })).toBe(1);
+    expect(s.isSaturated).toBe(true);
+    let below = false;
+    void s.onSizeLessThan(1).then(() => {
+      below = true;
+    });
+    await advance(timers, 60);
+    await timedOut;
+    expect(await Promise.all(later)).toEqual(['a', 'b', 'c']);
+    expect(below).toBe(true);
+    expect(s.counters.timedOut).toBe(1);
+    await s.close();
+    expect((await store.inspect('api', params)).inFlight).toBe(0); // close gives back what it holds
+  });
+
+  it("onTimeout 'hold' keeps the lease until the function really settles", async () => {
+    const { timers, store, workers } = fleet({ concurrency: 2, onTimeout: 'hold' }, 1);
+    const s = workers[0] as Scheduler;
+    const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
+    let finish: () => void = () => {};
+    const slow = s.schedule(() => new Promise<void>((r) => (finish = r)), { timeout: 20, cost: 2 });
+    const timedOut = expect(slow).rejects.toMatchObject({ code: 'ERR_JOB_TIMEOUT' });
+    await advance(timers, 40);
+    await timedOut;
+    expect((await store.inspect('api', params)).inFlight).toBe(2);
+    finish();
+    await advance(timers, 5);
+    expect((await store.inspect('api', params)).inFlight).toBe(0);
+  });
+
+  it('batches: 200 jobs take a handful of calls, each giving back the leases of the jobs before', async () => {
+    const { clock } = fakeClock(0);
+    const memory = new MemoryFleetStore({ clock });
+    let calls = 0;
+    let released = 0;
+    const counting: FleetStore = {
+      exchange: (op) => {
+        calls++;
+        released += op.release.length;
+        return memory.exchange(op);
+      },
+      acquire: (op) => memory.acquire(op),
+      cancel: (...a) => memory.cancel(...a),
+      renew: (...a) => memory.renew(...a),
+      release: (...a) => memory.release(...a),
+      configure: (...a) => memory.configure(...a),
+      inspect: (...a) => memory.inspect(...a),
+    };
+    const s = new Scheduler({ store: counting, key: 'k', concurrency: 1000, clock });
+    await Promise.all(Array.from({ length: 200 }, () => s.schedule(() => {})));
+    await s.close();
+    expect(released).toBe(200);
+    expect(calls).toBeLessThanOrEqual(8); // 200 / 64 asks, the releases riding along, and one to finish
+  });
+
+  it('refuses what a fleet cannot do, with coded errors', async () => {
+    const store = new MemoryFleetStore();
+    expect(() => new Scheduler({ store, key: 'k', rate: 10, catchUp: 5 })).toThrow(
+      expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
+    );
+    expect(() => new Scheduler({ rate: 10, leaseMs: 1000 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'leaseMs' }),
+    );
+    expect(() => new Scheduler({ key: 'k', rate: 10 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'store' }),
+    );
+    expect(() => new Scheduler({ store, key: '', rate: 10 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'key' }),
+    );
+    expect(() => new Scheduler({ store, key: 'k' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    const s = new Scheduler({ store, key: 'k', rate: 10 });
+    expect(() => s.setRate('fast')).toThrow(expect.objectContaining({ code: 'ERR_INVALID_RATE' }));
+    expect(() => new Scheduler({ store, key: 'k2', concurrency: 2 }).setBurst(3)).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'burst' }),
+    );
+  });
 });
