@@ -858,7 +858,7 @@ function defineFleetScheduler(Base: typeof Scheduler) {
     /** Resolves when no call is in flight and no lease waits to be given back. */
     #settled(): Promise<void> {
       if (this.#releases.length !== 0) this.#pump();
-      const done = () => this.#calls === 0 && this.#releases.length === 0 && !this.#pumpQueued;
+      const done = () => this.#calls === 0 && this.#releases.length === 0;
       if (done()) return Promise.resolve();
       return new Promise((resolve) => {
         const check = (): void => {

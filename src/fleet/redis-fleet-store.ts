@@ -118,6 +118,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
 
   constructor(options: RedisFleetStoreOptions) {
     super();
+    // One store serves every fleet key of a process, and each Scheduler on it listens for its
+    // `degraded` and `recovered` (until closed): more than ten is normal, not a leak.
+    this.setMaxListeners(0);
     const { client } = options;
     this.#nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
     if (!this.#nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
