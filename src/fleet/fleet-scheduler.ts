@@ -726,6 +726,7 @@ function defineFleetScheduler(Base: typeof Scheduler) {
       this.#reserved--;
       this.#start(job);
       this.#pump();
+      this.#notify();
     }
 
     /** Runs a job that holds its lease; the lease goes back when the job's function settles (or times out). */

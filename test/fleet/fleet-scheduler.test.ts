@@ -323,4 +323,21 @@ describe('Scheduler with a fleet store', () => {
       expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'burst' }),
     );
   });
+
+  it('size counts reserved jobs; onSizeLessThan and onEmpty resolve when the last one starts, not when it ends', async () => {
+    const { clock, timers, workers } = fleet({ rate: 10, burst: 1 }, 1);
+    const s = workers[0] as Scheduler;
+    const never = () => new Promise<never>(() => {});
+    for (let i = 0; i < 3; i++) void s.schedule(never);
+    await flush();
+    expect(s.size).toBe(2); // one reserved, one queued
+    expect(s.pending).toBe(1);
+    let at = 0;
+    void Promise.all([s.onSizeLessThan(1), s.onEmpty()]).then(() => {
+      at = clock.now();
+    });
+    await advance(timers, 250, 5);
+    expect(at).toBe(1200);
+    expect(s.pending).toBe(3);
+  });
 });
