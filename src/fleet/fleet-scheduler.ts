@@ -72,9 +72,11 @@
  * (it is unavailable) is told by the `storeError` event; the fleet's limits
  * stay as they were.
  *
- * Not here: a job's `ctx.adjust` (the shared bucket is charged when the job is
- * reserved; changing that charge afterwards would be one more call per job)
- * throws `NotSupportedError`, and so does the `catchUp` option.
+ * A job's `ctx.adjust(deltaCost)` changes its charge in the shared bucket by
+ * the Scheduler's rule (more is taken now, into debt; less is given back now,
+ * never above the burst), with one call to the store; it stays synchronous,
+ * and a change that cannot reach the store is told by `storeError`. Not here:
+ * the `catchUp` option, refused with `NotSupportedError`.
  *
  * Failure of the store: see RedisFleetStore (`onError`). The store's
  * `degraded` and `recovered` events are this scheduler's events too.
@@ -84,6 +86,7 @@ import { type Clock, checkClock } from '../clock.js';
 import {
   AbortError,
   ClosedError,
+  CostExceedsCapacityError,
   checkOptions,
   checkSignal,
   describeValue,
@@ -98,7 +101,6 @@ import { Emitter } from '../scheduler/events.js';
 import {
   checkListener,
   type EventName,
-  type JobContext,
   type JobFunction,
   parseConcurrency,
   parseOptionalDuration,
@@ -110,7 +112,7 @@ import {
 } from '../scheduler/options.js';
 import { WaitQueue } from '../scheduler/queue.js';
 import { costError, Refusals } from '../scheduler/refuse.js';
-import { Job, type JobExtra, Runner, rejection } from '../scheduler/run.js';
+import { Charge, Job, type JobExtra, Runner, rejection } from '../scheduler/run.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import type { ExchangeResult, FleetParams, FleetStore, HeldLease } from './store.js';
@@ -277,7 +279,7 @@ function defineFleetScheduler(Base: typeof Scheduler) {
       this.#runner = new Runner(this.#clock, this.#counters, this.#events, this.#finished);
       this.#runner.zeroCostHold = 0;
       this.#runner.releaseOnTimeout = options.onTimeout !== 'hold';
-      this.#runner.contextFor = (signal) => ({ signal, adjust: refuseAdjust });
+      this.#runner.contextFor = (signal, cost) => new Charge(signal, cost, this.#adjust);
       this.#refusals = new Refusals(this.#counters, this.#events, this.#maxQueue);
       this.#tokensAtMs = this.#clock.now();
       this.#listenToStore();
@@ -759,7 +761,8 @@ function defineFleetScheduler(Base: typeof Scheduler) {
       };
       const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
       if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
-        job.resolve(this.#runner.invoke(tracked, NO_ADJUST, job.cost, job.priority, waitedMs));
+        const context = new Charge(undefined, job.cost, this.#adjust);
+        job.resolve(this.#runner.invoke(tracked, context, job.cost, job.priority, waitedMs));
       } else {
         const resolve = job.resolve;
         const releaseOnTimeout = this.#runner.releaseOnTimeout;
@@ -783,6 +786,39 @@ function defineFleetScheduler(Base: typeof Scheduler) {
     readonly #finished = (): void => {
       if (this.#events.has('next')) this.#events.emit('next');
       this.#notify();
+    };
+
+    /** A running job's `ctx.adjust(deltaCost)`: the Scheduler's rule, applied in the store. */
+    readonly #adjust = (charge: Charge, deltaCost: number): void => {
+      if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
+        throw new InvalidOptionError(
+          'deltaCost',
+          deltaCost,
+          `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
+        );
+      }
+      const params = this.#params;
+      if (!(params.ratePerSecond < Number.POSITIVE_INFINITY) || deltaCost === 0) return;
+      let delta = deltaCost;
+      if (delta > 0) {
+        const total = charge.cost + delta;
+        if (total > params.capacity) throw new CostExceedsCapacityError(total, params.capacity);
+        charge.cost = total;
+      } else {
+        delta = -Math.min(-delta, charge.cost);
+        if (delta === 0) return;
+        charge.cost += delta;
+      }
+      this.#tokens -= delta; // until the store answers
+      this.#store.adjust(this.key, delta, params).then(
+        (snapshot) => {
+          this.#adopt(snapshot);
+          this.#pump();
+        },
+        (error: unknown) => {
+          this.#events.emit('storeError', error instanceof Error ? error : new Error(String(error)));
+        },
+      );
     };
 
     #abort(job: FleetJob, reason: unknown): void {
@@ -933,15 +969,3 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
     typeof (value as { then?: unknown }).then === 'function'
   );
 }
-
-/**
- * A fleet job's `ctx.adjust`: not supported. The shared bucket is charged in the store when the
- * job is reserved; changing that charge afterwards would be one more script call per job.
- */
-function refuseAdjust(_deltaCost: number): void {
-  throw new NotSupportedError(
-    'a fleet job cannot adjust its charge (the shared bucket is charged when the job is reserved): schedule each job with the cost you expect, or use a Scheduler without a store',
-  );
-}
-
-const NO_ADJUST: JobContext = Object.freeze({ signal: undefined, adjust: refuseAdjust });

@@ -247,6 +247,18 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     await this.#call(key, undefined, ['b', '0', '0', String(remote.length), ...remote.map((l) => l.leaseId)]);
   }
 
+  async adjust(key: string, deltaCost: number, defaults: FleetParams): Promise<FleetSnapshot> {
+    const reply = this.healthy ? await this.#call(key, defaults, ['j', String(deltaCost)]) : undefined;
+    if (reply !== undefined) return reply.snapshot;
+    // Redis is away: the policy's local bucket (if any) takes the change, as it took the jobs.
+    if (this.#fallback !== undefined && this.policy !== 'deny') {
+      const share = this.policy === 'local' ? this.expectedWorkers : 1;
+      const snapshot = await this.#fallback.adjust(key, deltaCost, shareOf(this.#known.get(key) ?? defaults, share));
+      return { ...snapshot, source: this.policy };
+    }
+    throw new StoreUnavailableError(`could not adjust a job's charge for ${JSON.stringify(key)}: Redis is unavailable`);
+  }
+
   async configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot> {
     const reply = this.healthy
       ? await this.#call(key, defaults, [

@@ -46,6 +46,9 @@
  *   expiry to now + leaseMs; a lease Redis no longer has (it restarted, or
  *   the lease expired while its job still ran) is added back, so the budget
  *   counts what really runs.
+ * - `j` adjust: delta: a running job's charge changes by delta tokens, taken
+ *   now (into debt) when positive, given back now (never above the burst)
+ *   when negative, as the Scheduler's `ctx.adjust`.
  * - `s` set: rate, burst, concurrency ('' = unchanged): `reconfigure`.
  * - `g` get: nothing.
  *
@@ -222,6 +225,12 @@ elseif op == 'r' then
       inf = inf + tonumber(w)
     end
     redis.call('ZADD', KL, expiry, id)
+  end
+elseif op == 'j' then
+  if rate >= 0 then
+    local delta = tonumber(ARGV[7])
+    advance(now)
+    if delta > 0 then tok = tok - delta else tok = math.min(burst, tok - delta) end
   end
 elseif op == 's' then
   if rate >= 0 then advance(now) end

@@ -27,7 +27,15 @@
  */
 
 import { type Clock, systemClock } from '../clock.js';
-import { type BucketParams, type BucketState, charge, delayUntil, refund, tokensAt } from '../meters/bucket.js';
+import {
+  advance,
+  type BucketParams,
+  type BucketState,
+  charge,
+  delayUntil,
+  refund,
+  tokensAt,
+} from '../meters/bucket.js';
 
 /** A fleet's limits. `Infinity` means no limit of that kind. */
 export interface FleetParams {
@@ -147,6 +155,11 @@ export interface FleetStore {
   renew(key: string, leases: readonly HeldLease[], leaseMs: number): Promise<void>;
   /** Drops the leases: their units are free again. */
   release(key: string, leases: readonly HeldLease[]): Promise<void>;
+  /**
+   * A running job's charge changes by `deltaCost` tokens (a job's `ctx.adjust`): taken now, into
+   * debt, when positive; given back now, never above the burst, when negative. Nothing without a rate.
+   */
+  adjust(key: string, deltaCost: number, defaults: FleetParams): Promise<FleetSnapshot>;
   /** Changes the fleet's parameters (`undefined` fields unchanged); `defaults` if the key is new. */
   configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot>;
   /** Reads the key (purging expired leases). */
@@ -294,6 +307,21 @@ export class MemoryFleetStore implements FleetStore {
     if (state === undefined) return [];
     this.#purge(state, this.#clock.now());
     return [...state.leases.keys()];
+  }
+
+  adjust(key: string, deltaCost: number, defaults: FleetParams): Promise<FleetSnapshot> {
+    const now = this.#clock.now();
+    const state = this.#load(key, defaults, now);
+    const bucket = bucketOf(state.params);
+    if (bucket !== undefined) {
+      if (deltaCost > 0) {
+        charge(state.bucket, bucket, now, deltaCost);
+      } else {
+        advance(state.bucket, bucket, now);
+        state.bucket.tokens = Math.min(bucket.capacity, state.bucket.tokens - deltaCost);
+      }
+    }
+    return Promise.resolve(this.#snapshot(state, now));
   }
 
   configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot> {

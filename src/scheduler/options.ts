@@ -100,8 +100,8 @@ export interface SchedulerOptions {
    * With `key`, the rate, burst and concurrency are shared by every scheduler on the same store
    * and key, in every process, as one scheduler's would be; each keeps its own bounded queue,
    * priorities, signals, timeouts and events. The stored limits win over the ones given here once
-   * the key exists. `catchUp` and a job's `ctx.adjust` are refused with `NotSupportedError`
-   * (`ERR_NOT_SUPPORTED`).
+   * the key exists. A job's `ctx.adjust` changes its charge in the shared bucket; `catchUp` is
+   * refused with `NotSupportedError` (`ERR_NOT_SUPPORTED`).
    */
   store?: FleetStore;
   /** The fleet's name in the store: schedulers with the same `store` and `key` share the limits. Needs `store`. */

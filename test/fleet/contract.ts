@@ -200,4 +200,21 @@ export function fleetContract(target: ContractTarget): void {
     const fifth = await store.exchange({ ...base, key: other, params: budget, release: [], acquire: [k3, k4] });
     expect(fifth.grants.map((g) => g.status)).toEqual(['ok', 'busy']);
   });
+
+  it("adjust changes a running job's charge: more into debt now, less given back never above the burst", async () => {
+    const store = target.make();
+    const key = fresh();
+    const p = params({ ratePerSecond: 1, capacity: 4 });
+    await store.acquire(op(key, 1, p));
+    const more = await store.adjust(key, 5, p);
+    expect(more.tokens).toBeGreaterThan(-2.1); // 4 - 1 - 5, plus what a few ms refilled
+    expect(more.tokens).toBeLessThan(-1.9);
+    const back = await store.adjust(key, -3, p);
+    expect(back.tokens).toBeGreaterThan(0.9);
+    expect(back.tokens).toBeLessThan(1.1);
+    expect((await store.adjust(key, -10, p)).tokens).toBe(4); // never above the burst
+    const unlimited = fresh();
+    const none = params({ ratePerSecond: Number.POSITIVE_INFINITY, concurrency: 2 });
+    expect((await store.adjust(unlimited, 3, none)).tokens).toBe(Number.POSITIVE_INFINITY); // no rate: nothing
+  });
 }

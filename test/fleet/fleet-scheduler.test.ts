@@ -28,11 +28,32 @@ async function advance(timers: ReturnType<typeof fakeClock>['timers'], ms: numbe
 }
 
 describe('Scheduler with a fleet store', () => {
-  it("a job's ctx.adjust is refused with a coded error that says what to do instead", async () => {
-    const { workers } = fleet({ rate: 100, burst: 5 });
-    const error = await (workers[0] as Scheduler).schedule((ctx) => ctx.adjust(2)).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'ERR_NOT_SUPPORTED' });
-    expect((error as Error).message).toContain('schedule each job with the cost you expect');
+  it("a job's ctx.adjust changes its charge in the shared bucket: the other worker's next job waits for it", async () => {
+    const { clock, timers, store, workers } = fleet({ rate: 10, burst: 5 });
+    const [a, b] = workers as [Scheduler, Scheduler];
+    const params = { ratePerSecond: 10, capacity: 5, concurrency: Number.POSITIVE_INFINITY };
+    await a.schedule((ctx) => ctx.adjust(3)); // charged 1 + 3: one token left
+    await flush();
+    expect((await store.inspect('api', params)).tokens).toBeCloseTo(1, 9);
+    let started = 0;
+    const next = b.schedule(
+      () => {
+        started = clock.now();
+      },
+      { cost: 3 },
+    );
+    await advance(timers, 250, 5);
+    await next;
+    expect(started).toBe(1200); // 2 tokens short at 10/s
+    await advance(timers, 100, 5); // -2 at 1000 (b reserved 3 with 1 there): 1.5 at 1350
+    // a refund gives back at most what the job was charged
+    await a.schedule((ctx) => {
+      ctx.adjust(-5);
+    });
+    await flush();
+    expect((await store.inspect('api', params)).tokens).toBeCloseTo(1.5, 9);
+    const error = await a.schedule((ctx) => ctx.adjust(5)).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_COST_EXCEEDS_CAPACITY' });
   });
 
   it('two workers share one rate: starts at the shared rate, evenly, interleaved', async () => {
@@ -201,6 +222,9 @@ describe('Scheduler with a fleet store', () => {
         throw new Error('not used');
       },
       cancel: async () => {},
+      adjust: async () => {
+        throw new Error('unavailable');
+      },
       renew: async () => {},
       release: async () => {},
       configure: async () => {
@@ -290,6 +314,7 @@ describe('Scheduler with a fleet store', () => {
       },
       acquire: (op) => memory.acquire(op),
       cancel: (...a) => memory.cancel(...a),
+      adjust: (...a) => memory.adjust(...a),
       renew: (...a) => memory.renew(...a),
       release: (...a) => memory.release(...a),
       configure: (...a) => memory.configure(...a),
