@@ -6,6 +6,12 @@ export default defineConfig({
     // Starts one redis-server for the Redis suites (fails with the install command if it is missing).
     globalSetup: ['test/helpers/redis-global-setup.ts'],
     reporters: ['default', ['json', { outputFile: '.tmp/vitest.json' }]],
+    tags: [
+      {
+        name: 'long',
+        description: 'a long real-time run (about a minute); runs with the rest, CI included',
+      },
+    ],
     coverage: {
       provider: 'v8',
       include: ['src/**/*.ts'],

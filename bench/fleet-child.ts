@@ -11,7 +11,7 @@
 
 import Bottleneck from 'bottleneck';
 import { Redis } from 'ioredis';
-import { FleetScheduler, RedisFleetStore } from '../src/index.js';
+import { RedisFleetStore, Scheduler } from '../src/index.js';
 
 const [portArg, library, mode, key, json] = process.argv.slice(2);
 const port = Number(portArg);
@@ -33,7 +33,7 @@ let stop: () => Promise<void>;
 
 if (library === 'fleet') {
   const store = new RedisFleetStore({ client, onError: 'deny', timeoutMs: 5000 });
-  const s = new FleetScheduler({
+  const s = new Scheduler({
     store,
     key: key as string,
     rate: o.rate ?? 1e9,

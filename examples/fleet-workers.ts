@@ -5,7 +5,7 @@
  *
  * Starts its own redis-server on a free port, then 4 worker processes. Each
  * has its own ioredis connection, its own RedisFleetStore and two
- * FleetSchedulers on shared keys:
+ * Schedulers on shared fleet keys:
  *
  * - `api`: the external API allows 50 requests/s (burst 5) to the whole fleet;
  *   every worker wants far more (each keeps 100 calls queued).
@@ -25,7 +25,7 @@ import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { FleetScheduler, RedisFleetStore } from '../src/index.js';
+import { RedisFleetStore, Scheduler } from '../src/index.js';
 
 const WORKERS = 4;
 const SECONDS = 8;
@@ -41,8 +41,8 @@ interface Tick {
 async function worker(port: number, id: number): Promise<void> {
   const client = new Redis({ port, host: '127.0.0.1' });
   const store = new RedisFleetStore({ client, onError: 'local', expectedWorkers: WORKERS, timeoutMs: 200 });
-  const api = new FleetScheduler({ store, key: 'api', rate: '50/s', burst: 5 });
-  const db = new FleetScheduler({ store, key: 'db', concurrency: 8, leaseMs: 1500, pollMs: 10 });
+  const api = new Scheduler({ store, key: 'api', rate: '50/s', burst: 5 });
+  const db = new Scheduler({ store, key: 'db', concurrency: 8, leaseMs: 1500, pollMs: 10 });
   let apiCalls = 0;
   let reports = 0;
   const callApi = async (): Promise<void> => {

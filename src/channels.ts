@@ -115,7 +115,7 @@ export interface KeyedRefusalMessage {
 
 /** `tokenpace:redis:degraded`: decisions now follow the store's policy. */
 export interface StoreDegradedMessage {
-  /** A `RedisStore`, or a `RedisFleetStore` (a FleetScheduler's). */
+  /** A `RedisStore`, or a `RedisFleetStore` (a fleet Scheduler's). */
   readonly store: RedisStore | RedisFleetStore;
   readonly error: Error;
   readonly policy: FailurePolicy;

@@ -41,16 +41,14 @@ export {
   TokenpaceError,
   WaitTooLongError,
 } from './errors.js';
-export {
-  type FleetScheduleOptions,
-  FleetScheduler,
-  type FleetSchedulerEvents,
-  type FleetSchedulerOptions,
-} from './fleet/fleet-scheduler.js';
 export { RedisFleetStore, type RedisFleetStoreEvents, type RedisFleetStoreOptions } from './fleet/redis-fleet-store.js';
 export {
   type AcquireOp,
   type AcquireResult,
+  type ExchangeAcquire,
+  type ExchangeGrant,
+  type ExchangeOp,
+  type ExchangeResult,
   type FleetParams,
   type FleetSnapshot,
   type FleetStore,

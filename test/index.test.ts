@@ -23,7 +23,6 @@ describe('public exports', () => {
     'BurstTooSmallError',
     'CostExceedsCapacityError',
     'FixedWindow',
-    'FleetScheduler',
     'InvalidDurationError',
     'InvalidOptionError',
     'InvalidRateError',

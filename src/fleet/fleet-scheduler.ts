@@ -1,698 +1,971 @@
 /**
- * FleetScheduler: the Scheduler's model, shared by a fleet of processes.
+ * The fleet form of the Scheduler: `new Scheduler({ store, key, ... })`.
  *
- * Every worker that uses the same `store` and `key` shares ONE rate bucket
- * and ONE weighted concurrency budget (see ./store.ts); each keeps its own
- * bounded local queue, priorities, signals and events.
+ * Every scheduler that uses the same `store` and `key` shares ONE rate bucket
+ * and ONE weighted concurrency budget (see ./store.ts), in every process; each
+ * keeps its own bounded local queue, priorities, signals, timeouts and events.
+ * It is a subclass of Scheduler that the Scheduler's constructor returns when
+ * it is given a `store`: the options are checked once (by the Scheduler's
+ * constructor), and the parts are the Scheduler's own (the wait queue, the
+ * Runner that runs a job with its signal and timeout, the refusals, the
+ * events); only the scheduling core differs, since the limits are decided by
+ * the store and not here.
  *
- * How a job starts. Jobs wait in the local queue (src/scheduler/queue.ts's
- * WaitQueue: a FIFO per priority). The head asks the store, in one atomic
- * step, to reserve its start in the shared bucket (into debt up to its
- * remaining `maxWait`) and to take `cost` units of the budget as a lease. The
- * store answers the delay; the job starts when it has passed, on this
- * worker's clock. The reservation is made before the wait, so N workers take
- * turns in the bucket: starts come evenly at the shared rate, not in bursts of
- * N. At most `reserveAhead` jobs per worker hold a reservation without having
- * started (default 1), so a worker with a long backlog does not book the
- * bucket's future ahead of the others and a later high-priority job is not
- * stuck behind a long line of reservations.
+ * How a job starts. Jobs wait in the local queue (a FIFO per priority). The
+ * worker talks to the store in exchanges (`FleetStore.exchange`): one call
+ * gives back the leases of the jobs that ended since the last call and asks
+ * for up to BATCH queued jobs, head first. The store reserves each start in
+ * the shared bucket and takes `cost` units of the budget as a lease, in one
+ * atomic step; only the first job of a call may be granted a delay (into
+ * debt, up to its remaining `maxWait`), the others only if they can start
+ * now. The job starts when its delay has passed, on this worker's clock. The
+ * reservation is made before the wait, so N workers take turns in the bucket:
+ * starts come evenly at the shared rate, not in bursts of N.
+ *
+ * Calls in flight. While the limits do not bind (the last answer granted
+ * every job asked, at once), a worker keeps up to CALLS exchanges in flight,
+ * so its round trips overlap; as soon as an answer holds a delay, a refusal
+ * or a job not tried, it goes back to one at a time. At most `reserveAhead`
+ * jobs per worker hold a reservation with a delay (default 1), plus at most
+ * one per call in flight, so a worker with a long backlog does not book the
+ * bucket's future ahead of the others. Jobs of one worker start in queue
+ * order, except that a job sent in a later call may start before one of an
+ * earlier call in the moment the limits begin to bind.
  *
  * Bound on starts. Over any window of T ms the fleet starts at most
  * `burst + rate * (T + allowanceMs) / 1000`, where the allowance is how
  * unevenly the workers' timers fire relative to Redis's time: the spread of
- * one-way latency to Redis plus local timer lateness (about 1-3 ms on an idle
- * loopback host; tens of ms on a loaded one). The bucket itself is exact in
- * Redis's time; only the moments the workers act on it move.
+ * one-way latency to Redis plus local timer lateness (a few ms on a loopback
+ * host; tens of ms on a loaded one). The bucket itself is exact in Redis's
+ * time; only the moments the workers act on it move. Timer lateness loses no
+ * rate (a start is charged when it is reserved, in the store's time), so
+ * `catchUp` has nothing to do here and is refused.
  *
  * When the budget is full the store answers `busy` and records the job's
  * claim; while the oldest claim is live, the store grants other jobs only
  * units that leave room for it (no starvation of large costs by small ones
- * from other workers). The worker asks again
- * after `pollMs` (or when the earliest lease expires, if sooner), and at once
- * when one of its own jobs ends. Redis has no cheap way to wake a waiter in
- * another process, so a unit freed by another worker is seen within
- * `pollMs`.
+ * from other workers). The worker asks again after `pollMs` (or when the
+ * earliest lease expires, if sooner), and at once when one of its own jobs
+ * ends. Redis has no cheap way to wake a waiter in another process, so a unit
+ * freed by another worker is seen within `pollMs`.
  *
- * Leases. A running job's lease is renewed every `leaseMs / 3`, and released
- * when the job ends. A worker that dies (kill -9) stops renewing: its units
- * come back when its leases expire, at most `leaseMs` later.
+ * Leases. A job's lease is renewed every `leaseMs / 3` while it is reserved
+ * or runs, and given back when its function settles (with `onTimeout:
+ * 'release'`, the default, at its timeout already), in the worker's next
+ * call. A worker that dies (kill -9) stops renewing: its units come back when
+ * its leases expire, at most `leaseMs` later.
  *
  * maxWait is decided up front: a job whose predicted wait (the cost queued
  * ahead of it at its priority and above, plus its own, against the bucket's
  * tokens as the store last reported them) exceeds `maxWait` is rejected at
- * once; the store decides exactly for the head (a reservation longer than its
- * remaining `maxWait` charges nothing); a job still waiting at its deadline
- * (e.g. for concurrency) is rejected then. An aborted job leaves the queue
- * at once; one that held a reservation gives it back by the cancel rule.
+ * once; the store decides exactly for the first job of a call (a reservation
+ * longer than its remaining `maxWait` charges nothing); a job still waiting at
+ * its deadline (e.g. for concurrency) is rejected then. An aborted job leaves
+ * the queue at once; one that held a reservation gives it back by the cancel
+ * rule.
+ *
+ * Live limits. `setRate`, `setBurst`, `setConcurrency` keep the Scheduler's
+ * synchronous signatures: the arguments are checked at once (a bad one
+ * throws), and the change is sent to the store, where it applies to every
+ * worker. The getters report the limits as the store last answered, so they
+ * show a change after its round trip. A change that does not reach the store
+ * (it is unavailable) is told by the `storeError` event; the fleet's limits
+ * stay as they were.
+ *
+ * A job's `ctx.adjust(deltaCost)` changes its charge in the shared bucket by
+ * the Scheduler's rule (more is taken now, into debt; less is given back now,
+ * never above the burst), with one call to the store; it stays synchronous,
+ * and a change that cannot reach the store is told by `storeError`. Not here:
+ * the `catchUp` option, refused with `NotSupportedError`.
  *
  * Failure of the store: see RedisFleetStore (`onError`). The store's
  * `degraded` and `recovered` events are this scheduler's events too.
  */
 
-import { type Clock, systemClock } from '../clock.js';
+import { type Clock, checkClock } from '../clock.js';
 import {
   AbortError,
+  ClosedError,
   CostExceedsCapacityError,
+  checkOptions,
+  checkSignal,
+  describeValue,
   InvalidOptionError,
-  QueueFullError,
+  JobTimeoutError,
+  NotSupportedError,
+  retryHintMs,
   WaitTooLongError,
 } from '../errors.js';
-import type { FailurePolicy } from '../keyed/redis-store.js';
-import type {
-  ActiveJob,
-  JobContext,
-  JobFunction,
-  RejectedJob,
-  RejectReason,
-  SchedulerCounters,
-} from '../scheduler/options.js';
-import { type Level, type Waiter, WaitQueue } from '../scheduler/queue.js';
+import { burstParam, rateParam } from '../meters/bucket.js';
+import { Emitter } from '../scheduler/events.js';
 import {
-  type DurationInput,
-  parseDuration,
-  parseRateOption,
-  parseSizeOption,
-  type RateInput,
-  type SizeInput,
-} from '../units.js';
-import type { AcquireResult, FleetParams, FleetStore, HeldLease } from './store.js';
+  checkListener,
+  type EventName,
+  type JobFunction,
+  parseConcurrency,
+  parseOptionalDuration,
+  parseTimeout,
+  type ScheduleOptions,
+  type SchedulerCounters,
+  type SchedulerListener,
+  type SchedulerOptions,
+} from '../scheduler/options.js';
+import { WaitQueue } from '../scheduler/queue.js';
+import { costError, Refusals } from '../scheduler/refuse.js';
+import { Charge, Job, type JobExtra, Runner, rejection } from '../scheduler/run.js';
+import type { Scheduler } from '../scheduler/scheduler.js';
+import type { DurationInput, RateInput, SizeInput } from '../units.js';
+import type { ExchangeResult, FleetParams, FleetStore, HeldLease } from './store.js';
 
-/** Options for {@link FleetScheduler}. At least one of `rate` and `concurrency` must be given. */
-export interface FleetSchedulerOptions {
-  /** Where the fleet's shared state lives: a `RedisFleetStore` (or `MemoryFleetStore` in one process). */
-  store: FleetStore;
-  /** The fleet's name in the store: workers with the same key share the limits. */
-  key: string;
-  /** The fleet's rate, shared by every worker. The stored value wins over this once the key exists. */
-  rate?: RateInput;
-  /** The shared bucket's capacity. @default 1 */
-  burst?: SizeInput;
-  /** The fleet's weighted concurrency budget. @default Infinity */
-  concurrency?: number;
-  /**
-   * How long a lease lives without renewal: the longest a dead worker's units stay taken. Renewed
-   * every `leaseMs / 3` while its job runs. Minimum 30 ms.
-   * @default 10_000
-   */
-  leaseMs?: DurationInput;
-  /** The most jobs waiting in this worker's queue. @default 1000 */
-  maxQueue?: number;
-  /** The longest a job may wait to start. @default Infinity */
-  maxWait?: DurationInput;
-  /** How often a worker asks again while the budget is full, ms. @default 20 */
-  pollMs?: number;
-  /** Jobs per worker holding a reservation without having started. @default 1 */
-  reserveAhead?: number;
-  /** @default true */
-  autoStart?: boolean;
-  /** @default systemClock */
-  clock?: Clock;
-}
-
-/** Options for {@link FleetScheduler.schedule}. */
-export interface FleetScheduleOptions {
-  /** Tokens to start and units held while running. @default 1 */
-  cost?: number;
-  /** Higher first. @default 0 */
-  priority?: number;
-  signal?: AbortSignal;
-}
-
-/** The events of a FleetScheduler: the Scheduler's, plus the store's failure transitions. */
-export interface FleetSchedulerEvents {
-  add: [];
-  active: [job: ActiveJob];
-  completed: [result: unknown];
-  error: [error: unknown];
-  empty: [];
-  idle: [];
-  rejected: [job: RejectedJob];
-  /** The store stopped answering: its `onError` policy decides. */
-  degraded: [info: { error: Error; policy: FailurePolicy }];
-  /** The store answers again. */
-  recovered: [info: { downMs: number }];
-}
-
-type State = 'queued' | 'reserved' | 'running' | 'done';
-
-interface Job extends Waiter<Job> {
-  readonly fn: JobFunction<unknown>;
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: unknown) => void;
-  readonly signal: AbortSignal | undefined;
-  state: State;
-  lease: HeldLease | undefined;
-  /** Its lease id, and its claim's while it waits for units: one per job. */
-  leaseId: string | undefined;
-  readyAtMs: number;
-  timer: unknown;
-  onAbort: (() => void) | undefined;
-}
-
+/** Jobs asked for in one call. */
+const BATCH = 64;
+/** Calls in flight while the limits do not bind. */
+const CALLS = 4;
 const DEFAULT_LEASE_MS = 10_000;
 let workerSeq = 0;
 
-/** A Scheduler whose limits a fleet of processes shares; see the file's opening comment. */
-export class FleetScheduler {
-  readonly key: string;
-  readonly leaseMs: number;
-  readonly maxQueue: number;
-  readonly maxWaitMs: number;
-  readonly pollMs: number;
-  readonly reserveAhead: number;
-  readonly #store: FleetStore;
-  readonly #clock: Clock;
-  readonly #queue = new WaitQueue<Job>();
-  readonly #leased = new Set<Job>();
-  readonly #listeners: { [E in keyof FleetSchedulerEvents]?: ((...args: FleetSchedulerEvents[E]) => void)[] } = {};
-  readonly #workerId = `${process.pid}-${Date.now().toString(36)}-${workerSeq++}`;
-  readonly #counters: SchedulerCounters = {
-    admitted: 0,
-    started: 0,
-    completed: 0,
-    failed: 0,
-    timedOut: 0,
-    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
-    waitedMs: 0,
-  };
-  #params: FleetParams;
-  /** The bucket's tokens at the last reply, and when (local clock). */
-  #tokens: number;
-  #tokensAtMs = 0;
-  #leaseSeq = 0;
-  #paused: boolean;
-  #acquiring = false;
-  #reserved = 0;
-  #running = 0;
-  #retryTimer: unknown;
-  #renewTimer: unknown;
+type State = 'queued' | 'reserved' | 'running' | 'done';
 
-  constructor(options: FleetSchedulerOptions) {
-    const { store, key } = options;
-    if (typeof store !== 'object' || store === null || typeof store.acquire !== 'function') {
-      throw new InvalidOptionError('store', store, 'Expected `store` to be a RedisFleetStore or a MemoryFleetStore');
-    }
-    if (typeof key !== 'string' || key.length === 0) {
-      throw new InvalidOptionError('key', key, `Expected \`key\` to be a non-empty string, got ${String(key)}`);
-    }
-    const ratePerSecond = options.rate === undefined ? Number.POSITIVE_INFINITY : parseRateOption(options.rate, 'rate');
-    const capacity = options.burst === undefined ? 1 : parseSizeOption(options.burst, 'burst');
-    const concurrency = options.concurrency ?? Number.POSITIVE_INFINITY;
-    if (!(concurrency > 0) || (concurrency === Number.POSITIVE_INFINITY && options.rate === undefined)) {
-      throw new InvalidOptionError(
-        'concurrency',
-        concurrency,
-        `Expected \`concurrency\` to be a number > 0${options.rate === undefined ? ' (or give a `rate`)' : ''}, got ${String(options.concurrency)}`,
-      );
-    }
-    const leaseMs = options.leaseMs === undefined ? DEFAULT_LEASE_MS : parseDuration(options.leaseMs);
-    if (!(leaseMs >= 30 && leaseMs < Number.POSITIVE_INFINITY)) {
-      throw new InvalidOptionError(
-        'leaseMs',
-        options.leaseMs,
-        `Expected \`leaseMs\` to be a finite duration >= 30 ms, got ${String(options.leaseMs)}`,
-      );
-    }
-    const maxQueue = options.maxQueue ?? 1000;
-    if (!(Number.isSafeInteger(maxQueue) && maxQueue >= 0)) {
-      throw new InvalidOptionError(
-        'maxQueue',
-        maxQueue,
-        `Expected \`maxQueue\` to be a finite integer >= 0, got ${String(maxQueue)}`,
-      );
-    }
-    const pollMs = options.pollMs ?? 20;
-    if (!(pollMs >= 1 && pollMs < Number.POSITIVE_INFINITY)) {
-      throw new InvalidOptionError(
-        'pollMs',
-        pollMs,
-        `Expected \`pollMs\` to be a finite number >= 1, got ${String(pollMs)}`,
-      );
-    }
-    const reserveAhead = options.reserveAhead ?? 1;
-    if (!(Number.isSafeInteger(reserveAhead) && reserveAhead >= 1)) {
-      throw new InvalidOptionError(
-        'reserveAhead',
-        reserveAhead,
-        `Expected \`reserveAhead\` to be an integer >= 1, got ${String(reserveAhead)}`,
-      );
-    }
-    this.key = key;
-    this.leaseMs = leaseMs;
-    this.maxQueue = maxQueue;
-    this.maxWaitMs = options.maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(options.maxWait);
-    this.pollMs = pollMs;
-    this.reserveAhead = reserveAhead;
-    this.#store = store;
-    this.#clock = options.clock ?? systemClock;
-    this.#params = { ratePerSecond, capacity, concurrency };
-    this.#tokens = capacity;
-    this.#paused = options.autoStart === false;
-    const emitter = store as Partial<{ on(event: string, listener: (info: never) => void): unknown }>;
-    if (typeof emitter.on === 'function') {
-      emitter.on.call(store, 'degraded', (info: { error: Error; policy: FailurePolicy }) =>
-        this.#emit('degraded', info),
-      );
-      emitter.on.call(store, 'recovered', (info: { downMs: number }) => {
-        this.#emit('recovered', info);
-        this.#pump();
-      });
-    }
-  }
+/** A waiting job of a fleet: the Scheduler's Job, and what the store gave it. */
+class FleetJob extends Job {
+  state: State = 'queued';
+  /** In a call to the store now. */
+  calling = false;
+  /** Its lease id, and its claim's while it waits for units: one per job. */
+  leaseId = '';
+  lease: HeldLease | undefined = undefined;
+  readyAtMs = 0;
+  /** Its deadline while queued; its start while reserved. */
+  timer: unknown = undefined;
+  onAbort: (() => void) | undefined = undefined;
+}
 
-  /** Jobs waiting to start: queued here, or holding a reservation. */
-  get size(): number {
-    return this.#queue.size + this.#reserved;
-  }
+/** What a store that emits events looks like (RedisFleetStore). */
+interface StoreEvents {
+  on(event: string, listener: (info: never) => void): unknown;
+  off(event: string, listener: (info: never) => void): unknown;
+}
 
-  /** Jobs of this worker running now. */
-  get pending(): number {
-    return this.#running;
-  }
+let fleetClass: (new (options: SchedulerOptions) => Scheduler) | undefined;
 
-  get isPaused(): boolean {
-    return this.#paused;
-  }
+/**
+ * The fleet form of `new Scheduler(options)` (the Scheduler's constructor returns it when it is
+ * given a `store`). The class is made at the first call, from the Scheduler class it is given:
+ * ../scheduler/scheduler.ts imports this module, so this one cannot import the Scheduler's value
+ * back (a cycle).
+ * @internal
+ */
+export function makeFleetScheduler(Base: typeof Scheduler, options: SchedulerOptions): Scheduler {
+  fleetClass ??= defineFleetScheduler(Base);
+  return new fleetClass(options);
+}
 
-  /** The fleet's rate as the store last reported it. */
-  get rate(): number {
-    return this.#params.ratePerSecond;
-  }
+function defineFleetScheduler(Base: typeof Scheduler) {
+  /** A Scheduler whose limits a fleet of processes shares; see the file's opening comment. */
+  class FleetScheduler extends Base {
+    /** The fleet's name in the store. */
+    readonly key: string;
+    readonly leaseMs: number;
+    readonly pollMs: number;
+    readonly reserveAhead: number;
+    readonly #store: FleetStore;
+    readonly #clock: Clock;
+    readonly #queue = new WaitQueue<Job>();
+    readonly #events = new Emitter(this);
+    readonly #counters: SchedulerCounters = {
+      admitted: 0,
+      started: 0,
+      completed: 0,
+      failed: 0,
+      timedOut: 0,
+      rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
+      waitedMs: 0,
+    };
+    readonly #runner: Runner;
+    readonly #refusals: Refusals;
+    readonly #maxQueue: number;
+    readonly #maxWaitMs: number;
+    #timeoutMs: number;
+    readonly #workerId = `${process.pid}-${Date.now().toString(36)}-${workerSeq++}`;
+    #leaseSeq = 0;
+    #params: FleetParams;
+    /** The bucket's tokens at the last answer, and when (local clock). */
+    #tokens: number;
+    #tokensAtMs: number;
+    #paused: boolean;
+    #closed = false;
+    /** Calls to the store in flight. */
+    #calls = 0;
+    /** The last answer granted every job asked, at once: several calls may be in flight. */
+    #fast = false;
+    /** The budget was full: ask again after the retry timer, or when a job of ours ends. */
+    #blocked = false;
+    #reserved = 0;
+    /** Jobs holding a lease (reserved or running): renewed together. */
+    readonly #leased = new Set<FleetJob>();
+    /** Leases of jobs that ended, for the next call. */
+    #releases: HeldLease[] = [];
+    #pumpQueued = false;
+    #retryTimer: unknown;
+    #renewTimer: unknown;
+    #emptyOwed = false;
+    #idleOwed = false;
+    readonly #storeListeners: [string, (info: never) => void][] = [];
 
-  get burst(): number {
-    return this.#params.capacity;
-  }
-
-  get concurrency(): number {
-    return this.#params.concurrency;
-  }
-
-  get counters(): SchedulerCounters {
-    return { ...this.#counters, rejected: { ...this.#counters.rejected } };
-  }
-
-  /** Runs `fn` when the fleet's limits allow; resolves or rejects with its result. */
-  schedule<R>(fn: JobFunction<R>, options: FleetScheduleOptions = {}): Promise<R> {
-    const cost = options.cost ?? 1;
-    const priority = options.priority ?? 0;
-    return new Promise<R>((resolve, reject) => {
-      const now = this.#clock.now();
-      const job: Job = {
-        fn: fn as JobFunction<unknown>,
-        resolve: resolve as (value: unknown) => void,
-        reject,
-        signal: options.signal,
-        priority,
-        cost,
-        level: undefined as Level<Job> | undefined,
-        enqueuedAtMs: now,
-        prev: undefined,
-        next: undefined,
-        state: 'queued',
-        lease: undefined,
-        leaseId: undefined,
-        readyAtMs: 0,
-        timer: undefined,
-        onAbort: undefined,
-      };
-      if (!(cost >= 0 && cost < Number.POSITIVE_INFINITY)) {
-        this.#turnAway(
-          job,
-          'costExceedsCapacity',
-          new CostExceedsCapacityError(cost, this.#params.concurrency, 'the limits'),
+    constructor(options: SchedulerOptions) {
+      super(options); // checks every option the Scheduler has, and makes no timer
+      const { store, key } = options;
+      if (typeof store !== 'object' || store === null || typeof (store as FleetStore).exchange !== 'function') {
+        throw new InvalidOptionError(
+          'store',
+          store,
+          `Expected \`store\` to be a RedisFleetStore or a MemoryFleetStore, got ${describeValue(store)}`,
         );
-        return;
       }
-      const limit = Math.min(
-        this.#params.concurrency,
-        this.#params.ratePerSecond < Number.POSITIVE_INFINITY ? this.#params.capacity : Number.POSITIVE_INFINITY,
-      );
-      if (cost > limit) {
-        const what = limit === this.#params.concurrency ? "the fleet's concurrency" : "the fleet's burst";
-        this.#turnAway(job, 'costExceedsCapacity', new CostExceedsCapacityError(cost, limit, what));
-        return;
+      if (typeof key !== 'string' || key.length === 0) {
+        throw new InvalidOptionError(
+          'key',
+          key,
+          `Expected \`key\` (the fleet's name in the store) to be a non-empty string, got ${describeValue(key)}`,
+        );
       }
-      if (options.signal?.aborted) {
-        this.#turnAway(job, 'aborted', options.signal.reason);
-        return;
+      if (options.catchUp !== undefined) {
+        throw new NotSupportedError(
+          "`catchUp` does not apply to a fleet: a start is charged when the store reserves it, in the store's time, so timer lateness loses no rate",
+        );
       }
-      if (this.#queue.size >= this.maxQueue) {
-        this.#turnAway(job, 'queueFull', new QueueFullError(this.maxQueue, this.#predictMs(priority, 1, now)));
-        return;
+      const leaseMs = parseOptionalDuration(options.leaseMs, DEFAULT_LEASE_MS);
+      if (!(leaseMs >= 30 && leaseMs < Number.POSITIVE_INFINITY)) {
+        throw new InvalidOptionError(
+          'leaseMs',
+          options.leaseMs,
+          `Expected \`leaseMs\` to be a finite duration >= 30 ms, got ${describeValue(options.leaseMs)}`,
+        );
+      }
+      const pollMs = options.pollMs ?? 20;
+      if (!(typeof pollMs === 'number' && pollMs >= 1 && pollMs < Number.POSITIVE_INFINITY)) {
+        throw new InvalidOptionError(
+          'pollMs',
+          pollMs,
+          `Expected \`pollMs\` to be a finite number >= 1, got ${describeValue(pollMs)}`,
+        );
+      }
+      const reserveAhead = options.reserveAhead ?? 1;
+      if (!(Number.isSafeInteger(reserveAhead) && reserveAhead >= 1)) {
+        throw new InvalidOptionError(
+          'reserveAhead',
+          reserveAhead,
+          `Expected \`reserveAhead\` to be an integer >= 1, got ${describeValue(reserveAhead)}`,
+        );
+      }
+      this.key = key;
+      this.leaseMs = leaseMs;
+      this.pollMs = pollMs;
+      this.reserveAhead = reserveAhead;
+      this.#store = store;
+      this.#clock = checkClock(options.clock);
+      // The limits as the Scheduler's constructor parsed them: the store's win once it answers.
+      const ratePerSecond = super.rate;
+      this.#params = {
+        ratePerSecond,
+        capacity: ratePerSecond < Number.POSITIVE_INFINITY ? super.burst : 1,
+        concurrency: super.concurrency,
+      };
+      this.#tokens = this.#params.capacity;
+      this.#maxQueue = super.maxQueue;
+      this.#maxWaitMs = parseOptionalDuration(options.maxWait, Number.POSITIVE_INFINITY);
+      this.#timeoutMs = super.timeout;
+      this.#paused = super.isPaused;
+      this.#runner = new Runner(this.#clock, this.#counters, this.#events, this.#finished);
+      this.#runner.zeroCostHold = 0;
+      this.#runner.releaseOnTimeout = options.onTimeout !== 'hold';
+      this.#runner.contextFor = (signal, cost) => new Charge(signal, cost, this.#adjust);
+      this.#refusals = new Refusals(this.#counters, this.#events, this.#maxQueue);
+      this.#tokensAtMs = this.#clock.now();
+      this.#listenToStore();
+    }
+
+    // ---------------------------------------------------------------- state
+
+    /** Jobs waiting to start: queued here, or holding a reservation. */
+    override get size(): number {
+      return this.#queue.size + this.#reserved;
+    }
+
+    /** Jobs of this worker running now. */
+    override get pending(): number {
+      return this.#runner.pending;
+    }
+
+    /** The cost of this worker's jobs running now. */
+    override get pendingCost(): number {
+      return this.#runner.runningCost;
+    }
+
+    override get isPaused(): boolean {
+      return this.#paused;
+    }
+
+    /** The fleet's concurrency budget as the store last reported it. Assigning it is {@link setConcurrency}. */
+    override get concurrency(): number {
+      return this.#params.concurrency;
+    }
+
+    override set concurrency(concurrency: number) {
+      this.setConcurrency(concurrency);
+    }
+
+    override get timeout(): number {
+      return this.#timeoutMs;
+    }
+
+    override set timeout(timeout: DurationInput | undefined) {
+      this.#timeoutMs = parseTimeout(timeout);
+    }
+
+    /** True when jobs wait because the fleet's budget is full. */
+    override get isSaturated(): boolean {
+      return this.#queue.size !== 0 && this.#blocked;
+    }
+
+    /** The fleet's rate as the store last reported it (Infinity if none). */
+    override get rate(): number {
+      return this.#params.ratePerSecond;
+    }
+
+    /** The fleet's burst as the store last reported it (Infinity if there is no rate). */
+    override get burst(): number {
+      return this.#params.ratePerSecond < Number.POSITIVE_INFINITY ? this.#params.capacity : Number.POSITIVE_INFINITY;
+    }
+
+    override get maxQueue(): number {
+      return this.#maxQueue;
+    }
+
+    /** Jobs of this worker waiting at exactly `priority` (queued or reserved). */
+    override sizeBy(options: { priority: number }): number {
+      const priority = checkOptions(options, 'sizeBy options ({ priority })', true)?.priority;
+      if (typeof priority !== 'number' || Number.isNaN(priority)) {
+        throw new InvalidOptionError(
+          'priority',
+          priority,
+          `Expected \`priority\` to be a number, got ${describeValue(priority)}`,
+        );
+      }
+      let reserved = 0;
+      for (const job of this.#leased) if (job.state === 'reserved' && job.priority === priority) reserved++;
+      return this.#queue.sizeAt(priority) + reserved;
+    }
+
+    override get counters(): SchedulerCounters {
+      const c = this.#counters;
+      return { ...c, rejected: { ...c.rejected } };
+    }
+
+    override get isClosed(): boolean {
+      return this.#closed;
+    }
+
+    // ---------------------------------------------------------------- jobs
+
+    override schedule<R>(fn: JobFunction<R>, options: ScheduleOptions = {}): Promise<R> {
+      if (typeof fn !== 'function') {
+        return Promise.reject(
+          new InvalidOptionError('fn', fn, `Expected the job to be a function, got ${describeValue(fn)}`),
+        );
+      }
+      if (typeof options !== 'object' || options === null) {
+        return Promise.reject(
+          new InvalidOptionError(
+            'options',
+            options,
+            `Expected the job's options to be an object or undefined, got ${describeValue(options)}`,
+          ),
+        );
+      }
+      if (this.#closed) return Promise.reject(new ClosedError());
+      const cost = options.cost ?? 1;
+      const priority = options.priority ?? 0;
+      let signal: AbortSignal | undefined;
+      let timeoutMs = this.#timeoutMs;
+      try {
+        signal = checkSignal(options.signal);
+        if (options.timeout !== undefined) timeoutMs = parseTimeout(options.timeout);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      const refusals = this.#refusals;
+      const burst = this.burst;
+      const concurrency = this.#params.concurrency;
+      if (!(typeof cost === 'number' && cost >= 0 && cost <= Math.min(burst, concurrency))) {
+        return refusals.refuseCost(cost, priority, burst, concurrency);
+      }
+      if (typeof priority !== 'number' || !Number.isFinite(priority)) {
+        return Promise.reject(
+          new InvalidOptionError(
+            'priority',
+            priority,
+            `Expected \`priority\` to be a finite number, got ${describeValue(priority)}`,
+          ),
+        );
+      }
+      if (signal?.aborted) return refusals.refuse('aborted', signal.reason, cost, priority);
+      const now = this.#clock.now();
+      if (this.#queue.size >= this.#maxQueue) {
+        return refusals.queueFull(cost, priority, (c) =>
+          retryHintMs(Math.max(this.#predictMs(priority, c, now), this.#blocked ? this.pollMs : 0)),
+        );
       }
       const predicted = this.#predictMs(priority, cost, now);
-      if (predicted > this.maxWaitMs) {
-        this.#turnAway(job, 'waitTooLong', new WaitTooLongError(predicted, this.maxWaitMs, predicted - this.maxWaitMs));
-        return;
+      if (predicted > this.#maxWaitMs) {
+        const error = new WaitTooLongError(predicted, this.#maxWaitMs, retryHintMs(predicted - this.#maxWaitMs));
+        return refusals.refuse('waitTooLong', error, cost, priority);
       }
-      this.#counters.admitted++;
-      this.#queue.push(job);
-      if (options.signal !== undefined) {
-        const signal = options.signal;
+      const extra: JobExtra | undefined =
+        signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, watched: false, timeoutMs };
+      const job = new FleetJob(fn as JobFunction<unknown>, cost, priority, now, extra);
+      const promise = new Promise<R>((resolve) => {
+        job.resolve = resolve as (value: unknown) => void;
+      });
+      if (signal !== undefined) {
         job.onAbort = () => this.#abort(job, signal.reason);
         signal.addEventListener('abort', job.onAbort, { once: true });
       }
-      if (this.maxWaitMs < Number.POSITIVE_INFINITY) {
-        job.timer = this.#clock.setTimeout(() => this.#expire(job), Math.ceil(this.maxWaitMs));
+      if (this.#maxWaitMs < Number.POSITIVE_INFINITY) {
+        job.timer = this.#clock.setTimeout(() => this.#expire(job), Math.ceil(this.#maxWaitMs));
       }
-      this.#emit('add');
+      this.#queue.push(job);
+      this.#counters.admitted++;
+      this.#emptyOwed = true;
+      this.#idleOwed = true;
+      if (this.#events.has('add')) this.#events.emit('add');
       this.#pump();
-    });
-  }
+      return promise;
+    }
 
-  /** Same as {@link schedule}. */
-  add<R>(fn: JobFunction<R>, options?: FleetScheduleOptions): Promise<R> {
-    return this.schedule(fn, options);
-  }
+    // ---------------------------------------------------------------- control
 
-  /** Stops starting queued jobs (jobs holding a reservation still start). */
-  pause(): void {
-    this.#paused = true;
-  }
+    /** Stops asking for queued jobs (jobs holding a reservation still start). */
+    override pause(): void {
+      this.#paused = true;
+    }
 
-  resume(): void {
-    if (!this.#paused) return;
-    this.#paused = false;
-    this.#pump();
-  }
+    override resume(): void {
+      if (!this.#paused) return;
+      this.#paused = false;
+      this.#pump();
+    }
 
-  /** Changes the fleet's rate, for every worker. */
-  async setRate(rate: RateInput): Promise<void> {
-    await this.#configure({ ratePerSecond: parseRateOption(rate, 'rate') });
-  }
-
-  /** Changes the fleet's burst, for every worker. */
-  async setBurst(burst: SizeInput): Promise<void> {
-    await this.#configure({ capacity: parseSizeOption(burst, 'burst') });
-  }
-
-  /** Changes the fleet's concurrency budget, for every worker. */
-  async setConcurrency(concurrency: number): Promise<void> {
-    if (!(concurrency > 0)) {
-      throw new InvalidOptionError(
-        'concurrency',
-        concurrency,
-        `Expected \`concurrency\` to be a number > 0, got ${concurrency}`,
+    /** Rejects every waiting job with `AbortError` and gives back their reservations. Running jobs go on. */
+    override clear(): void {
+      this.#dropWaiting(
+        'cleared',
+        () => new AbortError('the job was removed from the queue by Scheduler.clear() before it started'),
       );
     }
-    await this.#configure({ concurrency });
-  }
 
-  /** Resolves when nothing waits and nothing runs in this worker. */
-  onIdle(): Promise<void> {
-    if (this.#isIdle()) return Promise.resolve();
-    return this.#when('idle', () => this.#isIdle());
-  }
-
-  /** Resolves when this worker's queue is empty. */
-  onEmpty(): Promise<void> {
-    if (this.size === 0) return Promise.resolve();
-    return this.#when('empty', () => this.size === 0);
-  }
-
-  on<E extends keyof FleetSchedulerEvents>(event: E, listener: (...args: FleetSchedulerEvents[E]) => void): this {
-    const lists = this.#listeners as Record<E, ((...args: FleetSchedulerEvents[E]) => void)[] | undefined>;
-    lists[event] = [...(lists[event] ?? []), listener];
-    return this;
-  }
-
-  off<E extends keyof FleetSchedulerEvents>(event: E, listener: (...args: FleetSchedulerEvents[E]) => void): this {
-    const lists = this.#listeners as Record<E, ((...args: FleetSchedulerEvents[E]) => void)[] | undefined>;
-    const rest = (lists[event] ?? []).filter((l) => l !== listener);
-    lists[event] = rest.length > 0 ? rest : undefined;
-    return this;
-  }
-
-  /** Rejects every queued job (with AbortError) and gives back their reservations. Running jobs go on. */
-  clear(): void {
-    for (const job of [...this.#queue]) this.#drop(job, 'cleared', new AbortError('the scheduler was cleared'));
-    for (const job of [...this.#leased]) {
-      if (job.state === 'reserved') this.#drop(job, 'cleared', new AbortError('the scheduler was cleared'));
-    }
-  }
-
-  #when(event: keyof FleetSchedulerEvents, condition: () => boolean): Promise<void> {
-    return new Promise((resolve) => {
-      const listener = (): void => {
-        if (!condition()) return;
-        this.off(event, listener);
-        resolve();
-      };
-      this.on(event, listener);
-    });
-  }
-
-  #emit<E extends keyof FleetSchedulerEvents>(event: E, ...args: FleetSchedulerEvents[E]): void {
-    const list = (this.#listeners as Record<E, ((...args: FleetSchedulerEvents[E]) => void)[] | undefined>)[event];
-    if (list === undefined) return;
-    for (const listener of list) {
+    override close(options?: { drain?: boolean }): Promise<void> {
+      let drain: boolean;
       try {
-        listener(...args);
+        drain = checkOptions(options, 'close options ({ drain })', false)?.drain ?? true;
+        if (typeof drain !== 'boolean') {
+          throw new InvalidOptionError(
+            'drain',
+            drain,
+            `Expected \`drain\` to be a boolean, got ${describeValue(drain)}`,
+          );
+        }
       } catch (error) {
-        queueMicrotask(() => {
-          throw error;
+        return Promise.reject(error);
+      }
+      this.#closed = true;
+      if (!drain) {
+        this.#dropWaiting(
+          'cleared',
+          () => new ClosedError('the scheduler was closed with { drain: false } before the job started'),
+        );
+      } else if (this.#paused) {
+        this.resume(); // draining a paused scheduler would never end
+      }
+      return this.onIdle()
+        .then(() => this.#settled())
+        .then(() => {
+          if (this.#retryTimer !== undefined) this.#clock.clearTimeout(this.#retryTimer);
+          this.#retryTimer = undefined;
+          for (const [event, listener] of this.#storeListeners)
+            (this.#store as unknown as StoreEvents).off(event, listener);
+          this.#storeListeners.length = 0;
         });
+    }
+
+    /** Changes the fleet's rate, for every worker (see "Live limits" in the file's opening comment). */
+    override setRate(rate: RateInput): void {
+      this.#configure({ ratePerSecond: rateParam(rate) });
+    }
+
+    /** Changes the fleet's burst, for every worker. */
+    override setBurst(burst: SizeInput): void {
+      const capacity = burstParam(burst);
+      if (!(this.#params.ratePerSecond < Number.POSITIVE_INFINITY)) {
+        throw new InvalidOptionError('burst', burst, '`setBurst` needs a rate: call `setRate` first');
+      }
+      this.#configure({ capacity });
+    }
+
+    /** Changes the fleet's concurrency budget, for every worker. */
+    override setConcurrency(concurrency: number): void {
+      this.#configure({
+        concurrency: parseConcurrency(concurrency, this.#params.ratePerSecond < Number.POSITIVE_INFINITY),
+      });
+    }
+
+    // ---------------------------------------------------------------- promises and events
+
+    override onEmpty(): Promise<void> {
+      if (this.size === 0) return Promise.resolve();
+      return this.#events.when('empty');
+    }
+
+    override onIdle(): Promise<void> {
+      if (this.#isIdle()) return Promise.resolve();
+      return this.#events.when('idle');
+    }
+
+    override onPendingZero(): Promise<void> {
+      if (this.#runner.pending === 0) return Promise.resolve();
+      return this.#events.when('changed', () => this.#runner.pending === 0);
+    }
+
+    override onSizeLessThan(limit: number): Promise<void> {
+      if (typeof limit !== 'number' || !(limit >= 0)) {
+        return Promise.reject(
+          new InvalidOptionError('limit', limit, `Expected \`limit\` to be a number >= 0, got ${describeValue(limit)}`),
+        );
+      }
+      if (this.size < limit) return Promise.resolve();
+      return this.#events.when('changed', () => this.size < limit);
+    }
+
+    override on<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+      checkListener(event, listener);
+      this.#events.on(event, listener);
+      return this;
+    }
+
+    override off<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+      checkListener(event, listener);
+      this.#events.off(event, listener);
+      return this;
+    }
+
+    override once<E extends EventName>(event: E, listener: SchedulerListener<E>): this {
+      checkListener(event, listener);
+      this.#events.once(event, listener);
+      return this;
+    }
+
+    // ---------------------------------------------------------------- the core
+
+    #isIdle(): boolean {
+      return this.#queue.size === 0 && this.#reserved === 0 && this.#runner.pending === 0;
+    }
+
+    /** The predicted wait of a job of `cost` at `priority`, from the tokens the store last reported. */
+    #predictMs(priority: number, cost: number, now: number): number {
+      const { ratePerSecond, capacity } = this.#params;
+      if (!(ratePerSecond < Number.POSITIVE_INFINITY)) return 0;
+      const tokens = Math.min(capacity, this.#tokens + ((now - this.#tokensAtMs) * ratePerSecond) / 1000);
+      const deficit = this.#queue.costAtOrAbove(priority) + cost - tokens;
+      return deficit > 0 ? (deficit * 1000) / ratePerSecond : 0;
+    }
+
+    /** Sends what there is to send, once the current synchronous work is done (so it batches). */
+    #pump(): void {
+      if (this.#pumpQueued) return;
+      this.#pumpQueued = true;
+      queueMicrotask(this.#pumpNow);
+    }
+
+    readonly #pumpNow = (): void => {
+      this.#pumpQueued = false;
+      for (;;) {
+        if (this.#calls >= (this.#fast ? CALLS : 1)) return;
+        const batch: FleetJob[] = [];
+        if (!this.#paused && !this.#blocked && this.#reserved < this.reserveAhead) {
+          for (const job of this.#queue as Iterable<FleetJob>) {
+            if (job.calling) continue;
+            batch.push(job);
+            if (batch.length === BATCH) break;
+          }
+        }
+        if (batch.length === 0 && this.#releases.length === 0) return;
+        this.#send(batch);
+        if (batch.length === 0) return;
+      }
+    };
+
+    #send(batch: FleetJob[]): void {
+      const release = this.#releases;
+      this.#releases = [];
+      const now = this.#clock.now();
+      const acquire = batch.map((job) => {
+        job.calling = true;
+        if (job.leaseId === '') job.leaseId = `${this.#workerId}:${this.#leaseSeq++}`;
+        return {
+          cost: job.cost,
+          maxWaitMs: Math.max(0, job.enqueuedAtMs + this.#maxWaitMs - now),
+          leaseId: job.leaseId,
+        };
+      });
+      this.#calls++;
+      this.#store
+        .exchange({
+          key: this.key,
+          release,
+          acquire,
+          leaseMs: this.leaseMs,
+          claimTtlMs: Math.max(100, 5 * this.pollMs),
+          params: this.#params,
+        })
+        .then(
+          (result) => this.#answered(batch, result),
+          () => {
+            // A store that rejects (RedisFleetStore answers by its policy instead): ask again later.
+            this.#calls--;
+            for (const job of batch) job.calling = false;
+            this.#releases.push(...release);
+            this.#fast = false;
+            this.#blocked = true;
+            this.#retryIn(this.pollMs);
+            this.#notify();
+          },
+        );
+    }
+
+    #answered(batch: FleetJob[], result: ExchangeResult): void {
+      this.#calls--;
+      this.#adopt(result);
+      let fast = true;
+      for (let i = 0; i < batch.length; i++) {
+        const job = batch[i] as FleetJob;
+        const grant = result.grants[i] ?? { status: 'later', delayMs: 0, readyAtMs: 0 };
+        job.calling = false;
+        if (grant.status !== 'ok' || grant.delayMs > 0) fast = false;
+        if (job.state !== 'queued') {
+          // Aborted or expired while the store decided: give the reservation back.
+          if (grant.status === 'ok') {
+            const lease = { leaseId: job.leaseId, cost: job.cost, source: result.source };
+            this.#store.cancel(this.key, lease, grant.readyAtMs).catch(() => {});
+          }
+          continue;
+        }
+        switch (grant.status) {
+          case 'ok': {
+            this.#queue.remove(job);
+            if (job.timer !== undefined) this.#clock.clearTimeout(job.timer);
+            job.timer = undefined;
+            job.lease = { leaseId: job.leaseId, cost: job.cost, source: result.source };
+            job.readyAtMs = grant.readyAtMs;
+            this.#hold(job);
+            if (grant.delayMs > 0) {
+              job.state = 'reserved';
+              this.#reserved++;
+              job.timer = this.#clock.setTimeout(() => this.#startReserved(job), Math.ceil(grant.delayMs));
+            } else {
+              this.#start(job);
+            }
+            break;
+          }
+          case 'waitTooLong': {
+            const waited = this.#clock.now() - job.enqueuedAtMs;
+            const error = new WaitTooLongError(waited + grant.delayMs, this.#maxWaitMs, retryHintMs(grant.delayMs));
+            this.#reject(job, 'waitTooLong', error);
+            break;
+          }
+          case 'tooLarge':
+            this.#reject(job, 'costExceedsCapacity', costError(job.cost, this.burst, this.#params.concurrency));
+            break;
+          case 'busy':
+            this.#blocked = true;
+            this.#retryIn(Math.min(this.pollMs, Math.max(1, result.nextExpiryMs)));
+            break;
+          case 'later':
+            break;
+        }
+      }
+      this.#fast = fast;
+      this.#pump();
+      this.#notify();
+    }
+
+    /** Takes the store's view of the limits and the bucket. */
+    #adopt(snapshot: { params: FleetParams; tokens: number }): void {
+      const before = this.#params;
+      this.#params = snapshot.params;
+      this.#tokens = snapshot.tokens;
+      this.#tokensAtMs = this.#clock.now();
+      if (before.capacity !== snapshot.params.capacity || before.concurrency !== snapshot.params.concurrency) {
+        // Waiting jobs that can never start now are told at once.
+        const max = Math.min(this.burst, snapshot.params.concurrency);
+        for (const job of [...this.#queue] as FleetJob[]) {
+          if (job.cost > max) this.#reject(job, 'costExceedsCapacity', costError(job.cost, this.burst, max));
+        }
       }
     }
-  }
 
-  #isIdle(): boolean {
-    return this.#queue.size === 0 && this.#reserved === 0 && this.#running === 0;
-  }
-
-  /** The predicted wait of a job of `cost` at `priority`, from the tokens the store last reported. */
-  #predictMs(priority: number, cost: number, now: number): number {
-    const { ratePerSecond, capacity } = this.#params;
-    if (!(ratePerSecond < Number.POSITIVE_INFINITY)) return 0;
-    const tokens = Math.min(capacity, this.#tokens + ((now - this.#tokensAtMs) * ratePerSecond) / 1000);
-    const deficit = this.#queue.costAtOrAbove(priority) + cost - tokens;
-    return deficit > 0 ? (deficit * 1000) / ratePerSecond : 0;
-  }
-
-  async #configure(change: Partial<FleetParams>): Promise<void> {
-    const snapshot = await this.#store.configure(this.key, change, this.#params);
-    this.#params = snapshot.params;
-    this.#tokens = snapshot.tokens;
-    this.#tokensAtMs = this.#clock.now();
-    this.#pump();
-  }
-
-  #pump(): void {
-    if (this.#paused || this.#acquiring || this.#reserved >= this.reserveAhead) return;
-    const head = this.#queue.peek();
-    if (head === undefined) return;
-    if (this.#retryTimer !== undefined) {
-      this.#clock.clearTimeout(this.#retryTimer);
-      this.#retryTimer = undefined;
+    #retryIn(ms: number): void {
+      if (this.#retryTimer !== undefined) return;
+      this.#retryTimer = this.#clock.setTimeout(() => {
+        this.#retryTimer = undefined;
+        this.#blocked = false;
+        this.#pump();
+      }, Math.ceil(ms));
     }
-    const now = this.#clock.now();
-    this.#acquiring = true;
-    if (head.leaseId === undefined) head.leaseId = `${this.#workerId}:${this.#leaseSeq++}`;
-    const leaseId = head.leaseId;
-    this.#store
-      .acquire({
-        key: this.key,
-        cost: head.cost,
-        maxWaitMs: Math.max(0, head.enqueuedAtMs + this.maxWaitMs - now),
-        leaseId,
-        leaseMs: this.leaseMs,
-        claimTtlMs: Math.max(100, 5 * this.pollMs),
-        params: this.#params,
-      })
-      .then(
-        (result) => this.#acquired(head, leaseId, result),
-        () => {
-          // A store that rejects (not RedisFleetStore, which answers by its policy): ask again later.
-          this.#acquiring = false;
-          this.#retryIn(this.pollMs);
+
+    #startReserved(job: FleetJob): void {
+      job.timer = undefined;
+      if (job.state !== 'reserved') return;
+      this.#reserved--;
+      this.#start(job);
+      this.#pump();
+      this.#notify();
+    }
+
+    /** Runs a job that holds its lease; the lease goes back when the job's function settles (or times out). */
+    #start(job: FleetJob): void {
+      job.state = 'running';
+      const extra = job.extra;
+      if (job.onAbort !== undefined) extra?.signal?.removeEventListener('abort', job.onAbort);
+      const waitedMs = this.#clock.now() - job.enqueuedAtMs;
+      let held = true;
+      const free = (): void => {
+        if (!held) return;
+        held = false;
+        this.#unhold(job);
+        this.#releases.push(job.lease as HeldLease);
+        this.#blocked = false; // units of ours are free: ask at once
+        this.#pump();
+      };
+      const fn = job.fn;
+      const tracked: JobFunction<unknown> = (context) => {
+        let result: unknown;
+        try {
+          result = fn(context);
+        } catch (error) {
+          free();
+          throw error;
+        }
+        if (isThenable(result)) result.then(free, free);
+        else free();
+        return result;
+      };
+      const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
+      if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
+        const context = new Charge(undefined, job.cost, this.#adjust);
+        job.resolve(this.#runner.invoke(tracked, context, job.cost, job.priority, waitedMs));
+      } else {
+        const resolve = job.resolve;
+        const releaseOnTimeout = this.#runner.releaseOnTimeout;
+        this.#runner.invokeGuarded(
+          tracked,
+          job.cost,
+          job.priority,
+          extra?.signal,
+          timeoutMs,
+          waitedMs,
+          resolve,
+          (error) => {
+            if (releaseOnTimeout && error instanceof JobTimeoutError) free();
+            resolve(rejection(error));
+          },
+        );
+      }
+    }
+
+    /** After a job's function settled. */
+    readonly #finished = (): void => {
+      if (this.#events.has('next')) this.#events.emit('next');
+      this.#notify();
+    };
+
+    /** A running job's `ctx.adjust(deltaCost)`: the Scheduler's rule, applied in the store. */
+    readonly #adjust = (charge: Charge, deltaCost: number): void => {
+      if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
+        throw new InvalidOptionError(
+          'deltaCost',
+          deltaCost,
+          `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
+        );
+      }
+      const params = this.#params;
+      if (!(params.ratePerSecond < Number.POSITIVE_INFINITY) || deltaCost === 0) return;
+      let delta = deltaCost;
+      if (delta > 0) {
+        const total = charge.cost + delta;
+        if (total > params.capacity) throw new CostExceedsCapacityError(total, params.capacity);
+        charge.cost = total;
+      } else {
+        delta = -Math.min(-delta, charge.cost);
+        if (delta === 0) return;
+        charge.cost += delta;
+      }
+      this.#tokens -= delta; // until the store answers
+      this.#store.adjust(this.key, delta, params).then(
+        (snapshot) => {
+          this.#adopt(snapshot);
+          this.#pump();
+        },
+        (error: unknown) => {
+          this.#events.emit('storeError', error instanceof Error ? error : new Error(String(error)));
         },
       );
-  }
+    };
 
-  #acquired(job: Job, leaseId: string, result: AcquireResult): void {
-    this.#acquiring = false;
-    this.#params = result.params;
-    this.#tokens = result.tokens;
-    this.#tokensAtMs = this.#clock.now();
-    const lease: HeldLease = { leaseId, cost: job.cost, source: result.source };
-    if (job.state !== 'queued') {
-      // Aborted or expired while the store decided: give the reservation back.
-      if (result.status === 'ok') this.#store.cancel(this.key, lease, result.readyAtMs).catch(() => {});
-      this.#pump();
-      return;
+    #abort(job: FleetJob, reason: unknown): void {
+      if (job.state === 'queued' || job.state === 'reserved') this.#reject(job, 'aborted', reason);
     }
-    switch (result.status) {
-      case 'ok': {
-        this.#queue.remove(job);
-        if (this.#queue.size === 0) this.#emit('empty');
-        job.state = 'reserved';
-        job.lease = lease;
-        job.readyAtMs = result.readyAtMs;
-        this.#reserved++;
-        this.#hold(job);
-        if (job.timer !== undefined) this.#clock.clearTimeout(job.timer);
-        job.timer = undefined;
-        if (result.delayMs > 0) job.timer = this.#clock.setTimeout(() => this.#start(job), Math.ceil(result.delayMs));
-        else this.#start(job);
-        break;
-      }
-      case 'waitTooLong': {
-        const waited = this.#clock.now() - job.enqueuedAtMs;
-        this.#drop(job, 'waitTooLong', new WaitTooLongError(waited + result.delayMs, this.maxWaitMs, result.delayMs));
-        break;
-      }
-      case 'tooLarge': {
-        const p = result.params;
-        const limit = Math.min(
-          p.concurrency,
-          p.ratePerSecond < Number.POSITIVE_INFINITY ? p.capacity : Number.POSITIVE_INFINITY,
-        );
-        this.#drop(job, 'costExceedsCapacity', new CostExceedsCapacityError(job.cost, limit, "the fleet's limits"));
-        break;
-      }
-      case 'busy':
-        this.#retryIn(Math.min(this.pollMs, Math.max(1, result.nextExpiryMs)));
-        return;
-    }
-    this.#pump();
-  }
 
-  #retryIn(ms: number): void {
-    if (this.#retryTimer !== undefined) return;
-    this.#retryTimer = this.#clock.setTimeout(() => {
-      this.#retryTimer = undefined;
-      this.#pump();
-    }, Math.ceil(ms));
-  }
-
-  #start(job: Job): void {
-    job.timer = undefined;
-    if (job.state !== 'reserved') return;
-    job.state = 'running';
-    this.#reserved--;
-    this.#running++;
-    if (job.onAbort !== undefined) job.signal?.removeEventListener('abort', job.onAbort);
-    const waitedMs = this.#clock.now() - job.enqueuedAtMs;
-    this.#counters.started++;
-    this.#counters.waitedMs += waitedMs;
-    this.#emit('active', { cost: job.cost, priority: job.priority, waitedMs });
-    this.#pump();
-    let result: unknown;
-    try {
-      const context: JobContext = { signal: job.signal, adjust: refuseAdjust };
-      result = job.fn(context);
-    } catch (error) {
-      this.#finish(job, false, error);
-      return;
-    }
-    Promise.resolve(result).then(
-      (value) => this.#finish(job, true, value),
-      (error: unknown) => this.#finish(job, false, error),
-    );
-  }
-
-  #finish(job: Job, ok: boolean, value: unknown): void {
-    job.state = 'done';
-    this.#running--;
-    this.#unhold(job);
-    const lease = job.lease as HeldLease;
-    this.#store.release(this.key, [lease]).then(
-      () => this.#pump(),
-      () => this.#pump(),
-    );
-    if (ok) {
-      this.#counters.completed++;
-      job.resolve(value);
-      this.#emit('completed', value);
-    } else {
-      this.#counters.failed++;
-      job.reject(value);
-      this.#emit('error', value);
-    }
-    if (this.#isIdle()) this.#emit('idle');
-  }
-
-  #abort(job: Job, reason: unknown): void {
-    if (job.state === 'queued' || job.state === 'reserved') this.#drop(job, 'aborted', reason);
-  }
-
-  #expire(job: Job): void {
-    job.timer = undefined;
-    if (job.state !== 'queued') return;
-    const waited = this.#clock.now() - job.enqueuedAtMs;
-    this.#drop(
-      job,
-      'waitTooLong',
-      new WaitTooLongError(
-        waited,
-        this.maxWaitMs,
-        this.pollMs,
-        `waited ${Math.ceil(waited)} ms, more than maxWait of ${this.maxWaitMs} ms, for the fleet's limits; retry later or raise maxWait`,
-      ),
-    );
-  }
-
-  /** Removes a job that has not started: from the queue, or giving its reservation back. */
-  #drop(job: Job, reason: RejectReason, error: unknown): void {
-    if (job.timer !== undefined) this.#clock.clearTimeout(job.timer);
-    job.timer = undefined;
-    if (job.onAbort !== undefined) job.signal?.removeEventListener('abort', job.onAbort);
-    if (job.state === 'queued') {
-      this.#queue.remove(job);
-    } else if (job.state === 'reserved') {
-      this.#reserved--;
-      this.#unhold(job);
-      this.#store.cancel(this.key, job.lease as HeldLease, job.readyAtMs).then(
-        () => this.#pump(),
-        () => this.#pump(),
+    #expire(job: FleetJob): void {
+      job.timer = undefined;
+      if (job.state !== 'queued') return;
+      const waited = this.#clock.now() - job.enqueuedAtMs;
+      const why = this.#paused
+        ? 'the scheduler was paused'
+        : this.#blocked
+          ? "the fleet's concurrency stayed taken"
+          : "the fleet's limits";
+      this.#reject(
+        job,
+        'waitTooLong',
+        new WaitTooLongError(
+          waited,
+          this.#maxWaitMs,
+          retryHintMs(this.pollMs),
+          `waited ${Math.ceil(waited)} ms without starting, past maxWait of ${this.#maxWaitMs} ms (${why}); retry later, raise maxWait, or lower the load`,
+        ),
       );
     }
-    job.state = 'done';
-    this.#turnAway(job, reason, error);
-    if (this.#queue.size === 0) this.#emit('empty');
-    if (this.#isIdle()) this.#emit('idle');
-    this.#pump();
-  }
 
-  #turnAway(job: Job, reason: RejectReason, error: unknown): void {
-    this.#counters.rejected[reason]++;
-    job.reject(error);
-    this.#emit('rejected', { reason, error, cost: job.cost, priority: job.priority });
-  }
+    /** Rejects every job that has not started. */
+    #dropWaiting(reason: 'cleared', error: () => Error): void {
+      for (const job of [...this.#queue] as FleetJob[]) this.#reject(job, reason, error());
+      for (const job of [...this.#leased]) if (job.state === 'reserved') this.#reject(job, reason, error());
+    }
 
-  /** Keeps `job`'s lease renewed while it is held. */
-  #hold(job: Job): void {
-    this.#leased.add(job);
-    if (this.#renewTimer === undefined) this.#armRenewal();
-  }
+    /** Removes a job that has not started, from the queue or giving its reservation back, and rejects it. */
+    #reject(
+      job: FleetJob,
+      reason: 'queueFull' | 'waitTooLong' | 'costExceedsCapacity' | 'aborted' | 'cleared',
+      error: unknown,
+    ): void {
+      if (job.timer !== undefined) this.#clock.clearTimeout(job.timer);
+      job.timer = undefined;
+      if (job.onAbort !== undefined) job.extra?.signal?.removeEventListener('abort', job.onAbort);
+      if (job.state === 'queued') {
+        this.#queue.remove(job);
+      } else if (job.state === 'reserved') {
+        this.#reserved--;
+        this.#unhold(job);
+        this.#store.cancel(this.key, job.lease as HeldLease, job.readyAtMs).then(
+          () => this.#pump(),
+          () => this.#pump(),
+        );
+      }
+      job.state = 'done';
+      this.#refusals.rejectWaiting(job, reason, error);
+      this.#pump();
+      this.#notify();
+    }
 
-  #unhold(job: Job): void {
-    this.#leased.delete(job);
-    if (this.#leased.size === 0 && this.#renewTimer !== undefined) {
-      this.#clock.clearTimeout(this.#renewTimer);
-      this.#renewTimer = undefined;
+    /** Emits `changed`, and `empty` / `idle` when their moment has come. */
+    #notify(): void {
+      const events = this.#events;
+      if (events.has('changed')) events.emit('changed');
+      if (this.size !== 0) return;
+      if (this.#emptyOwed) {
+        this.#emptyOwed = false;
+        events.emit('empty');
+      }
+      if (this.#runner.pending === 0 && this.#idleOwed) {
+        this.#idleOwed = false;
+        events.emit('idle');
+      }
+    }
+
+    /** Resolves when no call is in flight and no lease waits to be given back. */
+    #settled(): Promise<void> {
+      if (this.#releases.length !== 0) this.#pump();
+      const done = () => this.#calls === 0 && this.#releases.length === 0;
+      if (done()) return Promise.resolve();
+      return new Promise((resolve) => {
+        const check = (): void => {
+          if (!done()) return;
+          this.#events.off('changed', check);
+          resolve();
+        };
+        this.#events.on('changed', check);
+      });
+    }
+
+    #configure(change: Partial<FleetParams>): void {
+      this.#store.configure(this.key, change, this.#params).then(
+        (snapshot) => {
+          this.#adopt(snapshot);
+          this.#blocked = false;
+          this.#pump();
+          this.#notify();
+        },
+        (error: unknown) => {
+          this.#events.emit('storeError', error instanceof Error ? error : new Error(String(error)));
+        },
+      );
+    }
+
+    #listenToStore(): void {
+      const store = this.#store as unknown as Partial<StoreEvents>;
+      if (typeof store.on !== 'function' || typeof store.off !== 'function') return;
+      const degraded = (info: never) => this.#events.emit('degraded', info);
+      const recovered = (info: never) => {
+        this.#events.emit('recovered', info);
+        this.#blocked = false;
+        this.#pump();
+      };
+      this.#storeListeners.push(['degraded', degraded], ['recovered', recovered]);
+      store.on.call(this.#store, 'degraded', degraded);
+      store.on.call(this.#store, 'recovered', recovered);
+    }
+
+    /** Keeps `job`'s lease renewed while it is held. */
+    #hold(job: FleetJob): void {
+      this.#leased.add(job);
+      if (this.#renewTimer === undefined) this.#armRenewal();
+    }
+
+    #unhold(job: FleetJob): void {
+      this.#leased.delete(job);
+      if (this.#leased.size === 0 && this.#renewTimer !== undefined) {
+        this.#clock.clearTimeout(this.#renewTimer);
+        this.#renewTimer = undefined;
+      }
+    }
+
+    #armRenewal(): void {
+      this.#renewTimer = this.#clock.setTimeout(() => {
+        this.#renewTimer = undefined;
+        if (this.#leased.size === 0) return;
+        const leases = [...this.#leased].map((job) => job.lease as HeldLease);
+        this.#store.renew(this.key, leases, this.leaseMs).catch(() => {});
+        this.#armRenewal();
+      }, this.leaseMs / 3);
     }
   }
-
-  #armRenewal(): void {
-    this.#renewTimer = this.#clock.setTimeout(() => {
-      this.#renewTimer = undefined;
-      if (this.#leased.size === 0) return;
-      const leases = [...this.#leased].map((job) => job.lease as HeldLease);
-      this.#store.renew(this.key, leases, this.leaseMs).catch(() => {});
-      this.#armRenewal();
-    }, this.leaseMs / 3);
-  }
+  return FleetScheduler;
 }
 
-/**
- * A fleet job's `ctx.adjust`: not supported yet. The shared bucket is charged in the store when
- * the job is reserved; changing that charge afterwards would be one more script call per job.
- */
-function refuseAdjust(deltaCost: number): void {
-  throw new InvalidOptionError(
-    'adjust',
-    deltaCost,
-    'FleetScheduler jobs cannot adjust their charge yet (the shared bucket is charged when the job is reserved): schedule each job with the cost you expect, or use a local Scheduler',
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
   );
 }

@@ -7,8 +7,9 @@
  * client types of the keyed RedisStore (`src/keyed/redis-store.ts`); the
  * call plumbing (EVALSHA, EVAL on NOSCRIPT, a timeout per call, PING probes)
  * is a small adapter of its own here, so the keyed store needs no change.
- * Unlike the keyed store it does not batch: a worker sends one acquire at a
- * time (the head of its queue), and renewals of all its leases go in one call.
+ * A worker batches on its own: one `exchange` call gives back the leases of
+ * the jobs that ended and asks for several queued jobs (see ./store.ts), and
+ * renewals of all its leases go in one call.
  *
  * Keys, for fleet key `k` and prefix `p`: `{p:k}:s` (parameters and
  * variables), `{p:k}:l` (lease expiries), `{p:k}:w` (lease weights),
@@ -44,7 +45,10 @@ import { FLEET_SCRIPT } from './script.js';
 import {
   type AcquireOp,
   type AcquireResult,
-  type AcquireStatus,
+  type ExchangeGrant,
+  type ExchangeOp,
+  type ExchangeResult,
+  exchangeOf,
   type FleetParams,
   type FleetSnapshot,
   type FleetStore,
@@ -70,6 +74,11 @@ export interface RedisFleetStoreOptions {
   idleTtlMs?: number;
   /** @default systemClock */
   clock?: Clock;
+  /**
+   * The time the script uses, ms. By default Redis's own `TIME`, so workers with skewed clocks
+   * agree; a function here replaces it (tests on a virtual clock).
+   */
+  now?: () => number;
 }
 
 /** The events a RedisFleetStore emits. */
@@ -79,7 +88,13 @@ export interface RedisFleetStoreEvents {
   failure: [{ error: Error }];
 }
 
-const STATUS: Record<string, AcquireStatus> = { '1': 'ok', '0': 'waitTooLong', '2': 'busy', '3': 'tooLarge' };
+const GRANT: Record<string, ExchangeGrant['status']> = {
+  '1': 'ok',
+  '0': 'waitTooLong',
+  '2': 'busy',
+  '3': 'tooLarge',
+  '4': 'later',
+};
 const SHA = createHash('sha1').update(FLEET_SCRIPT).digest('hex');
 
 /** A fleet's shared state in Redis; see the file's opening comment. */
@@ -93,6 +108,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   readonly #client: RedisClientLike;
   readonly #nodeRedis: boolean;
   readonly #clock: Clock;
+  readonly #now: (() => number) | undefined;
   /** The last parameters Redis gave per key: what the fallback uses. */
   readonly #known = new Map<string, FleetParams>();
   #fallback: MemoryFleetStore | undefined;
@@ -102,6 +118,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
 
   constructor(options: RedisFleetStoreOptions) {
     super();
+    // One store serves every fleet key of a process, and each Scheduler on it listens for its
+    // `degraded` and `recovered` (until closed): more than ten is normal, not a leak.
+    this.setMaxListeners(0);
     const { client } = options;
     this.#nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
     if (!this.#nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
@@ -141,6 +160,10 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     }
     this.#client = client;
     this.#clock = options.clock ?? systemClock;
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw new InvalidOptionError('now', options.now, 'Expected `now` to be a function that returns ms');
+    }
+    this.#now = options.now;
     this.prefix = prefix;
     this.policy = options.onError;
     this.expectedWorkers = expectedWorkers;
@@ -167,23 +190,37 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     this.#probeTimer = undefined;
   }
 
+  async exchange(op: ExchangeOp): Promise<ExchangeResult> {
+    const remote = op.release.filter((l) => l.source === 'store');
+    if (remote.length !== op.release.length) {
+      await this.#fallback?.release(
+        op.key,
+        op.release.filter((l) => l.source !== 'store'),
+      );
+    }
+    if (!this.healthy || this.#closed) return this.#exchangeByPolicy(op);
+    const args = ['b', String(op.leaseMs), String(op.claimTtlMs), String(remote.length)];
+    for (const lease of remote) args.push(lease.leaseId);
+    for (const a of op.acquire) {
+      args.push(String(a.cost), a.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(a.maxWaitMs), a.leaseId);
+    }
+    const reply = await this.#call(op.key, op.params, args);
+    if (reply === undefined) return this.#exchangeByPolicy(op);
+    const grants: ExchangeGrant[] = [];
+    for (let i = 0; i < op.acquire.length; i++) {
+      grants.push({
+        status: GRANT[reply.grants[3 * i] as string] ?? 'later',
+        delayMs: Number(reply.grants[3 * i + 1]),
+        readyAtMs: Number(reply.grants[3 * i + 2]),
+      });
+    }
+    return { ...reply.snapshot, grants };
+  }
+
   async acquire(op: AcquireOp): Promise<AcquireResult> {
-    if (!this.healthy || this.#closed) return this.#acquireByPolicy(op);
-    const reply = await this.#call(op.key, op.params, [
-      'a',
-      String(op.cost),
-      op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs),
-      op.leaseId,
-      String(op.leaseMs),
-      String(op.claimTtlMs),
-    ]);
-    if (reply === undefined) return this.#acquireByPolicy(op);
-    return {
-      ...reply.snapshot,
-      status: STATUS[reply.status] ?? 'busy',
-      delayMs: reply.delayMs,
-      readyAtMs: reply.readyAtMs,
-    };
+    const { grants, ...snapshot } = await this.exchange(exchangeOf(op));
+    const grant = grants[0] as ExchangeGrant;
+    return { ...snapshot, ...grant, status: grant.status === 'later' ? 'busy' : grant.status };
   }
 
   async cancel(key: string, lease: HeldLease, readyAtMs: number): Promise<void> {
@@ -207,7 +244,19 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     if (local.length > 0) await this.#fallback?.release(key, local);
     const remote = leases.filter((l) => l.source === 'store');
     if (remote.length === 0 || !this.healthy) return;
-    await this.#call(key, undefined, ['x', ...remote.map((l) => l.leaseId)]);
+    await this.#call(key, undefined, ['b', '0', '0', String(remote.length), ...remote.map((l) => l.leaseId)]);
+  }
+
+  async adjust(key: string, deltaCost: number, defaults: FleetParams): Promise<FleetSnapshot> {
+    const reply = this.healthy ? await this.#call(key, defaults, ['j', String(deltaCost)]) : undefined;
+    if (reply !== undefined) return reply.snapshot;
+    // Redis is away: the policy's local bucket (if any) takes the change, as it took the jobs.
+    if (this.#fallback !== undefined && this.policy !== 'deny') {
+      const share = this.policy === 'local' ? this.expectedWorkers : 1;
+      const snapshot = await this.#fallback.adjust(key, deltaCost, shareOf(this.#known.get(key) ?? defaults, share));
+      return { ...snapshot, source: this.policy };
+    }
+    throw new StoreUnavailableError(`could not adjust a job's charge for ${JSON.stringify(key)}: Redis is unavailable`);
   }
 
   async configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot> {
@@ -235,14 +284,12 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     return reply.snapshot;
   }
 
-  #acquireByPolicy(op: AcquireOp): AcquireResult {
+  #exchangeByPolicy(op: ExchangeOp): ExchangeResult {
     const params = this.#known.get(op.key) ?? op.params;
     if (this.policy === 'deny') {
       const now = this.#clock.now();
       return {
-        status: 'busy',
-        delayMs: 0,
-        readyAtMs: now,
+        grants: op.acquire.map((_, i) => ({ status: i === 0 ? 'busy' : 'later', delayMs: 0, readyAtMs: now })),
         nowMs: now,
         tokens: 0,
         inFlight: 0,
@@ -253,7 +300,11 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     }
     if (this.#fallback === undefined) this.#fallback = new MemoryFleetStore({ clock: this.#clock });
     const share = this.policy === 'local' ? this.expectedWorkers : 1;
-    const result = this.#fallback.acquireNow({ ...op, params: shareOf(params, share) });
+    const result = this.#fallback.exchangeNow({
+      ...op,
+      release: op.release.filter((l) => l.source !== 'store'),
+      params: shareOf(params, share),
+    });
     result.source = this.policy;
     return result;
   }
@@ -263,7 +314,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     key: string,
     defaults: FleetParams | undefined,
     opArgs: string[],
-  ): Promise<{ snapshot: FleetSnapshot; status: string; delayMs: number; readyAtMs: number } | undefined> {
+  ): Promise<
+    { snapshot: FleetSnapshot; status: string; delayMs: number; readyAtMs: number; grants: unknown[] } | undefined
+  > {
     const d = defaults ??
       this.#known.get(key) ?? {
         ratePerSecond: Number.POSITIVE_INFINITY,
@@ -272,7 +325,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       };
     const args = [
       opArgs[0] as string,
-      '',
+      this.#now === undefined ? '' : String(this.#now()),
       String(this.idleTtlMs),
       num(d.ratePerSecond),
       String(d.capacity),
@@ -286,11 +339,11 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       this.#failed(errorOf(error));
       return undefined;
     }
-    if (!Array.isArray(reply) || reply.length !== 10) {
+    if (!Array.isArray(reply) || reply.length < 10 || (reply.length - 10) % 3 !== 0) {
       this.#failed(new StoreUnavailableError(`unexpected reply from the fleet script: ${String(reply)}`));
       return undefined;
     }
-    const n = reply.map(Number);
+    const n = reply.slice(0, 10).map(Number);
     const params: FleetParams = {
       ratePerSecond: inf(n[6] as number),
       capacity: n[7] as number,
@@ -302,6 +355,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       status: String(reply[1]),
       delayMs: n[2] as number,
       readyAtMs: n[3] as number,
+      grants: reply.slice(10),
       snapshot: {
         nowMs,
         tokens: params.ratePerSecond === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : (n[4] as number),

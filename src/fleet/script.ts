@@ -24,29 +24,37 @@
  *
  * Keys (a hash tag keeps them in one cluster slot): KEYS[1] state hash
  * (`rate burst conc tok upd inf`), KEYS[2] lease expiries (sorted set),
- * KEYS[3] lease weights (hash), KEYS[4] claims by first refusal (sorted set),
+ * KEYS[3] lease weights (hash), KEYS[4] claims by order of first refusal (sorted set),
  * KEYS[5] claims' "cost lastAskedMs" (hash).
  *
  * ARGV: op, now-or-empty (replaces `TIME`: tests on a virtual clock), idle TTL
  * ms, default rate (-1 = none), burst, concurrency (-1 = none), then per op:
  *
- * - `a` acquire: cost, maxWaitMs (-1 = any), leaseId, leaseMs, claimTtlMs. If
- *   the budget has room for `cost` (and for the oldest claim) and the bucket would hold `cost` within maxWaitMs,
- *   charge the bucket (into debt) and hold a lease of weight `cost` until
- *   now + delay + leaseMs. Status 1 ok, 0 wait too long, 2 budget full,
- *   3 cost above the burst or the concurrency (nothing changes unless 1).
+ * - `b` exchange: leaseMs, claimTtlMs, n, then n lease ids to release, then
+ *   (cost, maxWaitMs (-1 = any), leaseId) per job: drops the n leases, then
+ *   tries the jobs in order (see `ExchangeOp` in ./store.ts). A job is granted
+ *   if the budget has room for `cost` (and for the oldest claim) and the bucket
+ *   would hold `cost` within its maxWaitMs: the bucket is charged (into debt)
+ *   and a lease of weight `cost` is held until now + delay + leaseMs. Only the
+ *   first job granted may have a delay; the exchange stops after it, at the
+ *   first job that would need one after a grant, and at the first refused for
+ *   lack of units (which records its claim). Per job: 1 ok, 0 wait too long,
+ *   2 budget full, 3 cost above the burst or the concurrency, 4 not tried.
  * - `c` cancel: leaseId, cost, readyAtMs: gives back what Go's cancel rule
  *   allows (bucket.ts `refund`) and drops the lease.
- * - `x` release: leaseIds...: drops the leases.
  * - `r` renew: leaseMs, then (leaseId, weight) pairs: pushes each lease's
  *   expiry to now + leaseMs; a lease Redis no longer has (it restarted, or
  *   the lease expired while its job still ran) is added back, so the budget
  *   counts what really runs.
+ * - `j` adjust: delta: a running job's charge changes by delta tokens, taken
+ *   now (into debt) when positive, given back now (never above the burst)
+ *   when negative, as the Scheduler's `ctx.adjust`.
  * - `s` set: rate, burst, concurrency ('' = unchanged): `reconfigure`.
  * - `g` get: nothing.
  *
  * Reply (every op): now, status, delayMs, readyAtMs, tokens, in-flight weight,
- * rate, burst, concurrency, ms until the earliest lease expires (-1 = none).
+ * rate, burst, concurrency, ms until the earliest lease expires (-1 = none);
+ * for `b`, then status, delayMs, readyAtMs per job.
  */
 
 export const FLEET_SCRIPT = `
@@ -119,52 +127,81 @@ local expired = redis.call('ZRANGEBYSCORE', KL, '-inf', now)
 if #expired > 0 then drop(expired) end
 
 local status, delay, ready = 1, 0, now
-if op == 'a' then
-  local cost = tonumber(ARGV[7])
-  local maxwait = tonumber(ARGV[8])
-  if (conc >= 0 and cost > conc) or (rate >= 0 and cost > burst) then
-    status = 3
-  else
-    -- the oldest live claim on the budget: later acquires leave room for it
-    local claimttl = tonumber(ARGV[11])
-    local me = ARGV[9]
-    local ahead = 0
-    if conc >= 0 then
-      for i = 1, 64 do
-        local head = redis.call('ZRANGE', KQ, 0, 0)
-        if #head == 0 then break end
-        local c = redis.call('HGET', KC, head[1])
-        local sp = c and string.find(c, ' ', 1, true)
-        if sp and tonumber(string.sub(c, sp + 1)) >= now - claimttl then
-          if head[1] ~= me then ahead = tonumber(string.sub(c, 1, sp - 1)) end
-          break
-        end
-        redis.call('ZREM', KQ, head[1])
-        redis.call('HDEL', KC, head[1])
-      end
-    end
-    if conc >= 0 and inf + cost + ahead > conc + conc * SLACK then
-      status = 2
-      redis.call('ZADD', KQ, 'NX', now, me)
-      redis.call('HSET', KC, me, fmt(cost) .. ' ' .. fmt(now))
-    end
+local grants = {}
+if op == 'b' then
+  local leasems = tonumber(ARGV[7])
+  local claimttl = tonumber(ARGV[8])
+  local nrel = tonumber(ARGV[9])
+  if nrel > 0 then
+    local ids = {}
+    for i = 10, 9 + nrel do ids[#ids + 1] = ARGV[i] end
+    drop(ids)
   end
-  if status == 1 then
-    if rate >= 0 then delay = delay_until(now, cost) end
-    if maxwait >= 0 and delay > maxwait then
-      status = 0
+  local granted, stop = 0, false
+  for i = 10 + nrel, #ARGV, 3 do
+    local cost = tonumber(ARGV[i])
+    local maxwait = tonumber(ARGV[i + 1])
+    local me = ARGV[i + 2]
+    local st, d, r = 4, 0, now
+    if stop then
+      st = 4
+    elseif (conc >= 0 and cost > conc) or (rate >= 0 and cost > burst) then
+      st = 3
     else
-      ready = now + delay
-      if rate >= 0 then
-        tok = tokens_at(now) - cost
-        if now > upd then upd = now end
+      -- the oldest live claim on the budget: later acquires leave room for it
+      local ahead = 0
+      if conc >= 0 then
+        for j = 1, 64 do
+          local head = redis.call('ZRANGE', KQ, 0, 0)
+          if #head == 0 then break end
+          local c = redis.call('HGET', KC, head[1])
+          local sp = c and string.find(c, ' ', 1, true)
+          if sp and tonumber(string.sub(c, sp + 1)) >= now - claimttl then
+            if head[1] ~= me then ahead = tonumber(string.sub(c, 1, sp - 1)) end
+            break
+          end
+          redis.call('ZREM', KQ, head[1])
+          redis.call('HDEL', KC, head[1])
+        end
       end
-      redis.call('ZADD', KL, ready + tonumber(ARGV[10]), ARGV[9])
-      redis.call('HSET', KW, ARGV[9], ARGV[7])
-      inf = inf + cost
-      redis.call('ZREM', KQ, ARGV[9])
-      redis.call('HDEL', KC, ARGV[9])
+      if conc >= 0 and inf + cost + ahead > conc + conc * SLACK then
+        st = 2
+        stop = true
+        -- claims in order of first refusal (a counter, not the time: two in one ms keep their order)
+        if not redis.call('ZSCORE', KQ, me) then
+          redis.call('ZADD', KQ, redis.call('HINCRBY', KS, 'cseq', 1), me)
+        end
+        redis.call('HSET', KC, me, fmt(cost) .. ' ' .. fmt(now))
+      else
+        if rate >= 0 then d = delay_until(now, cost) end
+        if d > 0 and granted > 0 then
+          st = 4
+          d = 0
+          stop = true
+        elseif maxwait >= 0 and d > maxwait then
+          st = 0
+        else
+          st = 1
+          r = now + d
+          if rate >= 0 then
+            tok = tokens_at(now) - cost
+            if now > upd then upd = now end
+          end
+          redis.call('ZADD', KL, r + leasems, me)
+          redis.call('HSET', KW, me, ARGV[i])
+          inf = inf + cost
+          if conc >= 0 then
+            redis.call('ZREM', KQ, me)
+            redis.call('HDEL', KC, me)
+          end
+          granted = granted + 1
+          if d > 0 then stop = true end
+        end
+      end
     end
+    grants[#grants + 1] = tostring(st)
+    grants[#grants + 1] = fmt(d)
+    grants[#grants + 1] = fmt(r)
   end
 elseif op == 'c' then
   local cost = tonumber(ARGV[8])
@@ -179,10 +216,6 @@ elseif op == 'c' then
     end
   end
   drop({ ARGV[7] })
-elseif op == 'x' then
-  local ids = {}
-  for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
-  if #ids > 0 then drop(ids) end
 elseif op == 'r' then
   local expiry = now + tonumber(ARGV[7])
   for i = 8, #ARGV, 2 do
@@ -192,6 +225,12 @@ elseif op == 'r' then
       inf = inf + tonumber(w)
     end
     redis.call('ZADD', KL, expiry, id)
+  end
+elseif op == 'j' then
+  if rate >= 0 then
+    local delta = tonumber(ARGV[7])
+    advance(now)
+    if delta > 0 then tok = tok - delta else tok = math.min(burst, tok - delta) end
   end
 elseif op == 's' then
   if rate >= 0 then advance(now) end
@@ -223,5 +262,7 @@ if redis.call('EXISTS', KQ) == 1 then
 end
 local shown = tok
 if rate >= 0 then shown = tokens_at(now) end
-return { fmt(now), tostring(status), fmt(delay), fmt(ready), fmt(shown), fmt(inf), fmt(rate), fmt(burst), fmt(conc), fmt(untilexp) }
+local reply = { fmt(now), tostring(status), fmt(delay), fmt(ready), fmt(shown), fmt(inf), fmt(rate), fmt(burst), fmt(conc), fmt(untilexp) }
+for i = 1, #grants do reply[10 + i] = grants[i] end
+return reply
 `;

@@ -16,13 +16,26 @@
  *   change made by one worker applies to every worker.
  *
  * An acquire either does both (charges the bucket and takes the lease) or
- * neither. A reservation given up before its job starts is cancelled with
+ * neither. A worker talks to the store in exchanges (`exchange`): one call
+ * drops the leases of jobs that ended and then tries several queued jobs in
+ * order, so a job costs one call shared with its neighbours, not two of its
+ * own. In an exchange only the first job granted may wait for the bucket;
+ * the others are granted only if they can start now (`later` otherwise), so
+ * a worker never books the bucket's future for more than one job per call. A reservation given up before its job starts is cancelled with
  * `cancel`, which refunds by the meter's cancel rule (`refund` in bucket.ts,
  * Go's `CancelAt`) and drops the lease.
  */
 
 import { type Clock, systemClock } from '../clock.js';
-import { type BucketParams, type BucketState, charge, delayUntil, refund, tokensAt } from '../meters/bucket.js';
+import {
+  advance,
+  type BucketParams,
+  type BucketState,
+  charge,
+  delayUntil,
+  refund,
+  tokensAt,
+} from '../meters/bucket.js';
 
 /** A fleet's limits. `Infinity` means no limit of that kind. */
 export interface FleetParams {
@@ -51,6 +64,49 @@ export interface AcquireOp {
 
 /** Why an acquire did nothing. */
 export type AcquireStatus = 'ok' | 'waitTooLong' | 'busy' | 'tooLarge';
+
+/** One job of an exchange. */
+export interface ExchangeAcquire {
+  cost: number;
+  /** The longest acceptable wait for the bucket, ms (Infinity = any). */
+  maxWaitMs: number;
+  /** A fleet-unique id for the lease (and the job's claim while it waits for units). */
+  leaseId: string;
+}
+
+/** One call of a worker: give back leases, then try jobs in order. */
+export interface ExchangeOp {
+  key: string;
+  /** Leases of jobs that ended: dropped first, so their units serve the jobs below. */
+  release: readonly HeldLease[];
+  /**
+   * Jobs in queue order. Each is tried in turn: `tooLarge` and `waitTooLong` go on to the next;
+   * `busy` (the budget is full; its claim is recorded) stops, and the rest are `later`; the first
+   * job granted may wait for the bucket (its delay is the answer), any other is granted only if it
+   * can start now, and the exchange stops at the first that cannot (`later`) or after a grant with
+   * a delay.
+   */
+  acquire: readonly ExchangeAcquire[];
+  leaseMs: number;
+  /** A refusal for lack of units leaves a claim that lapses unless asked again within this, ms. */
+  claimTtlMs: number;
+  /** The parameters to start with if the key has none yet (the stored ones win). */
+  params: FleetParams;
+}
+
+/** One job's answer in an exchange: `later` means it was not tried. */
+export interface ExchangeGrant {
+  status: AcquireStatus | 'later';
+  /** `ok`: wait this long before starting; `waitTooLong`: the wait that was refused. */
+  delayMs: number;
+  /** `ok`: when the bucket holds the cost, in the store's ms (for `cancel`). */
+  readyAtMs: number;
+}
+
+/** The answer to an exchange: the key after it, and one grant per job asked. */
+export interface ExchangeResult extends FleetSnapshot {
+  grants: ExchangeGrant[];
+}
 
 /** Who answered: the store, or the failure policy of a store that could not reach its backend. */
 export type FleetSource = 'store' | 'allow' | 'deny' | 'local';
@@ -89,6 +145,9 @@ export interface HeldLease {
 
 /** The store side of a fleet. `MemoryFleetStore` and `RedisFleetStore` implement it. */
 export interface FleetStore {
+  /** Drops `op.release`, then tries `op.acquire` in order (see {@link ExchangeOp}): one atomic step. */
+  exchange(op: ExchangeOp): Promise<ExchangeResult>;
+  /** One job alone: an exchange of one, with nothing to release. */
   acquire(op: AcquireOp): Promise<AcquireResult>;
   /** Gives up a reservation whose job never started: refund by the cancel rule, drop the lease. */
   cancel(key: string, lease: HeldLease, readyAtMs: number): Promise<void>;
@@ -96,6 +155,11 @@ export interface FleetStore {
   renew(key: string, leases: readonly HeldLease[], leaseMs: number): Promise<void>;
   /** Drops the leases: their units are free again. */
   release(key: string, leases: readonly HeldLease[]): Promise<void>;
+  /**
+   * A running job's charge changes by `deltaCost` tokens (a job's `ctx.adjust`): taken now, into
+   * debt, when positive; given back now, never above the burst, when negative. Nothing without a rate.
+   */
+  adjust(key: string, deltaCost: number, defaults: FleetParams): Promise<FleetSnapshot>;
   /** Changes the fleet's parameters (`undefined` fields unchanged); `defaults` if the key is new. */
   configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot>;
   /** Reads the key (purging expired leases). */
@@ -133,42 +197,69 @@ export class MemoryFleetStore implements FleetStore {
     this.#keys.delete(key);
   }
 
+  exchange(op: ExchangeOp): Promise<ExchangeResult> {
+    return Promise.resolve(this.exchangeNow(op));
+  }
+
+  /** {@link exchange}, synchronously. */
+  exchangeNow(op: ExchangeOp): ExchangeResult {
+    const now = this.#clock.now();
+    const state = this.#load(op.key, op.params, now);
+    for (const lease of op.release) this.#drop(state, lease.leaseId);
+    const { params } = state;
+    const bucket = bucketOf(params);
+    const limit = params.concurrency + params.concurrency * SLACK;
+    const grants: ExchangeGrant[] = [];
+    let granted = 0;
+    let stop = false;
+    for (const a of op.acquire) {
+      if (stop) {
+        grants.push({ status: 'later', delayMs: 0, readyAtMs: now });
+        continue;
+      }
+      if (a.cost > params.concurrency || (bucket !== undefined && a.cost > params.capacity)) {
+        grants.push({ status: 'tooLarge', delayMs: 0, readyAtMs: now });
+        continue;
+      }
+      if (state.inFlight + a.cost + this.#ahead(state, a.leaseId, op.claimTtlMs, now) > limit) {
+        const claim = state.claims.get(a.leaseId);
+        if (claim === undefined) state.claims.set(a.leaseId, [a.cost, now]);
+        else claim[1] = now;
+        grants.push({ status: 'busy', delayMs: 0, readyAtMs: now });
+        stop = true;
+        continue;
+      }
+      const delayMs = bucket === undefined ? 0 : delayUntil(state.bucket, bucket, now, a.cost);
+      if (delayMs > 0 && granted > 0) {
+        grants.push({ status: 'later', delayMs: 0, readyAtMs: now });
+        stop = true;
+        continue;
+      }
+      if (delayMs > a.maxWaitMs) {
+        grants.push({ status: 'waitTooLong', delayMs, readyAtMs: now });
+        continue;
+      }
+      const readyAtMs = now + delayMs;
+      if (bucket !== undefined) charge(state.bucket, bucket, now, a.cost);
+      state.leases.set(a.leaseId, [a.cost, readyAtMs + op.leaseMs]);
+      state.inFlight += a.cost;
+      state.claims.delete(a.leaseId);
+      grants.push({ status: 'ok', delayMs, readyAtMs });
+      granted++;
+      if (delayMs > 0) stop = true;
+    }
+    return { ...this.#snapshot(state, now), grants };
+  }
+
   acquire(op: AcquireOp): Promise<AcquireResult> {
     return Promise.resolve(this.acquireNow(op));
   }
 
   /** {@link acquire}, synchronously. */
   acquireNow(op: AcquireOp): AcquireResult {
-    const now = this.#clock.now();
-    const state = this.#load(op.key, op.params, now);
-    const { params } = state;
-    const bucket = bucketOf(params);
-    let status: AcquireStatus = 'ok';
-    let delayMs = 0;
-    let readyAtMs = now;
-    if (op.cost > params.concurrency || (bucket !== undefined && op.cost > params.capacity)) {
-      status = 'tooLarge';
-    } else if (
-      state.inFlight + op.cost + this.#ahead(state, op, now) >
-      params.concurrency + params.concurrency * SLACK
-    ) {
-      status = 'busy';
-      const claim = state.claims.get(op.leaseId);
-      if (claim === undefined) state.claims.set(op.leaseId, [op.cost, now]);
-      else claim[1] = now;
-    } else {
-      if (bucket !== undefined) delayMs = delayUntil(state.bucket, bucket, now, op.cost);
-      if (delayMs > op.maxWaitMs) {
-        status = 'waitTooLong';
-      } else {
-        readyAtMs = now + delayMs;
-        if (bucket !== undefined) charge(state.bucket, bucket, now, op.cost);
-        state.leases.set(op.leaseId, [op.cost, readyAtMs + op.leaseMs]);
-        state.inFlight += op.cost;
-        state.claims.delete(op.leaseId);
-      }
-    }
-    return { ...this.#snapshot(state, now), status, delayMs, readyAtMs };
+    const { grants, ...snapshot } = this.exchangeNow(exchangeOf(op));
+    const grant = grants[0] as ExchangeGrant;
+    return { ...snapshot, ...grant, status: grant.status === 'later' ? 'busy' : grant.status };
   }
 
   cancel(key: string, lease: HeldLease, readyAtMs: number): Promise<void> {
@@ -208,6 +299,29 @@ export class MemoryFleetStore implements FleetStore {
       for (const lease of leases) this.#drop(state, lease.leaseId);
     }
     return Promise.resolve();
+  }
+
+  /** A key's live lease ids, oldest first (for tests and models). */
+  leaseIds(key: string): string[] {
+    const state = this.#keys.get(key);
+    if (state === undefined) return [];
+    this.#purge(state, this.#clock.now());
+    return [...state.leases.keys()];
+  }
+
+  adjust(key: string, deltaCost: number, defaults: FleetParams): Promise<FleetSnapshot> {
+    const now = this.#clock.now();
+    const state = this.#load(key, defaults, now);
+    const bucket = bucketOf(state.params);
+    if (bucket !== undefined) {
+      if (deltaCost > 0) {
+        charge(state.bucket, bucket, now, deltaCost);
+      } else {
+        advance(state.bucket, bucket, now);
+        state.bucket.tokens = Math.min(bucket.capacity, state.bucket.tokens - deltaCost);
+      }
+    }
+    return Promise.resolve(this.#snapshot(state, now));
   }
 
   configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot> {
@@ -254,10 +368,10 @@ export class MemoryFleetStore implements FleetStore {
   }
 
   /** The cost of the oldest live claim other than `op`'s (0 if none, or if it is `op`'s). */
-  #ahead(state: KeyState, op: AcquireOp, now: number): number {
+  #ahead(state: KeyState, leaseId: string, claimTtlMs: number, now: number): number {
     if (state.params.concurrency === Number.POSITIVE_INFINITY) return 0;
     for (const [id, [cost, lastMs]] of state.claims) {
-      if (lastMs >= now - op.claimTtlMs) return id === op.leaseId ? 0 : cost;
+      if (lastMs >= now - claimTtlMs) return id === leaseId ? 0 : cost;
       state.claims.delete(id);
     }
     return 0;
@@ -294,4 +408,16 @@ export function bucketOf(params: FleetParams): BucketParams | undefined {
   return params.ratePerSecond < Number.POSITIVE_INFINITY
     ? { ratePerSecond: params.ratePerSecond, capacity: params.capacity }
     : undefined;
+}
+
+/** An acquire as an exchange of one job. */
+export function exchangeOf(op: AcquireOp): ExchangeOp {
+  return {
+    key: op.key,
+    release: [],
+    acquire: [{ cost: op.cost, maxWaitMs: op.maxWaitMs, leaseId: op.leaseId }],
+    leaseMs: op.leaseMs,
+    claimTtlMs: op.claimTtlMs,
+    params: op.params,
+  };
 }

@@ -6,6 +6,8 @@
 
 import type { Clock } from '../clock.js';
 import { describeValue, InvalidOptionError } from '../errors.js';
+import type { FleetStore } from '../fleet/store.js';
+import type { FailurePolicy } from '../keyed/redis-store.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 
 /** Options for {@link Scheduler}. At least one of `rate` and `concurrency` must be given. */
@@ -93,6 +95,28 @@ export interface SchedulerOptions {
   interval?: number;
   /** See {@link SchedulerOptions.interval}. */
   intervalCap?: number;
+  /**
+   * A fleet store: a `RedisFleetStore` (or a `MemoryFleetStore`, the same within one process).
+   * With `key`, the rate, burst and concurrency are shared by every scheduler on the same store
+   * and key, in every process, as one scheduler's would be; each keeps its own bounded queue,
+   * priorities, signals, timeouts and events. The stored limits win over the ones given here once
+   * the key exists. A job's `ctx.adjust` changes its charge in the shared bucket; `catchUp` is
+   * refused with `NotSupportedError` (`ERR_NOT_SUPPORTED`).
+   */
+  store?: FleetStore;
+  /** The fleet's name in the store: schedulers with the same `store` and `key` share the limits. Needs `store`. */
+  key?: string;
+  /**
+   * With `store`: how long a running job's lease on the shared concurrency lives without renewal,
+   * the longest a crashed worker's units stay taken. Renewed every `leaseMs / 3` while the job runs.
+   * At least 30 ms.
+   * @default 10_000
+   */
+  leaseMs?: DurationInput;
+  /** With `store`: how often a worker asks again while the shared concurrency is full, ms. @default 20 */
+  pollMs?: number;
+  /** With `store`: jobs of this worker holding a reservation in the shared bucket without having started. @default 1 */
+  reserveAhead?: number;
 }
 
 /** What a job's function receives. */
@@ -211,6 +235,15 @@ export interface SchedulerEvents {
   rejected: [job: RejectedJob];
   /** A job's function settled (fulfilled or not): its slot is free for the next one (as p-queue's). */
   next: [];
+  /** With `store`: the store stopped answering; its `onError` policy decides until it answers again. */
+  degraded: [info: { error: Error; policy: FailurePolicy }];
+  /** With `store`: the store answers again. */
+  recovered: [info: { downMs: number }];
+  /**
+   * With `store`: a change of the limits (`setRate`, `setBurst`, `setConcurrency`) did not reach
+   * the store (it is unavailable); the fleet's limits stay as they were.
+   */
+  storeError: [error: Error];
 }
 
 /** The events a {@link Scheduler} emits. */
@@ -226,6 +259,9 @@ export const EVENT_NAMES: ReadonlySet<string> = new Set<EventName>([
   'idle',
   'rejected',
   'next',
+  'degraded',
+  'recovered',
+  'storeError',
 ]);
 
 /** An event name and a listener, checked: an unknown name or a listener that is not a function is refused. */

@@ -72,6 +72,7 @@ import {
   retryHintMs,
   WaitTooLongError,
 } from '../errors.js';
+import { makeFleetScheduler } from '../fleet/fleet-scheduler.js';
 import {
   advance,
   type BucketParams,
@@ -230,6 +231,15 @@ export class Scheduler {
     this.#runner.releaseOnTimeout = parseOnTimeout(options.onTimeout);
     this.#runner.contextFor = (signal, cost) => new Charge(signal, cost, this.#adjust);
     this.#refusals = new Refusals(this.#counters, this.#events, this.#maxQueue);
+    if (options.store !== undefined || options.key !== undefined) {
+      // A fleet: the same API on limits kept in a store, run by ../fleet/fleet-scheduler.ts (a subclass,
+      // whose constructor comes through here too). The options are checked above, once for both.
+      // biome-ignore lint/correctness/noConstructorReturn: one public entry for both forms, as the design names it
+      if (new.target === Scheduler) return makeFleetScheduler(Scheduler, options);
+    } else if (options.leaseMs !== undefined || options.pollMs !== undefined || options.reserveAhead !== undefined) {
+      const name = options.leaseMs !== undefined ? 'leaseMs' : options.pollMs !== undefined ? 'pollMs' : 'reserveAhead';
+      throw new InvalidOptionError(name, options[name], `\`${name}\` is for a fleet: give \`store\` and \`key\` too`);
+    }
   }
 
   // ---------------------------------------------------------------- state

@@ -161,4 +161,60 @@ export function fleetContract(target: ContractTarget): void {
     const unlimited = await one.configure(key, { ratePerSecond: Number.POSITIVE_INFINITY }, p);
     expect(unlimited.params.ratePerSecond).toBe(Number.POSITIVE_INFINITY);
   });
+
+  it('one exchange gives back leases, then grants jobs in order: only the first may wait, a full budget stops it', async () => {
+    const store = target.make();
+    const key = fresh();
+    const p = params({ ratePerSecond: 10, capacity: 2, concurrency: 3 });
+    const held = op(key, 1, p);
+    expect((await store.acquire(held)).status).toBe('ok'); // 1 token left, 1 unit held
+    const job = (cost: number) => ({ cost, maxWaitMs: Number.POSITIVE_INFINITY, leaseId: `lease-${seq++}` });
+    const base = { key, leaseMs: 10_000, claimTtlMs: 5000, params: p };
+    const [j1, j2, j3, big] = [job(1), job(1), job(1), job(5)];
+    const first = await store.exchange({
+      ...base,
+      release: [{ leaseId: held.leaseId, cost: 1, source: 'store' }],
+      acquire: [big, j1, j2, j3],
+    });
+    expect(first.grants.map((g) => g.status)).toEqual(['tooLarge', 'ok', 'later', 'later']);
+    expect(first.grants[1]?.delayMs).toBe(0);
+    expect(first.inFlight).toBe(1); // the held lease went back first
+    const second = await store.exchange({ ...base, release: [], acquire: [j2, j3] });
+    expect(second.grants.map((g) => g.status)).toEqual(['ok', 'later']); // j2 waits for the bucket: it stops there
+    expect(second.grants[0]?.delayMs).toBeGreaterThan(50);
+    const budget = params({ ratePerSecond: Number.POSITIVE_INFINITY, concurrency: 2 });
+    const other = fresh();
+    const [k1, k2, k3, k4] = [job(1), job(1), job(1), job(1)];
+    const third = await store.exchange({ ...base, key: other, params: budget, release: [], acquire: [k1, k2, k3, k4] });
+    expect(third.grants.map((g) => g.status)).toEqual(['ok', 'ok', 'busy', 'later']);
+    expect(third.inFlight).toBe(2);
+    const fourth = await store.exchange({
+      ...base,
+      key: other,
+      params: budget,
+      release: [{ leaseId: k1.leaseId, cost: 1, source: 'store' }],
+      acquire: [k4, k3],
+    });
+    // k3's claim came first: k4 may not take the unit k1 gave back (and a refusal stops the exchange)
+    expect(fourth.grants.map((g) => g.status)).toEqual(['busy', 'later']);
+    const fifth = await store.exchange({ ...base, key: other, params: budget, release: [], acquire: [k3, k4] });
+    expect(fifth.grants.map((g) => g.status)).toEqual(['ok', 'busy']);
+  });
+
+  it("adjust changes a running job's charge: more into debt now, less given back never above the burst", async () => {
+    const store = target.make();
+    const key = fresh();
+    const p = params({ ratePerSecond: 1, capacity: 4 });
+    await store.acquire(op(key, 1, p));
+    const more = await store.adjust(key, 5, p);
+    expect(more.tokens).toBeGreaterThan(-2.1); // 4 - 1 - 5, plus what a few ms refilled
+    expect(more.tokens).toBeLessThan(-1.9);
+    const back = await store.adjust(key, -3, p);
+    expect(back.tokens).toBeGreaterThan(0.9);
+    expect(back.tokens).toBeLessThan(1.1);
+    expect((await store.adjust(key, -10, p)).tokens).toBe(4); // never above the burst
+    const unlimited = fresh();
+    const none = params({ ratePerSecond: Number.POSITIVE_INFINITY, concurrency: 2 });
+    expect((await store.adjust(unlimited, 3, none)).tokens).toBe(Number.POSITIVE_INFINITY); // no rate: nothing
+  });
 }

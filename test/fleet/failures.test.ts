@@ -11,9 +11,9 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channelNames, type StoreDegradedMessage, type StoreRecoveredMessage } from '../../src/channels.js';
-import { FleetScheduler } from '../../src/fleet/fleet-scheduler.js';
 import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
 import type { FailurePolicy } from '../../src/keyed/redis-store.js';
+import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -39,7 +39,7 @@ async function outage(policy: FailurePolicy, kind: 'pause' | 'restart') {
     probeIntervalMs: 50,
   });
   const key = `outage-${policy}-${kind}-${Date.now()}`;
-  const scheduler = new FleetScheduler({
+  const scheduler = new Scheduler({
     store,
     key,
     rate: RATE,

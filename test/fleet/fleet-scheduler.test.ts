@@ -1,21 +1,22 @@
 /**
- * FleetScheduler on a MemoryFleetStore and a fake clock: exact times. Two
- * schedulers on one store are two workers of one fleet.
+ * The fleet form of the Scheduler (`new Scheduler({ store, key })`) on a
+ * MemoryFleetStore and a fake clock: exact times. Two schedulers on one store
+ * are two workers of one fleet.
  */
 
 import { describe, expect, it } from 'vitest';
-import { FleetScheduler } from '../../src/fleet/fleet-scheduler.js';
 import { type FleetStore, MemoryFleetStore } from '../../src/fleet/store.js';
+import { Scheduler, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 const flush = async () => {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 };
 
-function fleet(options: Record<string, unknown> = {}, workers = 2) {
+function fleet(options: Omit<SchedulerOptions, 'store' | 'key'> = {}, workers = 2) {
   const { clock, timers } = fakeClock(1000);
   const store = new MemoryFleetStore({ clock });
-  const make = () => new FleetScheduler({ store, key: 'api', clock, ...options });
+  const make = () => new Scheduler({ store, key: 'api', clock, ...options });
   return { clock, timers, store, workers: Array.from({ length: workers }, make) };
 }
 
@@ -26,12 +27,33 @@ async function advance(timers: ReturnType<typeof fakeClock>['timers'], ms: numbe
   }
 }
 
-describe('FleetScheduler', () => {
-  it("a job's ctx.adjust is refused with a coded error that says what to do instead", async () => {
-    const { workers } = fleet({ rate: 100, burst: 5 });
-    const error = await (workers[0] as FleetScheduler).schedule((ctx) => ctx.adjust(2)).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION', option: 'adjust' });
-    expect((error as Error).message).toContain('schedule each job with the cost you expect');
+describe('Scheduler with a fleet store', () => {
+  it("a job's ctx.adjust changes its charge in the shared bucket: the other worker's next job waits for it", async () => {
+    const { clock, timers, store, workers } = fleet({ rate: 10, burst: 5 });
+    const [a, b] = workers as [Scheduler, Scheduler];
+    const params = { ratePerSecond: 10, capacity: 5, concurrency: Number.POSITIVE_INFINITY };
+    await a.schedule((ctx) => ctx.adjust(3)); // charged 1 + 3: one token left
+    await flush();
+    expect((await store.inspect('api', params)).tokens).toBeCloseTo(1, 9);
+    let started = 0;
+    const next = b.schedule(
+      () => {
+        started = clock.now();
+      },
+      { cost: 3 },
+    );
+    await advance(timers, 250, 5);
+    await next;
+    expect(started).toBe(1200); // 2 tokens short at 10/s
+    await advance(timers, 100, 5); // -2 at 1000 (b reserved 3 with 1 there): 1.5 at 1350
+    // a refund gives back at most what the job was charged
+    await a.schedule((ctx) => {
+      ctx.adjust(-5);
+    });
+    await flush();
+    expect((await store.inspect('api', params)).tokens).toBeCloseTo(1.5, 9);
+    const error = await a.schedule((ctx) => ctx.adjust(5)).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_COST_EXCEEDS_CAPACITY' });
   });
 
   it('two workers share one rate: starts at the shared rate, evenly, interleaved', async () => {
@@ -83,9 +105,9 @@ describe('FleetScheduler', () => {
 
   it('maxWait is decided up front from the shared bucket, and by the store for the head', async () => {
     const { timers, workers } = fleet({ rate: 10, burst: 1, maxWait: 250 });
-    const [a, b] = workers as [FleetScheduler, FleetScheduler];
+    const [a, b] = workers as [Scheduler, Scheduler];
     const results: string[] = [];
-    const run = (s: FleetScheduler, name: string) =>
+    const run = (s: Scheduler, name: string) =>
       s.schedule(() => results.push(name)).catch((e: { code: string }) => results.push(`${name}:${e.code}`));
     const all = [run(a, 'a1'), run(a, 'a2'), run(a, 'a3'), run(a, 'a4')];
     await flush();
@@ -101,7 +123,7 @@ describe('FleetScheduler', () => {
 
   it('an aborted reservation gives its tokens back by the cancel rule', async () => {
     const { clock, timers, store, workers } = fleet({ rate: 10, burst: 2 }, 1);
-    const s = workers[0] as FleetScheduler;
+    const s = workers[0] as Scheduler;
     const params = { ratePerSecond: 10, capacity: 2, concurrency: Number.POSITIVE_INFINITY };
     await s.schedule(() => {}, { cost: 2 });
     const controller = new AbortController();
@@ -120,7 +142,7 @@ describe('FleetScheduler', () => {
 
   it('leases are renewed while a job runs; a dead worker’s lease expires after leaseMs', async () => {
     const { timers, store, workers } = fleet({ concurrency: 2, leaseMs: 300 }, 2);
-    const [a, b] = workers as [FleetScheduler, FleetScheduler];
+    const [a, b] = workers as [Scheduler, Scheduler];
     const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
     let finish: () => void = () => {};
     const long = a.schedule(() => new Promise<void>((r) => (finish = r)), { cost: 2 });
@@ -146,9 +168,11 @@ describe('FleetScheduler', () => {
 
   it('setRate and setConcurrency by one worker apply to the others', async () => {
     const { workers } = fleet({ rate: 10, burst: 1, concurrency: 4 });
-    const [a, b] = workers as [FleetScheduler, FleetScheduler];
-    await a.setRate('50/s');
-    await a.setConcurrency(2);
+    const [a, b] = workers as [Scheduler, Scheduler];
+    a.setRate('50/s');
+    a.setConcurrency(2);
+    await flush();
+    expect(a.rate).toBe(50); // the store's answer
     await b.schedule(() => {});
     expect(b.rate).toBe(50);
     expect(b.concurrency).toBe(2);
@@ -157,21 +181,22 @@ describe('FleetScheduler', () => {
 
   it('a bounded queue, priorities, and onIdle', async () => {
     const { timers, workers } = fleet({ rate: 10, burst: 1, maxQueue: 2 }, 1);
-    const s = workers[0] as FleetScheduler;
+    const s = workers[0] as Scheduler;
     const order: string[] = [];
     const first = s.schedule(() => order.push('first'));
     await flush();
     await first;
     const p = [s.schedule(() => order.push('low')), s.schedule(() => order.push('high'), { priority: 5 })];
     await flush();
-    // 'low' is the head holding a reservation; 'high' waits; one more fits, then the queue is full
+    // the worker asks the store after the current synchronous work: 'high' first, holding a
+    // reservation; 'low' waits; one more fits, then the queue is full
     const third = s.schedule(() => order.push('third'), { priority: 5 });
     await expect(s.schedule(() => order.push('overflow'))).rejects.toMatchObject({ code: 'ERR_QUEUE_FULL' });
     const idle = s.onIdle();
     await advance(timers, 400, 10);
     await Promise.all([...p, third]);
     await idle;
-    expect(order).toEqual(['first', 'low', 'high', 'third']);
+    expect(order).toEqual(['first', 'high', 'third', 'low']);
     expect(s.size).toBe(0);
     expect(s.counters.rejected.queueFull).toBe(1);
   });
@@ -180,13 +205,11 @@ describe('FleetScheduler', () => {
     const { clock, timers } = fakeClock(0);
     let asked = 0;
     const denying: FleetStore = {
-      acquire: async (op) => {
+      exchange: async (op) => {
         asked++;
         const nowMs = clock.now();
         return {
-          status: 'busy',
-          delayMs: 0,
-          readyAtMs: nowMs,
+          grants: op.acquire.map((_, i) => ({ status: i === 0 ? 'busy' : 'later', delayMs: 0, readyAtMs: nowMs })),
           nowMs,
           tokens: 0,
           inFlight: 0,
@@ -195,7 +218,13 @@ describe('FleetScheduler', () => {
           source: 'deny',
         };
       },
+      acquire: async () => {
+        throw new Error('not used');
+      },
       cancel: async () => {},
+      adjust: async () => {
+        throw new Error('unavailable');
+      },
       renew: async () => {},
       release: async () => {},
       configure: async () => {
@@ -205,7 +234,13 @@ describe('FleetScheduler', () => {
         throw new Error('unavailable');
       },
     };
-    const s = new FleetScheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollMs: 20, clock });
+    const s = new Scheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollMs: 20, clock });
+    const errors: Error[] = [];
+    s.on('storeError', (error) => errors.push(error));
+    s.setRate(20); // sync; the failure is told by the event
+    await flush();
+    expect(errors.map((e) => e.message)).toEqual(['unavailable']);
+    expect(s.rate).toBe(10);
     let ran = false;
     const job = s.schedule(() => {
       ran = true;
@@ -219,5 +254,115 @@ describe('FleetScheduler', () => {
     await rejected;
     expect(s.counters.rejected.waitTooLong).toBe(1);
     expect(s.size).toBe(0);
+  });
+
+  it('is a Scheduler with its API: wrap, sizeBy, onSizeLessThan, and a job timeout that gives the lease back', async () => {
+    const { timers, store, workers } = fleet({ concurrency: 2 }, 1);
+    const s = workers[0] as Scheduler;
+    const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
+    expect(s).toBeInstanceOf(Scheduler);
+    const double = s.wrap(async (x: number) => x * 2, { cost: (x) => (x > 5 ? 2 : 1) });
+    expect(await Promise.all([double(1), double(6)])).toEqual([2, 12]);
+    // a job that never settles: with onTimeout 'release' (the default) its lease goes back at the timeout
+    const stuck = s.schedule(() => new Promise(() => {}), { timeout: 50, cost: 2 });
+    const timedOut = expect(stuck).rejects.toMatchObject({ code: 'ERR_JOB_TIMEOUT' });
+    await advance(timers, 10);
+    expect((await store.inspect('api', params)).inFlight).toBe(2);
+    const later = [s.schedule(() => 'a', { priority: 1 }), s.schedule(() => 'b'), s.schedule(() => 'c')];
+    await flush();
+    expect(s.sizeBy({ priority: 0 })).toBe(2);
+    expect(s.sizeBy({ priority: 1 })).toBe(1);
+    expect(s.isSaturated).toBe(true);
+    let below = false;
+    void s.onSizeLessThan(1).then(() => {
+      below = true;
+    });
+    await advance(timers, 60);
+    await timedOut;
+    expect(await Promise.all(later)).toEqual(['a', 'b', 'c']);
+    expect(below).toBe(true);
+    expect(s.counters.timedOut).toBe(1);
+    await s.close();
+    expect((await store.inspect('api', params)).inFlight).toBe(0); // close gives back what it holds
+  });
+
+  it("onTimeout 'hold' keeps the lease until the function really settles", async () => {
+    const { timers, store, workers } = fleet({ concurrency: 2, onTimeout: 'hold' }, 1);
+    const s = workers[0] as Scheduler;
+    const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
+    let finish: () => void = () => {};
+    const slow = s.schedule(() => new Promise<void>((r) => (finish = r)), { timeout: 20, cost: 2 });
+    const timedOut = expect(slow).rejects.toMatchObject({ code: 'ERR_JOB_TIMEOUT' });
+    await advance(timers, 40);
+    await timedOut;
+    expect((await store.inspect('api', params)).inFlight).toBe(2);
+    finish();
+    await advance(timers, 5);
+    expect((await store.inspect('api', params)).inFlight).toBe(0);
+  });
+
+  it('batches: 200 jobs take a handful of calls, each giving back the leases of the jobs before', async () => {
+    const { clock } = fakeClock(0);
+    const memory = new MemoryFleetStore({ clock });
+    let calls = 0;
+    let released = 0;
+    const counting: FleetStore = {
+      exchange: (op) => {
+        calls++;
+        released += op.release.length;
+        return memory.exchange(op);
+      },
+      acquire: (op) => memory.acquire(op),
+      cancel: (...a) => memory.cancel(...a),
+      adjust: (...a) => memory.adjust(...a),
+      renew: (...a) => memory.renew(...a),
+      release: (...a) => memory.release(...a),
+      configure: (...a) => memory.configure(...a),
+      inspect: (...a) => memory.inspect(...a),
+    };
+    const s = new Scheduler({ store: counting, key: 'k', concurrency: 1000, clock });
+    await Promise.all(Array.from({ length: 200 }, () => s.schedule(() => {})));
+    await s.close();
+    expect(released).toBe(200);
+    expect(calls).toBeLessThanOrEqual(8); // 200 / 64 asks, the releases riding along, and one to finish
+  });
+
+  it('refuses what a fleet cannot do, with coded errors', async () => {
+    const store = new MemoryFleetStore();
+    expect(() => new Scheduler({ store, key: 'k', rate: 10, catchUp: 5 })).toThrow(
+      expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
+    );
+    expect(() => new Scheduler({ rate: 10, leaseMs: 1000 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'leaseMs' }),
+    );
+    expect(() => new Scheduler({ key: 'k', rate: 10 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'store' }),
+    );
+    expect(() => new Scheduler({ store, key: '', rate: 10 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'key' }),
+    );
+    expect(() => new Scheduler({ store, key: 'k' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    const s = new Scheduler({ store, key: 'k', rate: 10 });
+    expect(() => s.setRate('fast')).toThrow(expect.objectContaining({ code: 'ERR_INVALID_RATE' }));
+    expect(() => new Scheduler({ store, key: 'k2', concurrency: 2 }).setBurst(3)).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'burst' }),
+    );
+  });
+
+  it('size counts reserved jobs; onSizeLessThan and onEmpty resolve when the last one starts, not when it ends', async () => {
+    const { clock, timers, workers } = fleet({ rate: 10, burst: 1 }, 1);
+    const s = workers[0] as Scheduler;
+    const never = () => new Promise<never>(() => {});
+    for (let i = 0; i < 3; i++) void s.schedule(never);
+    await flush();
+    expect(s.size).toBe(2); // one reserved, one queued
+    expect(s.pending).toBe(1);
+    let at = 0;
+    void Promise.all([s.onSizeLessThan(1), s.onEmpty()]).then(() => {
+      at = clock.now();
+    });
+    await advance(timers, 250, 5);
+    expect(at).toBe(1200);
+    expect(s.pending).toBe(3);
   });
 });

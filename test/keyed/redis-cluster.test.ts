@@ -2,16 +2,21 @@
  * A real three-node Redis Cluster, started by this file
  * (`redis-server --cluster-enabled yes` on free ports, `redis-cli --cluster create`):
  * the contract suite through both clients' cluster modes, keys spread over the
- * nodes without a global limit, and in one slot with one.
+ * nodes without a global limit, and in one slot with one; the fleet store's
+ * contract, and fleet keys (one slot per fleet key, fleets spread over the
+ * nodes) under a Scheduler's fleet form.
  */
 
 import { Cluster, Redis } from 'ioredis';
 import { createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
 import { clusterSlot } from '../../src/keyed/cluster-slot.js';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
 import { RedisWindowStore } from '../../src/keyed/window-store.js';
+import { Scheduler } from '../../src/scheduler/scheduler.js';
+import { fleetContract } from '../fleet/contract.js';
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-server.js';
 import { storeContract } from './contract.js';
 
@@ -118,6 +123,55 @@ describe('RedisStore on a three-node cluster', () => {
         await limiter.reset('user:1');
         expect((await limiter.tryTake('user:1')).allowed).toBe(true);
       }
+    });
+  }
+});
+
+describe('RedisFleetStore (ioredis Cluster)', () => {
+  fleetContract({ make: () => new RedisFleetStore({ client: ioCluster, onError: 'deny', timeoutMs: 2000 }) });
+});
+
+describe('RedisFleetStore (node-redis cluster)', () => {
+  fleetContract({ make: () => new RedisFleetStore({ client: nodeCluster, onError: 'deny', timeoutMs: 2000 }) });
+});
+
+describe('fleet keys on a three-node cluster', () => {
+  for (const [name, client] of [
+    ['ioredis', () => ioCluster],
+    ['node-redis', () => nodeCluster],
+  ] as const) {
+    it(`${name}: each fleet key's five keys share one slot; fleets spread over the nodes; the budget holds`, async () => {
+      const prefix = `fleet-${name}`;
+      const store = new RedisFleetStore({ client: client(), prefix, onError: 'deny', timeoutMs: 2000 });
+      const failures: string[] = [];
+      store.on('failure', ({ error }) => failures.push(error.message));
+      const fleets = Array.from({ length: 12 }, (_, i) => {
+        const scheduler = new Scheduler({ store, key: `fleet-${i}`, concurrency: 2, leaseMs: 5000 });
+        let running = 0;
+        let highest = 0;
+        const jobs = Array.from({ length: 20 }, () =>
+          scheduler.schedule(async () => {
+            running++;
+            highest = Math.max(highest, running);
+            await new Promise((r) => setTimeout(r, 2));
+            running--;
+          }),
+        );
+        return { scheduler, jobs, highest: () => highest };
+      });
+      // a key's leases outlive its jobs by their lease: look while they are held
+      const one = fleets[0]?.scheduler.schedule(() => keysPerNode(`{${prefix}:fleet-0}:*`));
+      const perKey = (await one) as number[];
+      expect(perKey.filter((c) => c > 0)).toHaveLength(1);
+      for (const fleet of fleets) await Promise.all(fleet.jobs);
+      expect(failures).toEqual([]);
+      for (const fleet of fleets) expect(fleet.highest()).toBeLessThanOrEqual(2);
+      for (const fleet of fleets) expect(fleet.scheduler.counters.completed).toBe(fleet === fleets[0] ? 21 : 20);
+      const slots = new Set(fleets.map((_, i) => clusterSlot(`{${prefix}:fleet-${i}}:s`)));
+      expect(slots.size).toBeGreaterThan(1);
+      const perNode = await keysPerNode(`{${prefix}:*}:s`);
+      expect(perNode.filter((c) => c > 0).length).toBeGreaterThan(1);
+      for (const fleet of fleets) await fleet.scheduler.close();
     });
   }
 });
