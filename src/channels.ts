@@ -17,9 +17,10 @@
  * | `tokenpace:redis:recovered`      | a RedisStore's Redis answers again               | {@link StoreRecoveredMessage} |
  * | `tokenpace:redis:failure`        | a call or probe to Redis failed or timed out     | {@link StoreFailureMessage} |
  *
- * The RedisStore channels carry what its events (`degraded`, `recovered`,
- * `failure`) carry, plus the store, so one subscriber sees every store of the
- * process without holding a reference to each.
+ * The Redis channels carry what a store's events (`degraded`, `recovered`,
+ * `failure`) carry, plus the store (a RedisStore, RedisWindowStore or
+ * RedisFleetStore), so one subscriber sees every store of the process without
+ * holding a reference to each.
  */
 
 import { channel } from 'node:diagnostics_channel';
@@ -28,6 +29,7 @@ import type { RedisFleetStore } from './fleet/redis-fleet-store.js';
 import type { KeyedLimiter } from './keyed/keyed-limiter.js';
 import type { FailurePolicy, RedisStore } from './keyed/redis-store.js';
 import type { StoreResult } from './keyed/store.js';
+import type { RedisWindowStore } from './keyed/window-store.js';
 import type { Decision } from './meters/decision.js';
 import type { ActiveJob, RejectedJob } from './scheduler/options.js';
 
@@ -115,22 +117,22 @@ export interface KeyedRefusalMessage {
 
 /** `tokenpace:redis:degraded`: decisions now follow the store's policy. */
 export interface StoreDegradedMessage {
-  /** A `RedisStore`, or a `RedisFleetStore` (a fleet Scheduler's). */
-  readonly store: RedisStore | RedisFleetStore;
+  /** A `RedisStore`, a `RedisWindowStore`, or a `RedisFleetStore` (a fleet Scheduler's). */
+  readonly store: RedisStore | RedisWindowStore | RedisFleetStore;
   readonly error: Error;
   readonly policy: FailurePolicy;
 }
 
 /** `tokenpace:redis:recovered`: Redis answers again. */
 export interface StoreRecoveredMessage {
-  readonly store: RedisStore | RedisFleetStore;
+  readonly store: RedisStore | RedisWindowStore | RedisFleetStore;
   /** How long decisions followed the policy, ms. */
   readonly downMs: number;
 }
 
 /** `tokenpace:redis:failure`: one failed or timed-out call (or probe: `operations` 0). */
 export interface StoreFailureMessage {
-  readonly store: RedisStore | RedisFleetStore;
+  readonly store: RedisStore | RedisWindowStore | RedisFleetStore;
   readonly error: Error;
   /** Decisions the failed call carried. */
   readonly operations: number;

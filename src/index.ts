@@ -100,6 +100,7 @@ export {
   type MemoryWindowStoreOptions,
   RedisWindowStore,
   type RedisWindowStoreOptions,
+  type RedisWindowStoreStats,
   type WindowKind,
   type WindowOp,
   type WindowStore,

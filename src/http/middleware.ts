@@ -252,6 +252,16 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
   const sendHeaders = options.headers !== false;
   const policyHeader = sendHeaders && policy !== undefined ? formatPolicy(policyName, policy) : undefined;
   const maxWaitMs = options.maxWait === undefined ? 0 : parseDuration(options.maxWait);
+  const algorithm = (limiter as { algorithm?: unknown }).algorithm;
+  if (maxWaitMs > 0 && (algorithm === 'fixed-window' || algorithm === 'sliding-window')) {
+    // Holding a request is take(): a reservation in a token bucket. A window limiter has no take().
+    throw new InvalidOptionError(
+      'maxWait',
+      options.maxWait,
+      `\`maxWait\` holds requests with the limiter's take(), which a '${algorithm}' limiter does not have: ` +
+        'remove `maxWait` (refusals then carry Retry-After), or give a token-bucket limiter (rate and burst)',
+    );
+  }
   const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
   if (!(Number.isInteger(maxQueue) && maxQueue >= 0)) {
     throw new InvalidOptionError(

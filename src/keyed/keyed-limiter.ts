@@ -269,6 +269,22 @@ export class KeyedLimiter {
    * without a policy.
    */
   tryTake(key: string, cost = 1): Promise<Decision> {
+    const memory = this.#memory;
+    const bucket = this.#bucket;
+    const global = this.#global;
+    if (
+      memory !== undefined &&
+      typeof key === 'string' &&
+      key.length !== 0 &&
+      typeof cost === 'number' &&
+      cost >= 0 &&
+      cost <= bucket.capacity &&
+      (global === undefined || cost <= global.capacity)
+    ) {
+      // The common case, checked inline: a valid key and cost, a MemoryStore decided synchronously.
+      const result = memory.decideNowInto(this.#scratch, 'try', key, cost, bucket, global, Number.POSITIVE_INFINITY);
+      return Promise.resolve(this.#decided('try', key, cost, result, bucket));
+    }
     return this.#decide('try', key, cost, Number.POSITIVE_INFINITY);
   }
 

@@ -73,12 +73,13 @@ export class MemoryStore implements KeyedStore {
   readonly maxKeys: number;
   readonly #clock: Clock;
   readonly #slots = new Map<string, number>();
-  #tokens: Float64Array;
-  #updatedAtMs: Float64Array;
-  /** Recency list: the next more recently used slot (NONE at the front). */
-  #newer: Int32Array;
-  /** Recency list: the next less recently used slot (NONE at the back). */
-  #older: Int32Array;
+  /** Per slot, side by side (one cache line): `tokens` at `2 * slot`, `updatedAtMs` at `2 * slot + 1`. */
+  #state: Float64Array;
+  /**
+   * The recency list, per slot side by side: at `2 * slot` the next more recently used slot (NONE at
+   * the front), at `2 * slot + 1` the next less recently used (NONE at the back).
+   */
+  #links: Int32Array;
   /** The key of each live slot (undefined when free). */
   #keys: (string | undefined)[] = [];
   /** Most recently used slot. */
@@ -110,10 +111,8 @@ export class MemoryStore implements KeyedStore {
     this.#clock = options.clock ?? systemClock;
     this.#sweepEvery = Math.floor(maxKeys / 16);
     const initial = Math.min(maxKeys, INITIAL_SLOTS);
-    this.#tokens = new Float64Array(initial);
-    this.#updatedAtMs = new Float64Array(initial);
-    this.#newer = new Int32Array(initial);
-    this.#older = new Int32Array(initial);
+    this.#state = new Float64Array(2 * initial);
+    this.#links = new Int32Array(2 * initial);
   }
 
   /** Keys currently kept. */
@@ -128,7 +127,7 @@ export class MemoryStore implements KeyedStore {
 
   /** The keys kept, least recently used first. */
   *keys(): IterableIterator<string> {
-    for (let slot = this.#back; slot !== NONE; slot = this.#newer[slot] as number) yield this.#keys[slot] as string;
+    for (let slot = this.#back; slot !== NONE; slot = this.#links[2 * slot] as number) yield this.#keys[slot] as string;
   }
 
   decide(op: StoreOp): Promise<StoreResult> {
@@ -164,8 +163,18 @@ export class MemoryStore implements KeyedStore {
     maxWaitMs: number,
     out?: StoreResult,
   ): StoreResult {
-    const slots = this.#slots;
-    let slot = slots.get(key);
+    let slot = this.#slots.get(key);
+    if (slot === undefined && global === undefined && mode !== 'peek' && cost <= bucket.capacity) {
+      // A new key: its bucket is full, so any cost up to the capacity is admitted at once. This is
+      // the general path below with its answers known (delayUntil is 0, and charge, with no time
+      // elapsed, leaves capacity - cost): the same floats, without the scratch state.
+      const tokens = bucket.capacity - cost;
+      slot = this.#insert(key, nowMs, bucket);
+      const state = this.#state;
+      state[2 * slot] = tokens;
+      state[2 * slot + 1] = nowMs;
+      return this.#answer(out, true, tokens, Number.POSITIVE_INFINITY, 0, nowMs, 0, 0);
+    }
     // The steps are TokenBucket's (reserveAt, tryTakeAt), on the stored state as it was written:
     // ask when (delayUntil), then charge. The same float path, so one key is exactly a TokenBucket.
     const k = this.#scratch;
@@ -173,8 +182,8 @@ export class MemoryStore implements KeyedStore {
       k.tokens = bucket.capacity;
       k.updatedAtMs = nowMs;
     } else {
-      k.tokens = this.#tokens[slot] as number;
-      k.updatedAtMs = this.#updatedAtMs[slot] as number;
+      k.tokens = this.#state[2 * slot] as number;
+      k.updatedAtMs = this.#state[2 * slot + 1] as number;
       clampToCapacity(k, bucket);
       if (slot !== this.#front) {
         this.#unlink(slot);
@@ -211,12 +220,27 @@ export class MemoryStore implements KeyedStore {
       }
       const updatedAtMs = k.updatedAtMs; // (an insert's sweep reuses the scratch state)
       if (slot === undefined) slot = this.#insert(key, nowMs, bucket);
-      this.#tokens[slot] = tokens;
-      this.#updatedAtMs[slot] = updatedAtMs;
+      const state = this.#state;
+      state[2 * slot] = tokens;
+      state[2 * slot + 1] = updatedAtMs;
     } else {
       tokens = tokensAt(k, bucket, nowMs);
       if (global !== undefined) globalTokens = tokensAt(g, global, nowMs);
     }
+    return this.#answer(out, allowed, tokens, globalTokens, waitMs, nowMs, readyInMs, globalReadyInMs);
+  }
+
+  /** A decision's result, written into `out` when given (the limiter's fast path reads it at once). */
+  #answer(
+    out: StoreResult | undefined,
+    allowed: boolean,
+    tokens: number,
+    globalTokens: number,
+    waitMs: number,
+    nowMs: number,
+    readyInMs: number,
+    globalReadyInMs: number,
+  ): StoreResult {
     if (out !== undefined) {
       out.allowed = allowed;
       out.tokens = tokens;
@@ -263,12 +287,13 @@ export class MemoryStore implements KeyedStore {
     const slot = this.#slots.get(op.key);
     if (slot !== undefined) {
       const k = this.#scratch;
-      k.tokens = this.#tokens[slot] as number;
-      k.updatedAtMs = this.#updatedAtMs[slot] as number;
+      const state = this.#state;
+      k.tokens = state[2 * slot] as number;
+      k.updatedAtMs = state[2 * slot + 1] as number;
       clampToCapacity(k, op.bucket);
       refund(k, op.bucket, nowMs, op.cost, result.readyAtMs);
-      this.#tokens[slot] = k.tokens;
-      this.#updatedAtMs[slot] = k.updatedAtMs;
+      state[2 * slot] = k.tokens;
+      state[2 * slot + 1] = k.updatedAtMs;
     }
     const g = this.#global;
     if (op.global !== undefined && !Number.isNaN(g.tokens)) {
@@ -305,7 +330,7 @@ export class MemoryStore implements KeyedStore {
     let slot = this.#free.pop();
     if (slot === undefined) {
       slot = this.#used++;
-      if (slot >= this.#tokens.length) this.#grow();
+      if (2 * slot >= this.#state.length) this.#grow();
     }
     this.#slots.set(key, slot);
     this.#keys[slot] = key;
@@ -320,10 +345,11 @@ export class MemoryStore implements KeyedStore {
       const scratch = this.#scratch;
       const capacity = bucket.capacity;
       const keys = this.#keys;
+      const state = this.#state;
       for (let slot = 0; slot < this.#used; slot++) {
         if (keys[slot] === undefined) continue;
-        scratch.tokens = this.#tokens[slot] as number;
-        scratch.updatedAtMs = this.#updatedAtMs[slot] as number;
+        scratch.tokens = state[2 * slot] as number;
+        scratch.updatedAtMs = state[2 * slot + 1] as number;
         if (tokensAt(scratch, bucket, nowMs) >= capacity) {
           this.#drop(slot);
           this.evictions.full++;
@@ -345,36 +371,32 @@ export class MemoryStore implements KeyedStore {
   }
 
   #pushFront(slot: number): void {
+    const links = this.#links;
     const front = this.#front;
-    this.#older[slot] = front;
-    this.#newer[slot] = NONE;
+    links[2 * slot] = NONE;
+    links[2 * slot + 1] = front;
     if (front === NONE) this.#back = slot;
-    else this.#newer[front] = slot;
+    else links[2 * front] = slot;
     this.#front = slot;
   }
 
   #unlink(slot: number): void {
-    const newer = this.#newer[slot] as number;
-    const older = this.#older[slot] as number;
+    const links = this.#links;
+    const newer = links[2 * slot] as number;
+    const older = links[2 * slot + 1] as number;
     if (newer === NONE) this.#front = older;
-    else this.#older[newer] = older;
+    else links[2 * newer + 1] = older;
     if (older === NONE) this.#back = newer;
-    else this.#newer[older] = newer;
+    else links[2 * older] = newer;
   }
 
   #grow(): void {
-    const length = Math.min(this.maxKeys, this.#tokens.length * 2);
-    const tokens = new Float64Array(length);
-    tokens.set(this.#tokens);
-    const updatedAtMs = new Float64Array(length);
-    updatedAtMs.set(this.#updatedAtMs);
-    this.#tokens = tokens;
-    this.#updatedAtMs = updatedAtMs;
-    const newer = new Int32Array(length);
-    newer.set(this.#newer);
-    const older = new Int32Array(length);
-    older.set(this.#older);
-    this.#newer = newer;
-    this.#older = older;
+    const length = 2 * Math.min(this.maxKeys, this.#state.length);
+    const state = new Float64Array(length);
+    state.set(this.#state);
+    this.#state = state;
+    const links = new Int32Array(length);
+    links.set(this.#links);
+    this.#links = links;
   }
 }

@@ -47,19 +47,12 @@
 
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import {
-  type StoreDegradedMessage,
-  type StoreFailureMessage,
-  type StoreRecoveredMessage,
-  storeDegradedChannel,
-  storeFailureChannel,
-  storeRecoveredChannel,
-} from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { clusterSlot } from './cluster-slot.js';
 import { MemoryStore } from './memory-store.js';
 import { evalScript } from './redis-eval.js';
+import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from './redis-health.js';
 import { KEYED_SCRIPT } from './redis-script.js';
 import type { KeyedStore, StoreOp, StoreResult } from './store.js';
 
@@ -84,8 +77,7 @@ export interface NodeRedisLikeClient {
 /** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */
 export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
 
-/** What to do when Redis fails or does not answer within `timeoutMs`. */
-export type FailurePolicy = 'allow' | 'deny' | 'local';
+export { DEFAULT_TIMEOUT_MS, type FailurePolicy, type RedisStoreEvents } from './redis-health.js';
 
 /** Options for {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -119,16 +111,6 @@ export interface RedisStoreOptions {
   now?: () => number;
 }
 
-/** The events a RedisStore emits. */
-export interface RedisStoreEvents {
-  /** Redis stopped answering: decisions now follow the policy. */
-  degraded: [{ error: Error; policy: FailurePolicy }];
-  /** Redis answers again; `downMs` is how long decisions followed the policy. */
-  recovered: [{ downMs: number }];
-  /** A call to Redis failed or timed out (also while degraded, for probes). */
-  failure: [{ error: Error; operations: number }];
-}
-
 /** Counters a RedisStore keeps. */
 export interface RedisStoreStats {
   /** Decisions made by Redis. */
@@ -141,8 +123,6 @@ export interface RedisStoreStats {
   failures: number;
 }
 
-/** The default bound on one call to Redis. */
-export const DEFAULT_TIMEOUT_MS = 200;
 /** Retry-after given with a `'deny'` decision. */
 export const DENY_RETRY_AFTER_MS = 1000;
 const MAX_BATCH = 128;
@@ -181,13 +161,10 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   readonly #now: (() => number) | undefined;
   readonly #sha: string;
   readonly #local: MemoryStore | undefined;
+  readonly #health: RedisHealth;
   #pending: Pending[] = [];
   #flushScheduled = false;
   #inFlight = 0;
-  #degradedSinceMs: number | undefined;
-  #probeTimer: unknown;
-  #probing = false;
-  #closed = false;
 
   constructor(options: RedisStoreOptions) {
     super();
@@ -200,13 +177,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
         'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
       );
     }
-    if (!(options.onError === 'allow' || options.onError === 'deny' || options.onError === 'local')) {
-      throw new InvalidOptionError(
-        'onError',
-        options.onError,
-        `Expected \`onError\` to be 'allow' (fail-open), 'deny' (fail-closed) or 'local' (in-memory per instance), got ${String(options.onError)}`,
-      );
-    }
+    const failure = failureOptions(options);
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
       throw new InvalidOptionError(
@@ -215,30 +186,15 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
         `Expected \`prefix\` to be a non-empty string without { or }, got ${JSON.stringify(prefix)}`,
       );
     }
-    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    if (!(timeoutMs >= 1 && timeoutMs < Number.POSITIVE_INFINITY)) {
-      throw new InvalidOptionError(
-        'timeoutMs',
-        timeoutMs,
-        `Expected \`timeoutMs\` to be a finite number >= 1, got ${timeoutMs}`,
-      );
-    }
-    const probeIntervalMs = options.probeIntervalMs ?? 250;
-    if (!(probeIntervalMs >= 1 && probeIntervalMs < Number.POSITIVE_INFINITY)) {
-      throw new InvalidOptionError(
-        'probeIntervalMs',
-        probeIntervalMs,
-        `Expected \`probeIntervalMs\` to be a finite number >= 1, got ${probeIntervalMs}`,
-      );
-    }
     this.#client = client;
     this.#nodeRedis = nodeRedis;
     this.#cluster = options.cluster ?? isClusterClient(client);
     this.prefix = prefix;
-    this.policy = options.onError;
-    this.timeoutMs = timeoutMs;
-    this.probeIntervalMs = probeIntervalMs;
+    this.policy = failure.policy;
+    this.timeoutMs = failure.timeoutMs;
+    this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = options.clock ?? systemClock;
+    this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
     this.#now = options.now;
     this.#sha = scriptSha ?? sha1(KEYED_SCRIPT);
     scriptSha = this.#sha;
@@ -248,7 +204,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   /** False while decisions follow the failure policy. */
   get healthy(): boolean {
-    return this.#degradedSinceMs === undefined;
+    return this.#health.healthy;
   }
 
   /** The Redis key that holds `key`'s bucket (with a global limit: `{prefix}:k:<key>`). */
@@ -262,13 +218,13 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   }
 
   decide(op: StoreOp): Promise<StoreResult> {
-    if (this.#degradedSinceMs !== undefined || this.#closed) return Promise.resolve(this.#byPolicy(op));
+    if (!this.#health.usable) return Promise.resolve(this.#byPolicy(op));
     return new Promise<StoreResult>((resolve) => this.#enqueue({ op, cancel: undefined, resolve }));
   }
 
   refund(op: StoreOp, result: StoreResult): Promise<void> {
     if (result.source === 'local') return (this.#local as MemoryStore).refund(op, result);
-    if (result.source !== 'store' || this.#degradedSinceMs !== undefined) return Promise.resolve();
+    if (result.source !== 'store' || !this.#health.healthy) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.#enqueue({ op, cancel: result, resolve: () => resolve() });
     });
@@ -277,23 +233,21 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   async reset(key: string): Promise<void> {
     this.#local?.resetKey(key);
     const keys = [this.keyFor(key, false), this.keyFor(key, true)];
-    await this.#withTimeout(this.#cluster ? Promise.all(keys.map((k) => this.#del([k]))) : this.#del(keys)).catch(
-      (error: unknown) => {
+    await this.#health
+      .withTimeout(this.#cluster ? Promise.all(keys.map((k) => this.#del([k]))) : this.#del(keys))
+      .catch((error: unknown) => {
         throw new StoreUnavailableError(
           `could not reset key ${JSON.stringify(key)} in Redis: ${errorOf(error).message}`,
           {
             cause: error,
           },
         );
-      },
-    );
+      });
   }
 
   /** Stops probing and answers every later decision by the policy. Does not close the client (it is yours). */
   close(): void {
-    this.#closed = true;
-    if (this.#probeTimer !== undefined) this.#clock.clearTimeout(this.#probeTimer);
-    this.#probeTimer = undefined;
+    this.#health.close();
   }
 
   #enqueue(pending: Pending): void {
@@ -310,7 +264,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.#flushScheduled = false;
     const all = this.#pending;
     this.#pending = [];
-    if (this.#degradedSinceMs !== undefined) {
+    if (!this.#health.healthy) {
       for (const p of all) p.resolve(p.cancel !== undefined ? p.cancel : this.#byPolicy(p.op));
       return;
     }
@@ -377,7 +331,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     }
     this.#inFlight++;
     this.stats.calls++;
-    this.#withTimeout(this.#run(keys, args)).then(
+    this.#health.withTimeout(this.#run(keys, args)).then(
       (reply) => {
         this.#inFlight--;
         const perOp = hasGlobal ? 5 : 3;
@@ -426,84 +380,14 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       : (this.#client as IoredisLikeClient).del(...keys);
   }
 
-  /** Settles with `promise`, or rejects after `timeoutMs`; a late settlement is absorbed (never unhandled). */
-  #withTimeout<T>(promise: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = this.#clock.setTimeout(() => {
-        reject(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
-      }, this.timeoutMs);
-      promise.then(
-        (value) => {
-          this.#clock.clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          this.#clock.clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
-  }
-
   #failed(error: Error, batch: Pending[]): void {
-    this.stats.failures++;
-    this.emit('failure', { error, operations: batch.length });
-    if (storeFailureChannel.hasSubscribers) {
-      storeFailureChannel.publish({ store: this, error, operations: batch.length } satisfies StoreFailureMessage);
-    }
-    this.#degrade(error);
+    this.#health.failed(error, batch.length);
     for (const p of batch) p.resolve(p.cancel !== undefined ? p.cancel : this.#byPolicy(p.op));
-  }
-
-  #degrade(error: Error): void {
-    if (this.#degradedSinceMs !== undefined) return;
-    this.#degradedSinceMs = this.#clock.now();
-    this.emit('degraded', { error, policy: this.policy });
-    if (storeDegradedChannel.hasSubscribers) {
-      storeDegradedChannel.publish({ store: this, error, policy: this.policy } satisfies StoreDegradedMessage);
-    }
-    this.#scheduleProbe();
-  }
-
-  #scheduleProbe(): void {
-    if (this.#closed || this.#probeTimer !== undefined) return;
-    this.#probeTimer = this.#clock.setTimeout(() => {
-      this.#probeTimer = undefined;
-      this.#probe();
-    }, this.probeIntervalMs);
-    unref(this.#probeTimer);
-  }
-
-  #probe(): void {
-    if (this.#probing || this.#closed || this.#degradedSinceMs === undefined) return;
-    this.#probing = true;
-    this.#withTimeout(this.#client.ping()).then(
-      () => {
-        this.#probing = false;
-        if (this.#degradedSinceMs === undefined) return;
-        const downMs = this.#clock.now() - this.#degradedSinceMs;
-        this.#degradedSinceMs = undefined;
-        this.emit('recovered', { downMs });
-        if (storeRecoveredChannel.hasSubscribers) {
-          storeRecoveredChannel.publish({ store: this, downMs } satisfies StoreRecoveredMessage);
-        }
-      },
-      (error: unknown) => {
-        this.#probing = false;
-        this.stats.failures++;
-        const failure = errorOf(error);
-        this.emit('failure', { error: failure, operations: 0 });
-        if (storeFailureChannel.hasSubscribers) {
-          storeFailureChannel.publish({ store: this, error: failure, operations: 0 } satisfies StoreFailureMessage);
-        }
-        this.#scheduleProbe();
-      },
-    );
   }
 
   #byPolicy(op: StoreOp): StoreResult {
     this.stats.byPolicy++;
-    if (this.#degradedSinceMs === undefined && !this.#closed) this.#degrade(new StoreUnavailableError('Redis failed'));
+    if (this.#health.usable) this.#health.degrade(new StoreUnavailableError('Redis failed'));
     if (this.policy === 'local') {
       const local = this.#local as MemoryStore;
       const result = local.decideNow(op.mode, op.key, op.cost, op.bucket, op.global, op.maxWaitMs);
@@ -528,17 +412,6 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 function isClusterClient(client: RedisClientLike): boolean {
   if ((client as IoredisLikeClient).isCluster === true) return true;
   return typeof client === 'object' && client !== null && 'masters' in client && 'nodeByAddress' in client;
-}
-
-function errorOf(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
-}
-
-function unref(handle: unknown): void {
-  if (typeof handle === 'object' && handle !== null && 'unref' in handle) {
-    const { unref } = handle as { unref: unknown };
-    if (typeof unref === 'function') unref.call(handle);
-  }
 }
 
 function sha1(text: string): string {

@@ -13,8 +13,9 @@
  */
 
 import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, NotSupportedError } from '../errors.js';
+import { InvalidOptionError, NotSupportedError, StoreUnavailableError } from '../errors.js';
 import type { Decision } from '../meters/decision.js';
 import {
   type FixedWindowState,
@@ -28,7 +29,13 @@ import {
   type WindowParams,
 } from '../meters/windows.js';
 import { evalScript } from './redis-eval.js';
-import type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis-store.js';
+import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from './redis-health.js';
+import {
+  DENY_RETRY_AFTER_MS,
+  type IoredisLikeClient,
+  type NodeRedisLikeClient,
+  type RedisClientLike,
+} from './redis-store.js';
 
 /** How a window limiter counts: a fixed window, an exact sliding log, or the two-counter estimate. */
 export type WindowKind = 'fixed' | 'log' | 'counter';
@@ -224,6 +231,19 @@ export interface RedisWindowStoreOptions {
   /** Namespace of the keys. Use one per limiter. @default 'tokenpace' */
   prefix?: string;
   /**
+   * When Redis fails or does not answer within `timeoutMs`: admit (`'allow'`, fail-open), refuse
+   * (`'deny'`, fail-closed), or count in memory per instance (`'local'`). Required.
+   */
+  onError: FailurePolicy;
+  /** The longest a decision waits for Redis before the policy decides, ms. Minimum 1. @default 200 */
+  timeoutMs?: number;
+  /** How often a failed Redis is probed with PING, ms. @default 250 */
+  probeIntervalMs?: number;
+  /** Timers (timeouts, probes) and the `'local'` policy's time. @default systemClock */
+  clock?: Clock;
+  /** The most keys the `'local'` policy keeps. @default 100_000 */
+  localMaxKeys?: number;
+  /**
    * Replaces Redis's `TIME` with this clock's milliseconds: tests and simulations on a virtual clock
    * only (keys then live at least a minute of Redis's real time).
    */
@@ -232,24 +252,48 @@ export interface RedisWindowStoreOptions {
 
 let windowSha: string | undefined;
 
+/** Counters a RedisWindowStore keeps. */
+export interface RedisWindowStoreStats {
+  /** Decisions made by Redis. */
+  decisions: number;
+  /** Decisions made by the failure policy. */
+  byPolicy: number;
+  /** Failed or timed-out calls and probes. */
+  failures: number;
+}
+
 /**
  * Per-key fixed windows and sliding counters in Redis: one Lua script call per decision, time from
  * Redis `TIME`, a key per limited key (`<prefix>:w:<key>`) that expires when it can no longer count.
  * The exact sliding log is not offered here (it would need a sorted set per key): use
- * `mode: 'counter'`. A Redis error rejects the decision (no failure policy on this path yet).
+ * `mode: 'counter'`.
+ *
+ * Failure policy: RedisStore's (src/keyed/redis-health.ts). Each call is bounded by `timeoutMs`;
+ * when Redis fails or does not answer in time, `onError` decides (`'allow'`, `'deny'`, or
+ * `'local'`: a MemoryWindowStore per instance), later decisions follow it at once while a PING
+ * probes Redis, and the events `failure`, `degraded`, `recovered` (also on the
+ * `tokenpace:redis:*` channels) say so.
  *
  * @example
  * const limiter = new KeyedLimiter({ algorithm: 'fixed-window', limit: 100, window: '1 min',
- *   store: new RedisWindowStore({ client: redis }) });
+ *   store: new RedisWindowStore({ client: redis, onError: 'local' }) });
  */
-export class RedisWindowStore implements WindowStore {
+export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements WindowStore {
   readonly prefix: string;
+  readonly policy: FailurePolicy;
+  readonly timeoutMs: number;
+  readonly probeIntervalMs: number;
+  readonly stats: RedisWindowStoreStats = { decisions: 0, byPolicy: 0, failures: 0 };
   readonly #client: RedisClientLike;
   readonly #nodeRedis: boolean;
   readonly #now: (() => number) | undefined;
   readonly #sha: string;
+  readonly #clock: Clock;
+  readonly #health: RedisHealth;
+  readonly #local: MemoryWindowStore | undefined;
 
   constructor(options: RedisWindowStoreOptions) {
+    super();
     const { client } = options;
     const nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
     if (!nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
@@ -259,16 +303,36 @@ export class RedisWindowStore implements WindowStore {
         'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
       );
     }
+    const failure = failureOptions(options);
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0) {
       throw new InvalidOptionError('prefix', prefix, `Expected \`prefix\` to be a non-empty string, got ${prefix}`);
     }
     this.prefix = prefix;
+    this.policy = failure.policy;
+    this.timeoutMs = failure.timeoutMs;
+    this.probeIntervalMs = failure.probeIntervalMs;
     this.#client = client;
     this.#nodeRedis = nodeRedis;
     this.#now = options.now;
+    this.#clock = options.clock ?? systemClock;
+    this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
+    this.#local =
+      failure.policy === 'local'
+        ? new MemoryWindowStore({ clock: this.#clock, maxKeys: options.localMaxKeys })
+        : undefined;
     windowSha ??= createHash('sha1').update(WINDOW_SCRIPT).digest('hex');
     this.#sha = windowSha;
+  }
+
+  /** False while decisions follow the failure policy. */
+  get healthy(): boolean {
+    return this.#health.healthy;
+  }
+
+  /** Stops probing and answers every later decision by the policy. Does not close the client (it is yours). */
+  close(): void {
+    this.#health.close();
   }
 
   /** The Redis key of `key`'s window counter. */
@@ -292,7 +356,19 @@ export class RedisWindowStore implements WindowStore {
       this.#now === undefined ? '' : String(this.#now()),
       this.#now === undefined ? '0' : '60000',
     ];
-    const reply = (await this.#run([this.keyFor(op.key)], args)) as string[];
+    if (!this.#health.usable) return this.#byPolicy(op);
+    let reply: string[];
+    try {
+      reply = (await this.#health.withTimeout(this.#run([this.keyFor(op.key)], args))) as string[];
+      if (!Array.isArray(reply) || reply.length !== (op.kind === 'fixed' ? 4 : 5)) {
+        const got = Array.isArray(reply) ? `${(reply as unknown[]).length} values` : typeof reply;
+        throw new StoreUnavailableError(`unexpected reply from the window script: got ${got}`);
+      }
+    } catch (error) {
+      this.#health.failed(errorOf(error), 1);
+      return this.#byPolicy(op);
+    }
+    this.stats.decisions++;
     const nowMs = Number(reply[0]);
     const read = (i: number, absent: number): number => (reply[i] === '' ? absent : Number(reply[i]));
     const state: AnyWindowState =
@@ -310,8 +386,35 @@ export class RedisWindowStore implements WindowStore {
   }
 
   async reset(key: string): Promise<void> {
+    await this.#local?.reset(key);
     const k = this.keyFor(key);
-    await (this.#nodeRedis ? (this.#client as NodeRedisLikeClient).del(k) : (this.#client as IoredisLikeClient).del(k));
+    const del = this.#nodeRedis
+      ? (this.#client as NodeRedisLikeClient).del(k)
+      : (this.#client as IoredisLikeClient).del(k);
+    await this.#health.withTimeout(del).catch((error: unknown) => {
+      throw new StoreUnavailableError(
+        `could not reset key ${JSON.stringify(key)} in Redis: ${errorOf(error).message}`,
+        {
+          cause: error,
+        },
+      );
+    });
+  }
+
+  /** The decision by `onError`, while Redis cannot be reached. */
+  #byPolicy(op: WindowOp): Decision {
+    this.stats.byPolicy++;
+    if (this.#health.usable) this.#health.degrade(new StoreUnavailableError('Redis failed'));
+    if (this.policy === 'local') return (this.#local as MemoryWindowStore).decideWindowAt(this.#clock.now(), op);
+    const { limit } = op.params;
+    if (this.policy === 'allow') return { allowed: true, remaining: limit, retryAfterMs: 0, resetAfterMs: 0, limit };
+    return {
+      allowed: false,
+      remaining: 0,
+      retryAfterMs: DENY_RETRY_AFTER_MS,
+      resetAfterMs: DENY_RETRY_AFTER_MS,
+      limit,
+    };
   }
 
   /** EVALSHA, and EVAL if the server does not know the script (see redis-eval.ts). */

@@ -12,7 +12,7 @@ import { StoreUnavailableError, WaitTooLongError } from '../../src/errors.js';
 import type { DecisionMessage, ErrorMessage } from '../../src/http/channels.js';
 import { QUOTA_EXCEEDED, type RateLimitOptions, rateLimit } from '../../src/http/middleware.js';
 import type { Decision, RateLimitDecider } from '../../src/http/types.js';
-import type { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
+import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { type FakeClock, fakeClock } from '../helpers/fake-clock.js';
 import { agent, call, type Loopback, serve, until } from './support.js';
 
@@ -307,6 +307,21 @@ describe('rateLimit: maxWait', () => {
     expect(refused.headers['retry-after']).toBe('1');
     fake.timers.tick(100);
     expect((await held).status).toBe(200);
+  });
+
+  it('refuses maxWait with a window limiter when it is made, not at the first request', () => {
+    for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
+      const limiter = new KeyedLimiter({ algorithm, limit: 10, window: '1s' });
+      expect(() => rateLimit({ limiter, maxWait: '1s' })).toThrow(
+        expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'maxWait' }),
+      );
+      expect(() => rateLimit({ limiter, maxWait: '1s' })).toThrow(/take\(\).*'(fixed|sliding)-window'/);
+      // without a wait (or with maxWait 0) a window limiter is fine: refusals carry Retry-After
+      expect(() => rateLimit({ limiter })).not.toThrow();
+      expect(() => rateLimit({ limiter, maxWait: 0 })).not.toThrow();
+    }
+    const bucket = new KeyedLimiter({ rate: 10, burst: 10 });
+    expect(() => rateLimit({ limiter: bucket, maxWait: '1s' })).not.toThrow();
   });
 
   it('gives back the reservation of a held request whose client went away', async () => {

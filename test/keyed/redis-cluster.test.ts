@@ -113,7 +113,7 @@ describe('RedisStore on a three-node cluster', () => {
     it(`${name}: per-key windows (fixed, sliding counter) spread over every node; 300 concurrent decisions are exact`, async () => {
       for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
         const prefix = `window-${algorithm}-${name}`;
-        const store = new RedisWindowStore({ client: client(), prefix });
+        const store = new RedisWindowStore({ client: client(), prefix, onError: 'deny', timeoutMs: 2000 });
         const limiter = new KeyedLimiter({ algorithm, limit: 2, window: '1 h', store });
         const decisions = await Promise.all(Array.from({ length: 300 }, (_, i) => limiter.tryTake(`user:${i % 100}`)));
         expect(decisions.filter((d) => d.allowed)).toHaveLength(200);

@@ -5,12 +5,14 @@
  * unhandled rejection. Times are real, so the bounds are generous.
  */
 
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isTokenpaceError } from '../../src/errors.js';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { type FailurePolicy, type RedisClientLike, RedisStore } from '../../src/keyed/redis-store.js';
+import { RedisWindowStore } from '../../src/keyed/window-store.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 
 const TIMEOUT_MS = 100;
@@ -128,6 +130,76 @@ describe.each(Object.entries(clients))('RedisStore failures with %s', (_name, co
       }
       expect(failures).toBeGreaterThanOrEqual(2);
       expect(events.filter((e) => e === 'recovered')).toHaveLength(2);
+      store.close();
+      await close();
+      await new Promise((r) => setTimeout(r, 50));
+      expect(unhandled).toEqual([]);
+    }, 20_000);
+  }
+});
+
+describe.each(Object.entries(clients))('RedisWindowStore failures with %s', (_name, connect) => {
+  for (const policy of ['allow', 'deny', 'local'] as const) {
+    it(`onError '${policy}': killed, then restarted; paused, then resumed`, async () => {
+      const { client, close } = await connect();
+      const store = new RedisWindowStore({
+        client,
+        prefix: `wfaults-${policy}-${_name}`,
+        onError: policy,
+        timeoutMs: TIMEOUT_MS,
+        probeIntervalMs: 50,
+      });
+      const events: string[] = [];
+      store.on('degraded', ({ policy: p }) => events.push(`degraded:${p}`));
+      store.on('recovered', () => events.push('recovered'));
+      let failures = 0;
+      store.on('failure', () => failures++);
+      // The same diagnostics channels as RedisStore, with this store in each message.
+      const published: string[] = [];
+      const listeners = ['degraded', 'recovered', 'failure'].map((what) => {
+        const name = `tokenpace:redis:${what}`;
+        const listener = (message: unknown) => {
+          if ((message as { store: unknown }).store === store) published.push(what);
+        };
+        subscribe(name, listener);
+        return () => unsubscribe(name, listener);
+      });
+      // A day's window: its boundary (aligned to Redis's clock) is not crossed during the test.
+      const limiter = new KeyedLimiter({ algorithm: 'fixed-window', limit: 3, window: '1 day', store });
+      const k = `key-${Date.now()}`;
+      expect((await limiter.tryTake(k)).allowed).toBe(true);
+      expect(store.healthy).toBe(true);
+
+      for (const fault of ['kill', 'pause'] as const) {
+        if (fault === 'kill') server.signal('SIGKILL');
+        else server.signal('SIGSTOP');
+        await new Promise((r) => setTimeout(r, 20));
+        const first = await timed(limiter.tryTake(`${k}-${fault}`));
+        expect(first.ms).toBeLessThan(TIMEOUT_MS + SLACK_MS);
+        expect(store.healthy).toBe(false);
+        const rest = await timed(Promise.all([1, 2, 3, 4].map(() => limiter.tryTake(`${k}-${fault}`))));
+        expect(rest.ms).toBeLessThan(SLACK_MS);
+        // 'local': a fresh in-memory window of limit 3 for this instance
+        expectByPolicy(policy, [first.value.allowed, ...rest.value.map((d) => d.allowed)]);
+        if (policy === 'deny') expect(first.value.retryAfterMs).toBeGreaterThan(0);
+        expect(events.at(-1)).toBe(`degraded:${policy}`);
+
+        if (fault === 'kill') await server.restart();
+        else server.signal('SIGCONT');
+        await until(() => store.healthy, 5000, 'recovery');
+        expect(events.at(-1)).toBe('recovered');
+        // Back to Redis: the count before the fault survives a pause, not a restart.
+        const before = store.stats.decisions;
+        const after = await limiter.tryTake(k);
+        expect(store.stats.decisions).toBe(before + 1);
+        expect(after.remaining).toBe(fault === 'kill' ? 2 : 1);
+      }
+      expect(failures).toBeGreaterThanOrEqual(2);
+      expect(events.filter((e) => e === 'recovered')).toHaveLength(2);
+      expect(published.filter((e) => e === 'degraded')).toHaveLength(2);
+      expect(published.filter((e) => e === 'recovered')).toHaveLength(2);
+      expect(published.filter((e) => e === 'failure').length).toBe(failures);
+      for (const off of listeners) off();
       store.close();
       await close();
       await new Promise((r) => setTimeout(r, 50));

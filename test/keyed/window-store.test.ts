@@ -37,12 +37,14 @@ const stores: [string, Factory, WindowKind[]][] = [
   ['memory', (clock) => new MemoryWindowStore({ clock }), ['fixed', 'counter', 'log']],
   [
     'redis (ioredis)',
-    (clock) => new RedisWindowStore({ client: ioredis, prefix: prefix(), now: clock.now }),
+    (clock) =>
+      new RedisWindowStore({ client: ioredis, prefix: prefix(), now: clock.now, onError: 'deny', timeoutMs: 2000 }),
     ['fixed', 'counter'],
   ],
   [
     'redis (node-redis)',
-    (clock) => new RedisWindowStore({ client: nodeRedis, prefix: prefix(), now: clock.now }),
+    (clock) =>
+      new RedisWindowStore({ client: nodeRedis, prefix: prefix(), now: clock.now, onError: 'deny', timeoutMs: 2000 }),
     ['fixed', 'counter'],
   ],
 ];
@@ -184,11 +186,30 @@ describe('KeyedLimiter with a window algorithm', () => {
 
   it('defaults a sliding window on a Redis store to the counter, and refuses the exact log there', async () => {
     const clock = manualClock(NOON);
-    const store = new RedisWindowStore({ client: ioredis, prefix: prefix(), now: clock.now });
+    const store = new RedisWindowStore({
+      client: ioredis,
+      prefix: prefix(),
+      now: clock.now,
+      onError: 'deny',
+      timeoutMs: 2000,
+    });
     const counter = new KeyedLimiter({ algorithm: 'sliding-window', limit: 3, window: '1s', store });
     expect((await counter.tryTake('k')).allowed).toBe(true);
     const log = new KeyedLimiter({ algorithm: 'sliding-window', mode: 'log', limit: 3, window: '1s', store });
     await expect(log.tryTake('k')).rejects.toSatisfy((e) => isTokenpaceError(e, 'ERR_NOT_SUPPORTED'));
+  });
+
+  it('asks a RedisWindowStore for its failure policy and checks its times', () => {
+    const invalid = expect.objectContaining({ code: 'ERR_INVALID_OPTION' });
+    // @ts-expect-error onError is required
+    expect(() => new RedisWindowStore({ client: ioredis })).toThrow(invalid);
+    expect(() => new RedisWindowStore({ client: ioredis, onError: 'deny', timeoutMs: 0 })).toThrow(invalid);
+    expect(() => new RedisWindowStore({ client: ioredis, onError: 'deny', probeIntervalMs: Infinity })).toThrow(
+      invalid,
+    );
+    const store = new RedisWindowStore({ client: ioredis, onError: 'local' });
+    expect([store.policy, store.timeoutMs, store.healthy]).toEqual(['local', 200, true]);
+    store.close();
   });
 
   it('refuses a bucket store, rate/burst, a bad algorithm or mode', () => {
@@ -230,7 +251,7 @@ describe('KeyedLimiter with a window algorithm', () => {
           const client = steps.length % 2 === 0 ? ioredis : nodeRedis;
           const redis = limiterFor(
             kind,
-            new RedisWindowStore({ client, prefix: prefix(), now: clock.now }),
+            new RedisWindowStore({ client, prefix: prefix(), now: clock.now, onError: 'deny', timeoutMs: 2000 }),
             limit,
             windowMs,
           );

@@ -1,0 +1,226 @@
+/**
+ * The failure policy of a store in Redis, one copy for RedisStore and
+ * RedisWindowStore: every call is bounded by `timeoutMs`; a call that fails or
+ * times out is a `failure`, and the first one makes the store `degraded`, so
+ * later decisions follow `onError` at once (none waits out the timeout again)
+ * while one `PING` at a time probes Redis every `probeIntervalMs`; the first
+ * answer makes it `recovered`. Each transition is an event on the store and a
+ * message on the `tokenpace:redis:*` channels (src/channels.ts).
+ *
+ * The store keeps its decisions; this keeps its health.
+ */
+
+import type { EventEmitter } from 'node:events';
+import {
+  type StoreDegradedMessage,
+  type StoreFailureMessage,
+  type StoreRecoveredMessage,
+  storeDegradedChannel,
+  storeFailureChannel,
+  storeRecoveredChannel,
+} from '../channels.js';
+import type { Clock } from '../clock.js';
+import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
+
+/** What to do when Redis fails or does not answer within `timeoutMs`. */
+export type FailurePolicy = 'allow' | 'deny' | 'local';
+
+/** The events a store in Redis emits (RedisStore, RedisWindowStore). */
+export interface RedisStoreEvents {
+  /** Redis stopped answering: decisions now follow the policy. */
+  degraded: [{ error: Error; policy: FailurePolicy }];
+  /** Redis answers again; `downMs` is how long decisions followed the policy. */
+  recovered: [{ downMs: number }];
+  /** A call to Redis failed or timed out (also while degraded, for probes). */
+  failure: [{ error: Error; operations: number }];
+}
+
+/** The default bound on one call to Redis. */
+export const DEFAULT_TIMEOUT_MS = 200;
+/** The default interval between probes of a failed Redis. */
+export const DEFAULT_PROBE_INTERVAL_MS = 250;
+
+/** The failure options, checked: `onError` is required, the times are finite and at least 1 ms. @internal */
+export function failureOptions(options: { onError: unknown; timeoutMs?: unknown; probeIntervalMs?: unknown }): {
+  policy: FailurePolicy;
+  timeoutMs: number;
+  probeIntervalMs: number;
+} {
+  const policy = options.onError;
+  if (!(policy === 'allow' || policy === 'deny' || policy === 'local')) {
+    throw new InvalidOptionError(
+      'onError',
+      policy,
+      `Expected \`onError\` to be 'allow' (fail-open), 'deny' (fail-closed) or 'local' (in-memory per instance), got ${String(policy)}`,
+    );
+  }
+  const timeoutMs = (options.timeoutMs ?? DEFAULT_TIMEOUT_MS) as number;
+  if (!(timeoutMs >= 1 && timeoutMs < Number.POSITIVE_INFINITY)) {
+    throw new InvalidOptionError(
+      'timeoutMs',
+      timeoutMs,
+      `Expected \`timeoutMs\` to be a finite number >= 1, got ${timeoutMs}`,
+    );
+  }
+  const probeIntervalMs = (options.probeIntervalMs ?? DEFAULT_PROBE_INTERVAL_MS) as number;
+  if (!(probeIntervalMs >= 1 && probeIntervalMs < Number.POSITIVE_INFINITY)) {
+    throw new InvalidOptionError(
+      'probeIntervalMs',
+      probeIntervalMs,
+      `Expected \`probeIntervalMs\` to be a finite number >= 1, got ${probeIntervalMs}`,
+    );
+  }
+  return { policy, timeoutMs, probeIntervalMs };
+}
+
+/** A store in Redis as the health keeper sees it: an emitter of the store events, on the channels. */
+export type HealthOwner = EventEmitter<RedisStoreEvents> & StoreFailureMessage['store'];
+
+/** The health of one store's Redis, with the store's events and channel messages. @internal */
+export class RedisHealth {
+  readonly policy: FailurePolicy;
+  readonly timeoutMs: number;
+  readonly probeIntervalMs: number;
+  readonly #owner: HealthOwner;
+  readonly #clock: Clock;
+  readonly #ping: () => Promise<unknown>;
+  readonly #stats: { failures: number };
+  #degradedSinceMs: number | undefined;
+  #probeTimer: unknown;
+  #probing = false;
+  #closed = false;
+
+  constructor(
+    owner: HealthOwner,
+    options: { policy: FailurePolicy; timeoutMs: number; probeIntervalMs: number },
+    clock: Clock,
+    ping: () => Promise<unknown>,
+    stats: { failures: number },
+  ) {
+    this.#owner = owner;
+    this.policy = options.policy;
+    this.timeoutMs = options.timeoutMs;
+    this.probeIntervalMs = options.probeIntervalMs;
+    this.#clock = clock;
+    this.#ping = ping;
+    this.#stats = stats;
+  }
+
+  /** False while decisions follow the failure policy. */
+  get healthy(): boolean {
+    return this.#degradedSinceMs === undefined;
+  }
+
+  /** True once closed: every later decision follows the policy. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Whether a decision should go to Redis now (healthy and not closed). */
+  get usable(): boolean {
+    return this.#degradedSinceMs === undefined && !this.#closed;
+  }
+
+  /** Stops probing. */
+  close(): void {
+    this.#closed = true;
+    if (this.#probeTimer !== undefined) this.#clock.clearTimeout(this.#probeTimer);
+    this.#probeTimer = undefined;
+  }
+
+  /** Settles with `promise`, or rejects after `timeoutMs`; a late settlement is absorbed (never unhandled). */
+  withTimeout<T>(promise: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = this.#clock.setTimeout(() => {
+        reject(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
+      }, this.timeoutMs);
+      promise.then(
+        (value) => {
+          this.#clock.clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.#clock.clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** A call carrying `operations` decisions failed: a `failure`, and degraded if not yet. */
+  failed(error: Error, operations: number): void {
+    this.#failure(error, operations);
+    this.degrade(error);
+  }
+
+  /** Decisions follow the policy from now until a probe gets an answer. */
+  degrade(error: Error): void {
+    if (this.#degradedSinceMs !== undefined) return;
+    this.#degradedSinceMs = this.#clock.now();
+    const owner = this.#owner;
+    owner.emit('degraded', { error, policy: this.policy });
+    if (storeDegradedChannel.hasSubscribers) {
+      storeDegradedChannel.publish({ store: owner, error, policy: this.policy } satisfies StoreDegradedMessage);
+    }
+    this.#scheduleProbe();
+  }
+
+  #failure(error: Error, operations: number): void {
+    this.#stats.failures++;
+    const owner = this.#owner;
+    owner.emit('failure', { error, operations });
+    if (storeFailureChannel.hasSubscribers) {
+      storeFailureChannel.publish({ store: owner, error, operations } satisfies StoreFailureMessage);
+    }
+  }
+
+  #scheduleProbe(): void {
+    if (this.#closed || this.#probeTimer !== undefined) return;
+    this.#probeTimer = this.#clock.setTimeout(() => {
+      this.#probeTimer = undefined;
+      this.#probe();
+    }, this.probeIntervalMs);
+    unref(this.#probeTimer);
+  }
+
+  #probe(): void {
+    if (this.#probing || this.#closed || this.#degradedSinceMs === undefined) return;
+    this.#probing = true;
+    let ping: Promise<unknown>;
+    try {
+      ping = this.#ping();
+    } catch (error) {
+      ping = Promise.reject(error);
+    }
+    this.withTimeout(ping).then(
+      () => {
+        this.#probing = false;
+        if (this.#degradedSinceMs === undefined) return;
+        const downMs = this.#clock.now() - this.#degradedSinceMs;
+        this.#degradedSinceMs = undefined;
+        const owner = this.#owner;
+        owner.emit('recovered', { downMs });
+        if (storeRecoveredChannel.hasSubscribers) {
+          storeRecoveredChannel.publish({ store: owner, downMs } satisfies StoreRecoveredMessage);
+        }
+      },
+      (error: unknown) => {
+        this.#probing = false;
+        this.#failure(errorOf(error), 0);
+        this.#scheduleProbe();
+      },
+    );
+  }
+}
+
+/** `error` as an Error. @internal */
+export function errorOf(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+function unref(handle: unknown): void {
+  if (typeof handle === 'object' && handle !== null && 'unref' in handle) {
+    const { unref } = handle as { unref: unknown };
+    if (typeof unref === 'function') unref.call(handle);
+  }
+}
