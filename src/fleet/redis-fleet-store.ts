@@ -36,10 +36,10 @@
 
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { storeDegradedChannel, storeFailureChannel, storeRecoveredChannel } from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { evalScript } from '../keyed/redis-eval.js';
+import { errorOf, failureOptions, RedisHealth, type RedisStoreEvents } from '../keyed/redis-health.js';
 import type { FailurePolicy, IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../keyed/redis-store.js';
 import { FLEET_SCRIPT } from './script.js';
 import {
@@ -81,12 +81,8 @@ export interface RedisFleetStoreOptions {
   now?: () => number;
 }
 
-/** The events a RedisFleetStore emits. */
-export interface RedisFleetStoreEvents {
-  degraded: [{ error: Error; policy: FailurePolicy }];
-  recovered: [{ downMs: number }];
-  failure: [{ error: Error }];
-}
+/** The events a RedisFleetStore emits: those of every store in Redis (keyed/redis-health.ts). */
+export type RedisFleetStoreEvents = RedisStoreEvents;
 
 const GRANT: Record<string, ExchangeGrant['status']> = {
   '1': 'ok',
@@ -112,9 +108,8 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   /** The last parameters Redis gave per key: what the fallback uses. */
   readonly #known = new Map<string, FleetParams>();
   #fallback: MemoryFleetStore | undefined;
-  #degradedSinceMs: number | undefined;
-  #probeTimer: unknown;
-  #closed = false;
+  /** Timeouts, degrading, probes and recovery: the one policy of every store in Redis. */
+  readonly #health: RedisHealth;
 
   constructor(options: RedisFleetStoreOptions) {
     super();
@@ -130,13 +125,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
         'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
       );
     }
-    if (!(options.onError === 'allow' || options.onError === 'deny' || options.onError === 'local')) {
-      throw new InvalidOptionError(
-        'onError',
-        options.onError,
-        `Expected \`onError\` to be 'deny', 'allow' or 'local', got ${String(options.onError)}`,
-      );
-    }
+    const failure = failureOptions(options);
     const expectedWorkers = options.expectedWorkers ?? (options.onError === 'local' ? Number.NaN : 1);
     if (!(Number.isSafeInteger(expectedWorkers) && expectedWorkers >= 1)) {
       throw new InvalidOptionError(
@@ -149,14 +138,13 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
       throw new InvalidOptionError('prefix', prefix, `Expected \`prefix\` to be a non-empty string without { or }`);
     }
-    for (const [name, value] of [
-      ['timeoutMs', options.timeoutMs],
-      ['probeIntervalMs', options.probeIntervalMs],
-      ['idleTtlMs', options.idleTtlMs],
-    ] as const) {
-      if (value !== undefined && !(value >= 1 && value < Number.POSITIVE_INFINITY)) {
-        throw new InvalidOptionError(name, value, `Expected \`${name}\` to be a finite number >= 1, got ${value}`);
-      }
+    const idleTtlMs = options.idleTtlMs;
+    if (idleTtlMs !== undefined && !(idleTtlMs >= 1 && idleTtlMs < Number.POSITIVE_INFINITY)) {
+      throw new InvalidOptionError(
+        'idleTtlMs',
+        idleTtlMs,
+        `Expected \`idleTtlMs\` to be a finite number >= 1, got ${idleTtlMs}`,
+      );
     }
     this.#client = client;
     this.#clock = options.clock ?? systemClock;
@@ -165,16 +153,17 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     }
     this.#now = options.now;
     this.prefix = prefix;
-    this.policy = options.onError;
+    this.policy = failure.policy;
     this.expectedWorkers = expectedWorkers;
-    this.timeoutMs = options.timeoutMs ?? 200;
-    this.probeIntervalMs = options.probeIntervalMs ?? 250;
-    this.idleTtlMs = options.idleTtlMs ?? 86_400_000;
+    this.timeoutMs = failure.timeoutMs;
+    this.probeIntervalMs = failure.probeIntervalMs;
+    this.idleTtlMs = idleTtlMs ?? 86_400_000;
+    this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), { failures: 0 });
   }
 
   /** False while calls are answered by the failure policy. */
   get healthy(): boolean {
-    return this.#degradedSinceMs === undefined;
+    return this.#health.healthy;
   }
 
   /** The five Redis keys of fleet key `key`. */
@@ -185,9 +174,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
 
   /** Stops probing; later calls are answered by the policy. The client is yours to close. */
   close(): void {
-    this.#closed = true;
-    if (this.#probeTimer !== undefined) this.#clock.clearTimeout(this.#probeTimer);
-    this.#probeTimer = undefined;
+    this.#health.close();
   }
 
   async exchange(op: ExchangeOp): Promise<ExchangeResult> {
@@ -198,7 +185,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
         op.release.filter((l) => l.source !== 'store'),
       );
     }
-    if (!this.healthy || this.#closed) return this.#exchangeByPolicy(op);
+    if (!this.#health.usable) return this.#exchangeByPolicy(op);
     const args = ['b', String(op.leaseMs), String(op.claimTtlMs), String(remote.length)];
     for (const lease of remote) args.push(lease.leaseId);
     for (const a of op.acquire) {
@@ -334,7 +321,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     ];
     let reply: unknown;
     try {
-      reply = await this.#withTimeout(this.#run(this.keysFor(key), args));
+      reply = await this.#health.withTimeout(this.#run(this.keysFor(key), args));
     } catch (error) {
       this.#failed(errorOf(error));
       return undefined;
@@ -372,57 +359,10 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     return evalScript(this.#client, this.#nodeRedis, FLEET_SCRIPT, SHA, keys, args);
   }
 
-  #withTimeout<T>(promise: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = this.#clock.setTimeout(() => {
-        reject(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
-      }, this.timeoutMs);
-      promise.then(
-        (value) => {
-          this.#clock.clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          this.#clock.clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
-  }
-
+  /** A call failed: a `failure`, and on the first one a fresh local state for the outage and `degraded`. */
   #failed(error: Error): void {
-    this.emit('failure', { error });
-    if (storeFailureChannel.hasSubscribers) storeFailureChannel.publish({ store: this, error, operations: 1 });
-    if (this.#degradedSinceMs !== undefined) return;
-    this.#degradedSinceMs = this.#clock.now();
-    this.#fallback = undefined; // a fresh local state for each outage
-    this.emit('degraded', { error, policy: this.policy });
-    if (storeDegradedChannel.hasSubscribers) storeDegradedChannel.publish({ store: this, error, policy: this.policy });
-    this.#scheduleProbe();
-  }
-
-  #scheduleProbe(): void {
-    if (this.#closed || this.#probeTimer !== undefined) return;
-    this.#probeTimer = this.#clock.setTimeout(() => {
-      this.#probeTimer = undefined;
-      this.#withTimeout(this.#client.ping()).then(
-        () => {
-          if (this.#degradedSinceMs === undefined) return;
-          const downMs = this.#clock.now() - this.#degradedSinceMs;
-          this.#degradedSinceMs = undefined;
-          this.emit('recovered', { downMs });
-          if (storeRecoveredChannel.hasSubscribers) storeRecoveredChannel.publish({ store: this, downMs });
-        },
-        (error: unknown) => {
-          const failure = errorOf(error);
-          this.emit('failure', { error: failure });
-          if (storeFailureChannel.hasSubscribers)
-            storeFailureChannel.publish({ store: this, error: failure, operations: 0 });
-          this.#scheduleProbe();
-        },
-      );
-    }, this.probeIntervalMs);
-    unref(this.#probeTimer);
+    if (this.#health.healthy) this.#fallback = undefined;
+    this.#health.failed(error, 1);
   }
 }
 
@@ -442,15 +382,4 @@ function num(x: number): string {
 
 function inf(x: number): number {
   return x < 0 ? Number.POSITIVE_INFINITY : x;
-}
-
-function errorOf(error: unknown): Error {
-  return error instanceof Error ? error : new Error(String(error));
-}
-
-function unref(handle: unknown): void {
-  if (typeof handle === 'object' && handle !== null && 'unref' in handle) {
-    const { unref } = handle as { unref: unknown };
-    if (typeof unref === 'function') unref.call(handle);
-  }
 }
