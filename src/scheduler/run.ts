@@ -20,11 +20,11 @@ import type { JobContext, JobFunction, SchedulerCounters } from './options.js';
 import type { Level, Waiter } from './queue.js';
 
 /**
- * A waiting job: the queue's node and its promise's settler in one object.
- * The rarely used parts (a signal, a timeout of its own) live in `extra`,
- * and only the promise's `resolve` is kept (a rejection resolves it with a
- * thenable that rejects, {@link rejection}), so the unused `reject` function
- * is garbage at once.
+ * A waiting job: the queue's node and its promise's settlers in one object.
+ * The rarely used parts (a signal, a timeout of its own) live in `extra`.
+ * Both settlers are kept, so that a started job's promise follows its
+ * function's with one `then(resolve, reject)`: resolving it with that promise
+ * instead would cost a thenable job and two more microtask hops per job.
  */
 export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
@@ -33,6 +33,7 @@ export class Job implements Waiter<Job> {
   older: Job | undefined = undefined;
   newer: Job | undefined = undefined;
   resolve!: (value: unknown) => void;
+  reject!: (reason: unknown) => void;
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
@@ -50,17 +51,6 @@ export interface JobExtra {
   readonly timeoutMs: number;
 }
 
-/** A thenable that rejects with `reason`: settles a job's promise through its `resolve`. */
-export function rejection(reason: unknown): PromiseLike<never> {
-  return {
-    // biome-ignore lint/suspicious/noThenProperty: a thenable is the point
-    then: (_onFulfilled, onRejected) => {
-      onRejected?.(reason);
-      return undefined as never;
-    },
-  };
-}
-
 /** The context of a job with neither a signal nor a timeout, and nothing to adjust (the Runner's own tests). */
 export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined, adjust: () => {} });
 
@@ -69,15 +59,24 @@ export type Adjuster = (charge: Charge, deltaCost: number) => void;
 
 /** A job's context: its signal and its charge, which `adjust` changes. */
 export class Charge implements JobContext {
-  /** Bound, so that `({ adjust }) => adjust(n)` works. */
-  readonly adjust: (deltaCost: number) => void;
+  readonly #adjuster: Adjuster;
+  #adjust: ((deltaCost: number) => void) | undefined = undefined;
   constructor(
     readonly signal: AbortSignal | undefined,
     /** Tokens the job is charged now. */
     public cost: number,
     adjuster: Adjuster,
   ) {
-    this.adjust = (deltaCost) => adjuster(this, deltaCost);
+    this.#adjuster = adjuster;
+  }
+
+  /** Bound, so that `({ adjust }) => adjust(n)` works; made on first use (most jobs never adjust). */
+  get adjust(): (deltaCost: number) => void {
+    if (this.#adjust === undefined) {
+      const adjuster = this.#adjuster;
+      this.#adjust = (deltaCost) => adjuster(this, deltaCost);
+    }
+    return this.#adjust;
   }
 }
 

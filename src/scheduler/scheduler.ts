@@ -117,7 +117,7 @@ import {
 } from './options.js';
 import { WaitQueue } from './queue.js';
 import { costError, Refusals } from './refuse.js';
-import { Charge, Job, type JobExtra, Runner, rejection } from './run.js';
+import { Charge, Job, type JobExtra, Runner } from './run.js';
 
 export type {
   ActiveJob,
@@ -405,8 +405,9 @@ export class Scheduler {
     // is the one with the first deadline: the queue's `oldest()`.
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
     const job = new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
-    const promise = new Promise<R>((resolve) => {
+    const promise = new Promise<R>((resolve, reject) => {
       job.resolve = resolve as (value: unknown) => void;
+      job.reject = reject;
     });
     if (signal !== undefined) {
       this.#watch(job, signal);
@@ -795,13 +796,19 @@ export class Scheduler {
     const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
     if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
       // The runner's own handler (attached first) frees the slot before the job's promise settles.
-      job.resolve(
-        this.#runner.invoke(job.fn, new Charge(undefined, job.cost, this.#adjust), job.cost, job.priority, waitedMs),
-      );
+      this.#runner
+        .invoke(job.fn, new Charge(undefined, job.cost, this.#adjust), job.cost, job.priority, waitedMs)
+        .then(job.resolve, job.reject);
     } else {
-      const resolve = job.resolve;
-      this.#runner.invokeGuarded(job.fn, job.cost, job.priority, extra?.signal, timeoutMs, waitedMs, resolve, (error) =>
-        resolve(rejection(error)),
+      this.#runner.invokeGuarded(
+        job.fn,
+        job.cost,
+        job.priority,
+        extra?.signal,
+        timeoutMs,
+        waitedMs,
+        job.resolve,
+        job.reject,
       );
     }
   }
