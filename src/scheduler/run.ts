@@ -120,7 +120,15 @@ export class Runner {
    * Runs `fn`, holding `cost` of the concurrency until it settles. Returns its
    * result as a promise (the same promise if `fn` returned a native one).
    */
-  invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number, slot?: Slot) {
+  invoke(
+    fn: JobFunction<unknown>,
+    context: JobContext,
+    cost: number,
+    priority: number,
+    waitedMs: number,
+    slot?: Slot,
+    settle?: Settlers,
+  ) {
     const held = cost === 0 ? this.zeroCostHold : cost;
     this.pending++;
     this.runningCost += held;
@@ -134,7 +142,19 @@ export class Runner {
     } catch (error) {
       result = Promise.reject(error);
     }
-    if (slot !== undefined) {
+    if (settle !== undefined) {
+      // A queued job's promise: one reaction frees the slot, then settles it (no second `then`).
+      result.then(
+        (value) => {
+          this.#finish(held, true, value);
+          settle.resolve(value);
+        },
+        (error) => {
+          this.#finish(held, false, error);
+          settle.reject(error);
+        },
+      );
+    } else if (slot !== undefined) {
       slot.held = held;
       result.then(
         (value) => this.#settle(slot, true, value),
@@ -247,6 +267,12 @@ export class Runner {
     this.runningCost = this.pending === 0 ? 0 : this.runningCost - slot.held;
     this.#onFinish();
   }
+}
+
+/** A promise's settlers: a queued {@link Job} is one. */
+export interface Settlers {
+  resolve(value: unknown): void;
+  reject(reason: unknown): void;
 }
 
 /** The concurrency a guarded job holds, and whether it was freed already. */

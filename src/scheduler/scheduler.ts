@@ -795,10 +795,9 @@ export class Scheduler {
     const extra = job.extra;
     const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
     if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
-      // The runner's own handler (attached first) frees the slot before the job's promise settles.
-      this.#runner
-        .invoke(job.fn, new Charge(undefined, job.cost, this.#adjust), job.cost, job.priority, waitedMs)
-        .then(job.resolve, job.reject);
+      // The runner's one handler frees the slot, then settles the job's promise.
+      const context = new Charge(undefined, job.cost, this.#adjust);
+      this.#runner.invoke(job.fn, context, job.cost, job.priority, waitedMs, undefined, job);
     } else {
       this.#runner.invokeGuarded(
         job.fn,
