@@ -122,7 +122,7 @@ function throughputContenders(concurrency: number) {
  * at once; with long samples the garbage collector's work on that backlog dominates every figure.
  * Both sample lengths are shown.
  */
-export async function throughput(sampleMs: number): Promise<string> {
+async function throughput(sampleMs: number): Promise<string> {
   const results: Measured[][] = [];
   for (const concurrency of [1, 16]) {
     const options = { rounds: 11, sampleMs, warmupMs: 500, sameSizeAs: BARE_POOL };
