@@ -22,9 +22,10 @@ import type { Level, Waiter } from './queue.js';
 /**
  * A waiting job: the queue's node and its promise's settlers in one object.
  * The rarely used parts (a signal, a timeout of its own) live in `extra`.
- * Both settlers are kept, so that a started job's promise follows its
- * function's with one `then(resolve, reject)`: resolving it with that promise
- * instead would cost a thenable job and two more microtask hops per job.
+ * Both settlers are kept, so that the one reaction to its function's result
+ * that frees its slot also settles its promise ({@link Runner.invoke}):
+ * resolving it with that result instead would cost a thenable job, a second
+ * reaction and two more microtask hops per job.
  */
 export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
