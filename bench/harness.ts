@@ -23,6 +23,8 @@ export interface Measured {
   opsPerSecond: number;
   /** Every round's operations per second. */
   samples: number[];
+  /** Operations per sample. */
+  size: number;
 }
 
 export interface CompareOptions {
@@ -30,6 +32,18 @@ export interface CompareOptions {
   rounds?: number;
   /** Target wall time of one sample, ms. @default 200 */
   sampleMs?: number;
+  /**
+   * Run every contender, interleaved, for at least this long before sizing the samples. Sized on cold
+   * code, n fits a cold run: once the JIT has optimised it, a "50 ms" sample takes a few ms, and the
+   * figure measures warm-up and timer noise. @default 0
+   */
+  warmupMs?: number;
+  /**
+   * Every contender runs the n sized for this one (by name), so that each sample is the same work and
+   * holds the same number of jobs at once (the garbage collector's share grows with it). A contender
+   * more than four times slower keeps its own n, so that its samples stay short.
+   */
+  sameSizeAs?: string;
 }
 
 let sink: unknown;
@@ -70,8 +84,38 @@ export async function compare(contenders: readonly Contender[], options: Compare
   const rounds = options.rounds ?? 7;
   const sampleMs = options.sampleMs ?? 200;
   for (const c of contenders) await c.setup?.();
-  const sizes = [];
-  for (const c of contenders) sizes.push(await calibrate(c, sampleMs));
+  const warmupMs = options.warmupMs ?? 0;
+  const sizes: number[] = [];
+  if (warmupMs > 0) {
+    // Interleaved warm-up runs of growing n; n is then sized from the rate over the second half of
+    // them (warm code, many runs: one slow run does not size every sample).
+    const spent = contenders.map(() => 0);
+    const late = contenders.map(() => ({ ops: 0, ms: 0 }));
+    const warmSizes = [];
+    for (const c of contenders) warmSizes.push(await calibrate(c, sampleMs / 4));
+    while (spent.some((ms) => ms < warmupMs)) {
+      for (let i = 0; i < contenders.length; i++) {
+        if ((spent[i] as number) >= warmupMs) continue;
+        const n = warmSizes[i] as number;
+        const ms = await timeRun(contenders[i] as Contender, n);
+        spent[i] = (spent[i] as number) + ms;
+        if ((spent[i] as number) >= warmupMs / 2) {
+          const l = late[i] as { ops: number; ms: number };
+          l.ops += n;
+          l.ms += ms;
+        }
+        if (ms < sampleMs / 8) warmSizes[i] = n * 2;
+      }
+    }
+    for (const l of late) sizes.push(Math.max(1, Math.round((l.ops * sampleMs) / Math.max(l.ms, 1e-3))));
+  } else {
+    for (const c of contenders) sizes.push(await calibrate(c, sampleMs));
+  }
+  const base = options.sameSizeAs === undefined ? -1 : contenders.findIndex((c) => c.name === options.sameSizeAs);
+  if (base >= 0) {
+    const baseSize = sizes[base] as number;
+    for (let i = 0; i < sizes.length; i++) if ((sizes[i] as number) * 4 >= baseSize) sizes[i] = baseSize;
+  }
   const samples: number[][] = contenders.map(() => []);
   for (let round = 0; round < rounds; round++) {
     for (let i = 0; i < contenders.length; i++) {
@@ -84,6 +128,7 @@ export async function compare(contenders: readonly Contender[], options: Compare
     name: c.name,
     opsPerSecond: median(samples[i] as number[]),
     samples: samples[i] as number[],
+    size: sizes[i] as number,
   }));
 }
 

@@ -73,6 +73,32 @@ export class Lateness {
   }
 }
 
+/** How much more lateness than was seen to expect: half as much again ({@link expectedLatenessMs}). */
+export const LATENESS_MARGIN = 1.5;
+
+/** The step a wake-up is armed in: whole milliseconds, rounded up, so it comes up to this long after its exact instant before any lateness. */
+export const TIMER_STEP_MS = 1;
+
+/**
+ * The one lateness policy: how late to expect the next wake-up, ms, given the
+ * estimate of the lateness seen lately ({@link Lateness}, {@link Watchdog.latenessMs}):
+ * half as much again as the estimate ({@link LATENESS_MARGIN}), and at least
+ * `floorMs`. Every part that plans around its timers asks it:
+ *
+ * - a stream sizes its wake piece so that the bucket does not overflow while
+ *   it sleeps that much too long (stream/pacing.ts, floor 10 ms);
+ * - the Scheduler makes up at most that much lateness (plus the
+ *   {@link TIMER_STEP_MS} rounding) by charging a job at its due time, and
+ *   never more than its `catchUp` (scheduler/scheduler.ts);
+ * - `TokenBucket.take` needs none: its tokens are reserved when it is called,
+ *   so a late wake-up only resolves later and loses nothing.
+ *
+ * @example expectedLatenessMs(0, 10) === 10; expectedLatenessMs(12, 10) === 18
+ */
+export function expectedLatenessMs(estimateMs: number, floorMs = 0): number {
+  return Math.max(floorMs, LATENESS_MARGIN * estimateMs);
+}
+
 /** One timer for an exact instant; see the file's opening comment. */
 export class Watchdog {
   #timer: unknown = undefined;

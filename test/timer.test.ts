@@ -6,7 +6,8 @@
 
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../src/clock.js';
-import { Lateness, MAX_TIMER_MS, Watchdog } from '../src/timer.js';
+import { wakePieceBytes } from '../src/stream/pacing.js';
+import { expectedLatenessMs, Lateness, MAX_TIMER_MS, Watchdog } from '../src/timer.js';
 import { fakeClock } from './helpers/fake-clock.js';
 
 const DAY = 24 * 3600 * 1000;
@@ -122,6 +123,23 @@ describe('Lateness', () => {
     expect(lateness.ms).toBe(9);
     for (let t = 2040; t < 12_000; t += 40) lateness.observe(0, t);
     expect(lateness.ms).toBe(0);
+  });
+});
+
+describe('expectedLatenessMs: the one lateness policy', () => {
+  it.each([
+    [0, 0, 0],
+    [0, 10, 10],
+    [4, 10, 10],
+    [12, 10, 18],
+    [2, 1, 3],
+  ])('estimate %d ms, floor %d ms: expect %d ms', (estimateMs, floorMs, expected) => {
+    expect(expectedLatenessMs(estimateMs, floorMs)).toBe(expected);
+  });
+
+  it('is what a stream sizes its wake piece by and what caps the Scheduler: 1.5x the estimate', () => {
+    // A stream at 1000 B/s with a 100 B burst: its wake piece keeps room for the expected lateness.
+    expect(wakePieceBytes(1000, 100, 20)).toBe(100 - expectedLatenessMs(20, 10));
   });
 });
 

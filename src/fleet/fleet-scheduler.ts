@@ -112,7 +112,7 @@ import {
 } from '../scheduler/options.js';
 import { WaitQueue } from '../scheduler/queue.js';
 import { costError, Refusals } from '../scheduler/refuse.js';
-import { Charge, Job, type JobExtra, Runner, rejection } from '../scheduler/run.js';
+import { Charge, Job, type JobExtra, Runner } from '../scheduler/run.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import type { ExchangeResult, FleetParams, FleetStore, HeldLease } from './store.js';
@@ -424,8 +424,9 @@ function defineFleetScheduler(Base: typeof Scheduler) {
       const extra: JobExtra | undefined =
         signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, watched: false, timeoutMs };
       const job = new FleetJob(fn as JobFunction<unknown>, cost, priority, now, extra);
-      const promise = new Promise<R>((resolve) => {
+      const promise = new Promise<R>((resolve, reject) => {
         job.resolve = resolve as (value: unknown) => void;
+        job.reject = reject;
       });
       if (signal !== undefined) {
         job.onAbort = () => this.#abort(job, signal.reason);
@@ -764,7 +765,7 @@ function defineFleetScheduler(Base: typeof Scheduler) {
         const context = new Charge(undefined, job.cost, this.#adjust);
         job.resolve(this.#runner.invoke(tracked, context, job.cost, job.priority, waitedMs));
       } else {
-        const resolve = job.resolve;
+        const { resolve, reject } = job;
         const releaseOnTimeout = this.#runner.releaseOnTimeout;
         this.#runner.invokeGuarded(
           tracked,
@@ -776,7 +777,7 @@ function defineFleetScheduler(Base: typeof Scheduler) {
           resolve,
           (error) => {
             if (releaseOnTimeout && error instanceof JobTimeoutError) free();
-            resolve(rejection(error));
+            reject(error);
           },
         );
       }

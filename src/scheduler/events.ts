@@ -31,18 +31,25 @@ export class Emitter {
     this.#source = source;
   }
 
-  /** True if `event` has a listener, or a channel subscriber (so its arguments are worth building). */
+  /** Events with at least one listener: while it is 0 (the usual case), {@link has} reads no list. */
+  #listened = 0;
+
+  /**
+   * True if `event` has a listener, or a channel subscriber (so its arguments are worth building). Called
+   * several times per job, so a scheduler nobody listens to answers from one field.
+   */
   has(event: keyof Events): boolean {
-    if (this.#lists[event] !== undefined) return true;
-    if (this.#source === undefined) return false;
-    if (event === 'active') return schedulerStartChannel.hasSubscribers;
-    if (event === 'rejected') return schedulerRefusedChannel.hasSubscribers;
+    if (this.#listened !== 0 && this.#lists[event] !== undefined) return true;
+    if (event === 'active') return this.#source !== undefined && schedulerStartChannel.hasSubscribers;
+    if (event === 'rejected') return this.#source !== undefined && schedulerRefusedChannel.hasSubscribers;
     return false;
   }
 
   on<E extends keyof Events>(event: E, listener: Listener<E>): void {
     const lists = this.#lists as Record<E, Listener<E>[] | undefined>;
-    lists[event] = [...(lists[event] ?? []), listener];
+    const list = lists[event];
+    if (list === undefined) this.#listened++;
+    lists[event] = [...(list ?? []), listener];
   }
 
   /** Removes `listener`, or the {@link once} wrapper made for it. */
@@ -52,6 +59,7 @@ export class Emitter {
     if (list === undefined) return;
     const rest = list.filter((l) => l !== listener && l.original !== listener);
     lists[event] = rest.length ? rest : undefined;
+    if (rest.length === 0) this.#listened--;
   }
 
   once<E extends keyof Events>(event: E, listener: Listener<E>): void {

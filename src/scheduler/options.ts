@@ -48,13 +48,17 @@ export interface SchedulerOptions {
   maxWait?: DurationInput;
   /**
    * The most timer lateness the scheduler makes up for, so the long-run rate
-   * stays exact (see "Theoretical start times" in ./scheduler.ts). The bucket absorbs the
-   * first `(burst - cost) / rate` of it; for the rest, jobs that came due while
-   * a timer was late are charged at their due times, at most
-   * `catchUp - (burst - cost) / rate` before now, and start together. A longer
-   * stall (a blocked event loop, a GC pause) is not made up, so a window of T
-   * sees at most `burst + rate * (T + max(0, catchUp - (burst - cost) / rate))` starts. 0
-   * charges every job at the moment it starts (strict windows, but with a
+   * stays exact (see "Theoretical start times" in ./scheduler.ts): the cap of
+   * its allowance. The allowance follows the package's lateness policy (the
+   * timer's 1 ms step plus 1.5 times the lateness its timer has seen lately,
+   * at least 2 ms, as the streams plan for theirs) and never exceeds this. The
+   * bucket absorbs the first `(burst - cost) / rate` of it; for the rest, jobs
+   * that came due while a timer was late are charged at their due times, at
+   * most `allowance - (burst - cost) / rate` before now, and start together. A
+   * longer stall (a blocked event loop, a GC pause) is not made up, so a
+   * window of T sees at most `burst + rate * (T + max(0, catchUp - (burst - cost) / rate))`
+   * starts, and the strict `burst + rate * T` when `(burst - cost) / rate >= catchUp`.
+   * 0 charges every job at the moment it starts (strict windows, but with a
    * burst below `rate * lateness` every late wake loses rate).
    * @default 5 (ms: Node's timers fire about 1.15 ms late, plus up to 1 ms of rounding)
    */

@@ -18,7 +18,7 @@
 import { CostExceedsCapacityError, describeValue, InvalidSizeError, QueueFullError } from '../errors.js';
 import type { Emitter } from './events.js';
 import type { RejectReason, SchedulerCounters } from './options.js';
-import { type Job, rejection } from './run.js';
+import type { Job } from './run.js';
 
 /**
  * A queue-full error for the flood path: a `QueueFullError` (its prototype, so `instanceof`,
@@ -79,7 +79,7 @@ export class Refusals {
   /** Rejects a job that was waiting (the caller has taken it out of the queue). */
   rejectWaiting(job: Job, reason: RejectReason, error: unknown): void {
     this.#counters.rejected[reason]++;
-    job.resolve(rejection(error));
+    job.reject(error);
     if (this.#events.has('rejected')) {
       this.#events.emit('rejected', { reason, error, cost: job.cost, priority: job.priority });
     }

@@ -20,11 +20,12 @@ import type { JobContext, JobFunction, SchedulerCounters } from './options.js';
 import type { Level, Waiter } from './queue.js';
 
 /**
- * A waiting job: the queue's node and its promise's settler in one object.
- * The rarely used parts (a signal, a timeout of its own) live in `extra`,
- * and only the promise's `resolve` is kept (a rejection resolves it with a
- * thenable that rejects, {@link rejection}), so the unused `reject` function
- * is garbage at once.
+ * A waiting job: the queue's node and its promise's settlers in one object.
+ * The rarely used parts (a signal, a timeout of its own) live in `extra`.
+ * Both settlers are kept, so that the one reaction to its function's result
+ * that frees its slot also settles its promise ({@link Runner.invoke}):
+ * resolving it with that result instead would cost a thenable job, a second
+ * reaction and two more microtask hops per job.
  */
 export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
@@ -33,6 +34,7 @@ export class Job implements Waiter<Job> {
   older: Job | undefined = undefined;
   newer: Job | undefined = undefined;
   resolve!: (value: unknown) => void;
+  reject!: (reason: unknown) => void;
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
@@ -50,17 +52,6 @@ export interface JobExtra {
   readonly timeoutMs: number;
 }
 
-/** A thenable that rejects with `reason`: settles a job's promise through its `resolve`. */
-export function rejection(reason: unknown): PromiseLike<never> {
-  return {
-    // biome-ignore lint/suspicious/noThenProperty: a thenable is the point
-    then: (_onFulfilled, onRejected) => {
-      onRejected?.(reason);
-      return undefined as never;
-    },
-  };
-}
-
 /** The context of a job with neither a signal nor a timeout, and nothing to adjust (the Runner's own tests). */
 export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined, adjust: () => {} });
 
@@ -69,15 +60,24 @@ export type Adjuster = (charge: Charge, deltaCost: number) => void;
 
 /** A job's context: its signal and its charge, which `adjust` changes. */
 export class Charge implements JobContext {
-  /** Bound, so that `({ adjust }) => adjust(n)` works. */
-  readonly adjust: (deltaCost: number) => void;
+  readonly #adjuster: Adjuster;
+  #adjust: ((deltaCost: number) => void) | undefined = undefined;
   constructor(
     readonly signal: AbortSignal | undefined,
     /** Tokens the job is charged now. */
     public cost: number,
     adjuster: Adjuster,
   ) {
-    this.adjust = (deltaCost) => adjuster(this, deltaCost);
+    this.#adjuster = adjuster;
+  }
+
+  /** Bound, so that `({ adjust }) => adjust(n)` works; made on first use (most jobs never adjust). */
+  get adjust(): (deltaCost: number) => void {
+    if (this.#adjust === undefined) {
+      const adjuster = this.#adjuster;
+      this.#adjust = (deltaCost) => adjuster(this, deltaCost);
+    }
+    return this.#adjust;
   }
 }
 
@@ -121,7 +121,15 @@ export class Runner {
    * Runs `fn`, holding `cost` of the concurrency until it settles. Returns its
    * result as a promise (the same promise if `fn` returned a native one).
    */
-  invoke(fn: JobFunction<unknown>, context: JobContext, cost: number, priority: number, waitedMs: number, slot?: Slot) {
+  invoke(
+    fn: JobFunction<unknown>,
+    context: JobContext,
+    cost: number,
+    priority: number,
+    waitedMs: number,
+    slot?: Slot,
+    settle?: Settlers,
+  ) {
     const held = cost === 0 ? this.zeroCostHold : cost;
     this.pending++;
     this.runningCost += held;
@@ -135,7 +143,19 @@ export class Runner {
     } catch (error) {
       result = Promise.reject(error);
     }
-    if (slot !== undefined) {
+    if (settle !== undefined) {
+      // A queued job's promise: one reaction frees the slot, then settles it (no second `then`).
+      result.then(
+        (value) => {
+          this.#finish(held, true, value);
+          settle.resolve(value);
+        },
+        (error) => {
+          this.#finish(held, false, error);
+          settle.reject(error);
+        },
+      );
+    } else if (slot !== undefined) {
       slot.held = held;
       result.then(
         (value) => this.#settle(slot, true, value),
@@ -248,6 +268,12 @@ export class Runner {
     this.runningCost = this.pending === 0 ? 0 : this.runningCost - slot.held;
     this.#onFinish();
   }
+}
+
+/** A promise's settlers: a queued {@link Job} is one. */
+export interface Settlers {
+  resolve(value: unknown): void;
+  reject(reason: unknown): void;
 }
 
 /** The concurrency a guarded job holds, and whether it was freed already. */

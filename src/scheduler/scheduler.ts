@@ -32,16 +32,22 @@
  * long-run rate is exact; the price is that a window of length T may see
  * burst + rate * (T + the timer's lateness) starts, never more.
  *
- * How much lateness is made up: `catchUp` (5 ms by default) in all. The bucket
+ * How much lateness is made up: the allowance, by the package's one lateness
+ * policy (timer.ts's `expectedLatenessMs`, the streams' too): the timer's 1 ms
+ * step plus half as much again as the lateness this scheduler's timer has seen
+ * lately (at least 1 ms), and never more than `catchUp` (5 ms by default). With
+ * punctual timers it is 2 ms; under load it grows to `catchUp`. The bucket
  * itself absorbs the first (burst - cost) / rate of it (its tokens keep
  * accumulating while the timer is late, up to the burst), and only the rest is
  * made up by charging in the past: a job may be charged at most
- * lagMs = max(0, catchUp - (burst - cost) / rate) before now. For cost-1 jobs
- * with a burst of 10 at 1000/s that is nothing (the bucket covers 9 ms, and
- * windows keep the strict bound); with a burst of 1 it is the whole 5 ms.
- * After a longer stall (a blocked event loop, a GC pause) the time beyond it
- * is lost rather than turned into a burst, so a window sees at most
- * burst + rate * (T + lagMs).
+ * lagMs = max(0, allowance - (burst - cost) / rate) before now. For cost-1 jobs
+ * with a burst of 10 at 1000/s that is nothing (the bucket covers 9 ms, more
+ * than `catchUp`, and windows keep the strict bound); with a burst of 1 it is
+ * the whole allowance. After a longer stall (a blocked event loop, a GC pause)
+ * the time beyond it is lost rather than turned into a burst, so a window sees
+ * at most burst + rate * (T + lagMs) <= burst + rate * (T + catchUp). Under a
+ * rate each start reads the clock, so that these are the instants the jobs'
+ * functions are called (see #drain).
  *
  * Worked example: rate 1000/s, burst 1, a backlog, timers 1.15 ms late.
  * Job 1 starts at 0 and empties the bucket; job 2 is due at 1 ms, the timer
@@ -90,7 +96,7 @@ import {
   tokensAt,
   tryCharge,
 } from '../meters/bucket.js';
-import { Watchdog } from '../timer.js';
+import { expectedLatenessMs, TIMER_STEP_MS, Watchdog } from '../timer.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import { Emitter } from './events.js';
 import {
@@ -112,7 +118,7 @@ import {
 } from './options.js';
 import { WaitQueue } from './queue.js';
 import { costError, Refusals } from './refuse.js';
-import { Charge, Job, type JobExtra, Runner, rejection } from './run.js';
+import { Charge, Job, type JobExtra, Runner } from './run.js';
 
 export type {
   ActiveJob,
@@ -409,8 +415,9 @@ export class Scheduler {
     // is the one with the first deadline: the queue's `oldest()`.
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
     const job = new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
-    const promise = new Promise<R>((resolve) => {
+    const promise = new Promise<R>((resolve, reject) => {
       job.resolve = resolve as (value: unknown) => void;
+      job.reject = reject;
     });
     if (signal !== undefined) {
       this.#watch(job, signal);
@@ -674,14 +681,20 @@ export class Scheduler {
 
   /** Starts what can start, expires what waited too long, arms the timer, and tells waiters. */
   #pump(now: number): void {
-    do this.#drain(now);
+    do now = this.#drain(now);
     while (this.#expire(now));
     this.#arm(now);
     this.#notify();
   }
 
-  /** Starts waiting jobs, head first, while the concurrency and the tokens (at their theoretical times) allow. */
-  #drain(now: number): void {
+  /**
+   * Starts waiting jobs, head first, while the concurrency and the tokens (at their theoretical times) allow.
+   * Returns the time it last read: under a rate it reads the clock for each job it starts, so that a job is
+   * charged at the instant its function is really called. (A pause in the middle of a drain, a GC or the
+   * process descheduled, would otherwise leave the rest of the drain charged at an instant before it and
+   * called after it, with the bucket refilled in between: more than burst + rate * T in a window of calls.)
+   */
+  #drain(now: number): number {
     this.#nextStartMs = Number.POSITIVE_INFINITY;
     const queue = this.#queue;
     // A job started here may pause the scheduler (or change its limits) from its fn: check on every turn.
@@ -689,22 +702,26 @@ export class Scheduler {
       const held = job.cost === 0 ? this.#runner.zeroCostHold : job.cost;
       if (this.#runner.runningCost + held > this.#concurrency + this.#concurrencySlack) {
         this.#concurrencyBlocked = true;
-        return;
+        return now;
+      }
+      const bucket = this.#bucket;
+      if (bucket !== undefined) {
+        const read = this.#clock.now();
+        if (read > now) now = read;
       }
       if (this.#concurrencyBlocked) {
         // A slot freed up just now: the head could not have started before now.
         this.#concurrencyBlocked = false;
         if (now > this.#floorMs) this.#floorMs = now;
       }
-      const bucket = this.#bucket;
       if (bucket !== undefined) {
         // The theoretical start: when the bucket had the tokens, but not before the job arrived or
         // could otherwise have started, and making up at most the lateness the bucket could not absorb.
         const notBeforeMs = Math.max(job.enqueuedAtMs, this.#floorMs);
-        const atMs = startAt(bucket, this.#params, now, job.cost, notBeforeMs, this.#catchUpMs);
+        const atMs = startAt(bucket, this.#params, now, job.cost, notBeforeMs, this.#allowanceMs());
         if (atMs > now) {
           this.#nextStartMs = atMs;
-          return;
+          return now;
         }
         charge(bucket, this.#params, atMs, job.cost);
       }
@@ -712,6 +729,18 @@ export class Scheduler {
       this.#lastStartMs = now;
       this.#start(job, now - job.enqueuedAtMs);
     }
+    return now;
+  }
+
+  /**
+   * How much timer lateness a start may make up now (see "How much lateness is made up" above): the
+   * package's one lateness policy (timer.ts's `expectedLatenessMs`, from this scheduler's own timer's
+   * lateness estimate) plus the timer's whole-ms step, and at most `catchUp`.
+   */
+  #allowanceMs(): number {
+    const capMs = this.#catchUpMs;
+    if (capMs === 0) return 0;
+    return Math.min(capMs, TIMER_STEP_MS + expectedLatenessMs(this.#watchdog.latenessMs, TIMER_STEP_MS));
   }
 
   /** Rejects waiting jobs whose deadline has passed. True if it removed any. */
@@ -776,14 +805,19 @@ export class Scheduler {
     const extra = job.extra;
     const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
     if (extra?.signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
-      // The runner's own handler (attached first) frees the slot before the job's promise settles.
-      job.resolve(
-        this.#runner.invoke(job.fn, new Charge(undefined, job.cost, this.#adjust), job.cost, job.priority, waitedMs),
-      );
+      // The runner's one handler frees the slot, then settles the job's promise.
+      const context = new Charge(undefined, job.cost, this.#adjust);
+      this.#runner.invoke(job.fn, context, job.cost, job.priority, waitedMs, undefined, job);
     } else {
-      const resolve = job.resolve;
-      this.#runner.invokeGuarded(job.fn, job.cost, job.priority, extra?.signal, timeoutMs, waitedMs, resolve, (error) =>
-        resolve(rejection(error)),
+      this.#runner.invokeGuarded(
+        job.fn,
+        job.cost,
+        job.priority,
+        extra?.signal,
+        timeoutMs,
+        waitedMs,
+        job.resolve,
+        job.reject,
       );
     }
   }

@@ -46,6 +46,7 @@
 
 import { BurstTooSmallError, InvalidRateError, InvalidSizeError } from '../errors.js';
 import { MAX_BURST, MAX_RATE } from '../meters/bucket.js';
+import { expectedLatenessMs } from '../timer.js';
 import { describeBytes, describeRate } from '../units.js';
 
 /** How late we assume a timer may fire, ms: the 1 ms resolution plus Node's usual lateness, with margin. */
@@ -106,7 +107,7 @@ export function defaultBurstBytes(ratePerSecond: number): number {
  */
 export function wakePieceBytes(ratePerSecond: number, burstBytes: number, lateMs = 0): number {
   const burst = Math.min(burstBytes, defaultBurstBytes(ratePerSecond));
-  const toleranceMs = Math.max(LATE_TOLERANCE_MS, 1.5 * lateMs);
+  const toleranceMs = expectedLatenessMs(lateMs, LATE_TOLERANCE_MS);
   const piece = Math.max(burst / 2, burst - (ratePerSecond * toleranceMs) / 1000);
   return Math.max(1, Math.floor(Math.min(piece, (ratePerSecond * MAX_WAKE_MS) / 1000)));
 }

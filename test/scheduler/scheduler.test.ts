@@ -877,6 +877,31 @@ describe('timers', () => {
   });
 });
 
+describe('the catch-up allowance follows the lateness policy', () => {
+  it('with punctual timers a stall seen first by a finishing job is made up for 2 ms, not the whole catchUp', async () => {
+    const fake = fakeClock();
+    let stalledMs = 0;
+    const clock: Clock = { ...fake.clock, now: () => fake.timers.now + stalledMs };
+    const scheduler = new Scheduler({ rate: 1000, burst: 1, maxQueue: 100, clock });
+    let release!: () => void;
+    const long = scheduler.schedule(() => new Promise<void>((resolve) => (release = resolve)));
+    const starts: number[] = [];
+    const jobs = Array.from({ length: 20 }, () => scheduler.schedule(() => starts.push(clock.now())));
+    await fake.timers.tickAsync(2);
+    expect(starts).toEqual([1, 2]); // the timers so far were punctual: the lateness estimate is 0
+    stalledMs = 6; // the event loop was blocked: the clock reads 8, the head was due at 3
+    release(); // the long job's end is the first to see it
+    await long;
+    await flush();
+    // The allowance is the timer's 1 ms step plus 1 ms (nothing was seen late): jobs are charged at 6, 7
+    // and 8, not back to 3 as a fixed 5 ms would (3, 4, 5, 6, 7, 8: six at once).
+    expect(starts).toEqual([1, 2, 8, 8, 8]);
+    scheduler.clear();
+    const results = await Promise.allSettled(jobs);
+    expect(results.filter((r) => r.status === 'rejected')).toHaveLength(15); // cleared
+  });
+});
+
 describe("waits beyond Node's 24.8-day timer limit", () => {
   const DAY = 24 * 3600 * 1000;
 
