@@ -67,6 +67,7 @@ import {
   checkPeakBurst,
   checkRateLimit,
   defaultBurstBytes,
+  EARLY_WAKE_MS,
   wakePieceBytes,
 } from './pacing.js';
 
@@ -710,11 +711,15 @@ export class Throttle extends Transform {
     return sent;
   }
 
-  /** Arms the one timer for the instant `dueMs` (whole milliseconds, rounded up; at least 1 ms from now). */
+  /**
+   * Arms the one timer for about the instant `dueMs`: whole milliseconds, at
+   * least 1 ms from now, and no earlier than {@link EARLY_WAKE_MS} before it
+   * (pacing.ts says why a wake-up a little early is welcome).
+   */
   #armWake(nowMs: number, dueMs: number): void {
     this.#progress.waiting(nowMs);
     if (streamWaitChannel.hasSubscribers) streamWaitChannel.publish({ stream: this, waitMs: dueMs - nowMs });
-    this.#watchdog.arm(nowMs, dueMs - nowMs);
+    this.#watchdog.arm(nowMs, dueMs - nowMs - EARLY_WAKE_MS);
   }
 
   #leaveGroup(): void {

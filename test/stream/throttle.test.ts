@@ -70,9 +70,11 @@ describe('Throttle: options', () => {
     expect(() => new Throttle({ rate: 1000, peakRate: 5000, peakBurst: 'x' })).toThrow(/invalid peakBurst "x"/);
   });
 
-  it('derives the default burst from the rate: 50 ms of it, at least 1 KiB', () => {
+  it('derives the default burst from the rate: 50 ms of it, at least two 64 KiB chunks up to 250 ms, at least 1 KiB', () => {
     expect(new Throttle({ rate: '1KiB/s' }).burst).toBe(1024);
-    expect(new Throttle({ rate: '1MiB/s' }).burst).toBe(52429);
+    expect(new Throttle({ rate: '100KiB/s' }).burst).toBe(25600);
+    expect(new Throttle({ rate: '1MiB/s' }).burst).toBe(131072);
+    expect(new Throttle({ rate: '10MiB/s' }).burst).toBe(524288);
     expect(new Throttle({ rate: '1GiB/s' }).burst).toBe(53687092);
     expect(defaultBurstBytes(100)).toBe(1024);
   });
