@@ -1,7 +1,13 @@
 /**
- * A quick probe of single stream cells, for profiling: `tsx bench/stream-probe.ts <case> [rate] [chunk] [ms]`.
- * Cases: http (tokenpace vs throttle over a real HTTP body), mem (a synchronous source in memory),
- * socket (a socket-like source at 1.5x), pass (a bare PassThrough, in memory).
+ * One cell of the stream bench in a fresh process, for profiling (`--cpu-prof`) and for repeated,
+ * interleaved runs on a loaded machine:
+ *
+ *   npx tsx bench/stream-probe.ts <source> [rate] [chunk] [ms] [contender]
+ *
+ * source: http (a real HTTP body, after a 300 ms warm-up run), mem (a synchronous source in memory),
+ * socket (a socket-like source at 1.5x the rate). contender: ours (a lone Throttle; BURST=bytes sets
+ * its burst), group (a one-member ThrottleGroup), throttle (the npm peer), pass (a bare PassThrough).
+ * Prints achieved/rate, wake-ups and CPU per second, and (in memory) the most in 100 ms over the bound.
  */
 import { PassThrough, type Transform } from 'node:stream';
 import ThrottlePeer from 'throttle';
@@ -33,8 +39,13 @@ async function main(): Promise<void> {
     return;
   }
   const source = makeSource(kind === 'mem' ? 'sync' : 'socket', chunk, 1.5 * rate);
-  const r = await run([{ source, transform: make() }], ms);
-  const bound = (who === 'ours' ? (new Throttle({ rate }).burst as number) : 0) + rate * 0.1;
+  const transform = make();
+  const burst =
+    transform instanceof Throttle
+      ? ((transform.burst ?? (transform.group as ThrottleGroup | undefined)?.burst ?? 0) as number)
+      : 0;
+  const bound = burst + rate * 0.1;
+  const r = await run([{ source, transform }], ms);
   console.log(
     `${who} ${kind} ${rate} ${chunk}: achieved ${(r.recorder.steadyRate(r.startMs + 250) / rate).toFixed(4)} wake ${r.wakeupsPerSecond.toFixed(1)}/s cpu ${r.cpuMsPerSecond.toFixed(1)} ms/s max100/bound ${(r.recorder.maxInWindow(100) / bound).toFixed(3)}`,
   );
