@@ -6,7 +6,7 @@
  * The example starts its own HTTP server on 127.0.0.1 (a free port) that
  * serves 2.5 MiB as fast as it can. undici's `request` fetches it, and the
  * body goes through a Throttle into a file in the OS temp folder. The first
- * 51 KiB (the default burst: 50 ms of the rate) arrive at once, then the rate
+ * 128 KiB (the default burst at 1 MiB/s: two 64 KiB chunks) arrive at once, then the rate
  * holds: about 2.4 s in all. A progress line reads the Throttle's counters
  * every 200 ms. Backpressure does the rest: the server's socket is paused
  * while the cap holds the body, so memory stays at the streams' buffers.

@@ -8,7 +8,7 @@
  * over how long, and their sha256. The client sends 2 MiB of generated data
  * with undici's `request`, the body piped through a Throttle. The body is
  * produced only as fast as the cap lets it leave: nothing is buffered.
- * The server sees the default burst (51 KiB) at once and then 1 MiB/s:
+ * The server sees the default burst (128 KiB) at once and then 1 MiB/s:
  * about 2 s in all.
  */
 

@@ -65,7 +65,7 @@ import {
   checkBurst,
   checkBurstLimit,
   checkRateLimit,
-  defaultBurstBytes,
+  defaultGroupBurstBytes,
   defaultQuantumBytes,
   groupWakePieceBytes,
   wakePieceBytes,
@@ -133,7 +133,7 @@ export class ThrottleGroup implements GroupHandle {
     }
     const clock = options.clock ?? systemClock;
     const ratePerSecond = groupRate(options.rate);
-    const burstBytes = options.burst === undefined ? defaultBurstBytes(ratePerSecond) : groupBurst(options.burst);
+    const burstBytes = options.burst === undefined ? defaultGroupBurstBytes(ratePerSecond) : groupBurst(options.burst);
     checkBurst(ratePerSecond, burstBytes);
     this.#clock = clock;
     this.#watchdog = new Watchdog(clock, (latenessChanged) => {
@@ -222,7 +222,7 @@ export class ThrottleGroup implements GroupHandle {
    */
   setRate(rate: RateInput): void {
     const ratePerSecond = groupRate(rate);
-    const burstBytes = this.#burstExplicit ? this.#meter.burstBytes : defaultBurstBytes(ratePerSecond);
+    const burstBytes = this.#burstExplicit ? this.#meter.burstBytes : defaultGroupBurstBytes(ratePerSecond);
     checkBurst(ratePerSecond, burstBytes);
     const quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
     this.#meter.reconfigure(this.#clock.now(), { ratePerSecond, burstBytes });
@@ -254,7 +254,7 @@ export class ThrottleGroup implements GroupHandle {
   #updatePieces(): void {
     const { ratePerSecond, burstBytes } = this.#meter;
     const lateMs = this.#watchdog.latenessMs;
-    this.#holdLimitBytes = wakePieceBytes(ratePerSecond, burstBytes, lateMs);
+    this.#holdLimitBytes = wakePieceBytes(ratePerSecond, burstBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
     this.#wakePieceBytes = groupWakePieceBytes(ratePerSecond, burstBytes, this.#quantumBytes, lateMs);
   }
 

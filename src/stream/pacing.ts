@@ -34,12 +34,19 @@
  * the same rule as TBF's `burst >= rate / HZ`, with our timers' lateness as
  * the tick. An explicit burst below it is refused with `BurstTooSmallError`.
  *
- * The default burst is 50 ms of the rate, and at least 1 KiB
- * ({@link defaultBurstBytes}): 1 MiB/s gets 51.2 KiB, 1 GiB/s 51.2 MiB, 1 KiB/s
- * 1 KiB. A busy stream then wakes every 40 ms (25 times a second; each
- * wake-up costs CPU, so fewer is better) and tolerates timers 10 ms late
- * without losing rate; no window of 100 ms carries more than 1.5x the rate's
- * share.
+ * The default burst is 50 ms of the rate, but at least two 64 KiB chunks
+ * (128 KiB, {@link DEFAULT_BURST_CHUNK_BYTES}) as long as that is no more
+ * than 250 ms of the rate, and at least 1 KiB ({@link defaultBurstBytes}):
+ * 10 MiB/s gets 512 KiB, 1 GiB/s 51.2 MiB, 1 MiB/s 128 KiB, 256 KiB/s 64 KiB,
+ * 1 KiB/s 1 KiB. From 2.5 MiB/s up a busy stream wakes every 40 ms (25 times
+ * a second; each wake-up costs CPU, so fewer is better), tolerates timers
+ * 10 ms late without losing rate, and no window of 100 ms carries more than
+ * 1.5x the rate's share. Below it the chunk floor is TBF's "burst >= MTU"
+ * rule with Node's chunk for the packet: a socket or file hands over 64 KiB
+ * at a time (the default highWaterMark), and a wake piece, at least half the
+ * burst, then carries a whole chunk, so a stream at 1 MiB/s wakes about 9
+ * times a second instead of 25, cutting each chunk into no pieces. The
+ * 250 ms cap keeps slow rates from bursting for seconds.
  *
  * The largest rate and burst are {@link MAX_RATE} and {@link MAX_BURST}.
  */
@@ -55,8 +62,21 @@ export const TIMER_SLACK_MS = 5;
 export const LATE_TOLERANCE_MS = 10;
 /** The default burst, in ms of the rate. */
 export const DEFAULT_BURST_MS = 50;
+/** The default burst holds at least this many bytes, two 64 KiB chunks, where that is at most {@link MAX_WAKE_MS} of the rate. */
+export const DEFAULT_BURST_CHUNK_BYTES = 2 * 64 * 1024;
 /** The smallest default burst, bytes: below it pieces are too small to be worth a wake-up. */
 export const DEFAULT_BURST_FLOOR_BYTES = 1024;
+/**
+ * How much before the instant its piece conforms a lone stream lets its
+ * timer wake it, ms. Node's timers fire up to about a millisecond early by
+ * `performance.now()` (they start from the event loop's cached time), and the
+ * watchdog (timer.ts) never calls back early: it would arm again for the
+ * rest, a second wake-up for the same piece (one wake-up in ten at 1 MiB/s,
+ * measured). A stream woken a little early passes what has conformed by then,
+ * at most this much of the rate short of its wake piece; less than one
+ * millisecond, so a wait of whole milliseconds on a fake clock is exact.
+ */
+export const EARLY_WAKE_MS = 0.9;
 /** The group's default round-robin quantum, in ms of the group's rate (and at least 1 KiB). */
 export const DEFAULT_QUANTUM_MS = 5;
 /** The longest a busy stream sleeps between pieces, ms: at low rates the 1 KiB burst floor would make pieces seconds apart. */
@@ -94,19 +114,34 @@ export function minBurstBytes(ratePerSecond: number): number {
   return Math.max(1, Math.ceil((ratePerSecond * 2 * TIMER_SLACK_MS) / 1000));
 }
 
-/** The default burst for `ratePerSecond`: 50 ms of the rate, at least 1 KiB. */
+/**
+ * The default burst for `ratePerSecond`: 50 ms of the rate, at least two
+ * 64 KiB chunks if that is at most 250 ms of the rate, and at least 1 KiB
+ * (this file's opening comment says why).
+ *
+ * @example defaultBurstBytes(10 * 2 ** 20) === 524288; defaultBurstBytes(2 ** 20) === 131072; defaultBurstBytes(2 ** 18) === 65536
+ */
 export function defaultBurstBytes(ratePerSecond: number): number {
-  return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_BURST_MS) / 1000));
+  const timeBytes = Math.ceil((ratePerSecond * DEFAULT_BURST_MS) / 1000);
+  const chunkBytes = Math.min(DEFAULT_BURST_CHUNK_BYTES, Math.ceil((ratePerSecond * MAX_WAKE_MS) / 1000));
+  return Math.max(DEFAULT_BURST_FLOOR_BYTES, timeBytes, chunkBytes);
 }
 
 /**
  * The piece a waiting stream wakes up for, whole bytes, by the wake-piece
- * rule (this file's opening comment); `lateMs` is the lateness estimate.
+ * rule (this file's opening comment); `lateMs` is the lateness estimate, and
+ * `defaultBytes` the default burst a larger burst counts as (a group's is
+ * {@link defaultGroupBurstBytes}).
  *
  * @example wakePieceBytes(1000, 100) === 90; wakePieceBytes(1000, 12) === 6; wakePieceBytes(1000, 100, 20) === 70
  */
-export function wakePieceBytes(ratePerSecond: number, burstBytes: number, lateMs = 0): number {
-  const burst = Math.min(burstBytes, defaultBurstBytes(ratePerSecond));
+export function wakePieceBytes(
+  ratePerSecond: number,
+  burstBytes: number,
+  lateMs = 0,
+  defaultBytes = defaultBurstBytes(ratePerSecond),
+): number {
+  const burst = Math.min(burstBytes, defaultBytes);
   const toleranceMs = expectedLatenessMs(lateMs, LATE_TOLERANCE_MS);
   const piece = Math.max(burst / 2, burst - (ratePerSecond * toleranceMs) / 1000);
   return Math.max(1, Math.floor(Math.min(piece, (ratePerSecond * MAX_WAKE_MS) / 1000)));
@@ -133,7 +168,7 @@ export function groupWakePieceBytes(
   quantumBytes: number,
   lateMs = 0,
 ): number {
-  const wake = wakePieceBytes(ratePerSecond, burstBytes, lateMs);
+  const wake = wakePieceBytes(ratePerSecond, burstBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
   const piece = Math.max(wake / 2, wake - (ratePerSecond * GROUP_HOLD_MS) / 1000, Math.min(quantumBytes, wake));
   return Math.max(1, Math.floor(piece));
 }
@@ -141,7 +176,34 @@ export function groupWakePieceBytes(
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */
 export function defaultQuantumBytes(ratePerSecond: number, burstBytes: number): number {
   const quantum = Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_QUANTUM_MS) / 1000));
-  return Math.max(1, Math.min(quantum, Math.floor(burstBytes / 2), wakePieceBytes(ratePerSecond, burstBytes)));
+  const wake = wakePieceBytes(ratePerSecond, burstBytes, 0, defaultGroupBurstBytes(ratePerSecond));
+  return Math.max(1, Math.min(quantum, Math.floor(burstBytes / 2), wake));
+}
+
+/**
+ * A group's default burst: 50 ms of its rate, at least 1 KiB, without the
+ * chunk floor of {@link defaultBurstBytes}. A group wakes for a piece of its
+ * own burst and serves members in turns; a member with a cap of its own
+ * waits for the group's wake-up with its own bucket full, so the group must
+ * wake well within a member's burst (a group burst of 250 ms would make a
+ * member capped at 50 kB/s lose a sixth of its rate).
+ */
+export function defaultGroupBurstBytes(ratePerSecond: number): number {
+  return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_BURST_MS) / 1000));
+}
+
+/** The default burst and where it comes from: `'512 KiB (rate x 50 ms)'`, `'128 KiB (two 64 KiB chunks)'`. */
+export function describeDefaultBurst(ratePerSecond: number): string {
+  const bytes = defaultBurstBytes(ratePerSecond);
+  const why =
+    bytes === DEFAULT_BURST_CHUNK_BYTES && bytes > Math.ceil((ratePerSecond * DEFAULT_BURST_MS) / 1000)
+      ? 'two 64 KiB chunks'
+      : bytes === DEFAULT_BURST_FLOOR_BYTES
+        ? 'the 1 KiB floor'
+        : bytes === Math.ceil((ratePerSecond * DEFAULT_BURST_MS) / 1000)
+          ? `rate x ${DEFAULT_BURST_MS} ms`
+          : `rate x ${MAX_WAKE_MS} ms`;
+  return `${describeBytes(bytes)} (${why})`;
 }
 
 /**
@@ -157,7 +219,7 @@ export function checkBurst(ratePerSecond: number, burstBytes: number, what = 'bu
     `${what} ${describeBytes(burstBytes)} is too small to sustain ${describeRate(ratePerSecond)}: ` +
       `timers fire up to ~${TIMER_SLACK_MS} ms late, and tokens that arrive while a full bucket waits are lost; ` +
       `use a ${what} of at least ${describeBytes(minBurst)} (rate x ${2 * TIMER_SLACK_MS} ms), ` +
-      `or leave it unset for the default of ${describeBytes(defaultBurstBytes(ratePerSecond))} (rate x ${DEFAULT_BURST_MS} ms)`,
+      `or leave it unset for the default of ${describeDefaultBurst(ratePerSecond)}`,
   );
 }
 

@@ -67,6 +67,7 @@ import {
   checkPeakBurst,
   checkRateLimit,
   defaultBurstBytes,
+  EARLY_WAKE_MS,
   wakePieceBytes,
 } from './pacing.js';
 
@@ -111,7 +112,7 @@ export interface ThrottleOptions extends ThrottleStreamOptions {
    * The bucket's capacity: the most bytes that pass at once after an idle
    * spell, and the largest piece. A number of bytes or a size such as `'64KiB'`.
    * Must be at least rate x 10 ms (`BurstTooSmallError` says the smallest that works).
-   * @default rate x 50 ms, at least 1 KiB
+   * @default rate x 50 ms, but at least 128 KiB (two 64 KiB chunks) where that is at most rate x 250 ms, and at least 1 KiB
    */
   burst?: SizeInput;
   /**
@@ -200,6 +201,19 @@ function wakePieceFor(cap: Cap, lateMs: number): number {
   const piece = wakePieceBytes(cap.ratePerSecond, cap.burstBytes, lateMs);
   return cap.peak === undefined ? piece : Math.max(1, Math.min(piece, cap.peak.burstBytes / 2));
 }
+
+/**
+ * The most a run (see Throttle's #beginRun) passes without reading the clock,
+ * ms of the rate (1 MiB at 1 GiB/s: a thousand 1 KiB chunks per clock read).
+ * A run charges its bytes when it ends, after the refill up to then is capped
+ * at the burst, so the refill of a run that starts with the bucket nearly full
+ * is lost; in steady state the bucket holds the wake piece, 10 ms of the rate
+ * below the burst, so runs of 1 ms lose nothing even at a pass speed of a
+ * tenth of the rate.
+ */
+const RUN_MS = 1;
+/** ... and at least 64 KiB, a chunk, which at lower rates passes in far less than 1 ms of the rate. */
+const RUN_FLOOR_BYTES = 64 * 1024;
 
 /** A value Node accepts as a signal: an object with a boolean `aborted` and `addEventListener`. */
 function isAbortSignal(value: unknown): value is AbortSignal {
@@ -296,6 +310,8 @@ export class Throttle extends Transform {
   /** The current run (see #beginRun): bytes it may still pass without a clock read, and bytes it passed, not yet charged. */
   #runSpare = 0;
   #runBytes = 0;
+  /** The most a run passes without a clock read: {@link RUN_MS} of the rate, at least {@link RUN_FLOOR_BYTES}. */
+  #runLimitBytes = 1;
   #runScheduled = false;
   /** push() reported a full readable buffer in the middle of a chunk; the rest waits for _read(). */
   #awaitingRead = false;
@@ -449,6 +465,7 @@ export class Throttle extends Transform {
       if (peak !== undefined) this.#meter.reconfigurePeak(nowMs, peak);
     }
     this.#cap = next;
+    this.#runLimitBytes = Math.max(RUN_FLOOR_BYTES, Math.ceil((next.ratePerSecond * RUN_MS) / 1000));
     this.#wakePieceBytes = wakePieceFor(next, this.#watchdog.latenessMs);
     // A stream asleep on its own timer re-plans with the new numbers at once.
     if (this.#watchdog.armed) {
@@ -564,10 +581,14 @@ export class Throttle extends Transform {
    * run's length below what a per-piece charge would leave (never above: no
    * window ever carries more than burst + rate * T). A run is one stretch of
    * synchronous code, microseconds for a socket's chunk, so the difference
-   * is bytes at most; on a fake clock it is none.
+   * is bytes at most; on a fake clock it is none. A synchronous source can
+   * keep a stretch going for long (nextTick callbacks run back to back, and
+   * microtasks only once they are done), so a run passes at most
+   * {@link RUN_MS} of the rate (or 64 KiB) before the clock is read again: the tokens
+   * earned meanwhile are then credited while the bucket has room for them.
    */
   #beginRun(nowMs: number): void {
-    const spare = Math.floor((this.#meter as ByteMeter).available(nowMs));
+    const spare = Math.min(Math.floor((this.#meter as ByteMeter).available(nowMs)), this.#runLimitBytes);
     if (spare < 1) return;
     this.#runSpare = spare;
     if (!this.#runScheduled) {
@@ -710,11 +731,22 @@ export class Throttle extends Transform {
     return sent;
   }
 
-  /** Arms the one timer for the instant `dueMs` (whole milliseconds, rounded up; at least 1 ms from now). */
+  /**
+   * Arms the one timer for about the instant `dueMs`: whole milliseconds, at
+   * least 1 ms from now, and no earlier than {@link EARLY_WAKE_MS} before it
+   * (pacing.ts says why a wake-up a little early is welcome).
+   */
   #armWake(nowMs: number, dueMs: number): void {
     this.#progress.waiting(nowMs);
     if (streamWaitChannel.hasSubscribers) streamWaitChannel.publish({ stream: this, waitMs: dueMs - nowMs });
-    this.#watchdog.arm(nowMs, dueMs - nowMs);
+    // A timer of whole milliseconds, as the watchdog would arm for `dueMs`,
+    // that may call back from EARLY_WAKE_MS before its end. A pending one that
+    // is not early for it and less than 1 ms later is kept (a re-plan from a
+    // slightly later clock read clears and sets no timer).
+    const wakeMs = nowMs + Math.max(1, Math.ceil(dueMs - nowMs)) - EARLY_WAKE_MS;
+    const watchdog = this.#watchdog;
+    if (watchdog.armed && watchdog.dueMs >= wakeMs && watchdog.dueMs < wakeMs + 1) return;
+    watchdog.armAt(wakeMs, nowMs);
   }
 
   #leaveGroup(): void {

@@ -70,9 +70,11 @@ describe('Throttle: options', () => {
     expect(() => new Throttle({ rate: 1000, peakRate: 5000, peakBurst: 'x' })).toThrow(/invalid peakBurst "x"/);
   });
 
-  it('derives the default burst from the rate: 50 ms of it, at least 1 KiB', () => {
+  it('derives the default burst from the rate: 50 ms of it, at least two 64 KiB chunks up to 250 ms, at least 1 KiB', () => {
     expect(new Throttle({ rate: '1KiB/s' }).burst).toBe(1024);
-    expect(new Throttle({ rate: '1MiB/s' }).burst).toBe(52429);
+    expect(new Throttle({ rate: '100KiB/s' }).burst).toBe(25600);
+    expect(new Throttle({ rate: '1MiB/s' }).burst).toBe(131072);
+    expect(new Throttle({ rate: '10MiB/s' }).burst).toBe(524288);
     expect(new Throttle({ rate: '1GiB/s' }).burst).toBe(53687092);
     expect(defaultBurstBytes(100)).toBe(1024);
   });
@@ -358,6 +360,59 @@ describe('Throttle: runs (chunks in one synchronous stretch pass on one clock re
     expect(passed).toBe(700);
     expect(passed).toBeLessThanOrEqual(1000); // never more than a per-piece charge allows
     throttle.destroy();
+  });
+
+  it('a synchronous source that keeps one stretch going for long gets the whole rate: runs re-read the clock', async () => {
+    // A virtual clock: each chunk the source makes takes 1 KiB at 1.28x the rate (a pass speed
+    // just above the cap, as 1 KiB chunks at 1 GiB/s); a timer moves the clock to its instant.
+    // nextTick callbacks run back to back, so no microtask ends a run until the stream sleeps.
+    const rate = 1024 ** 3;
+    let nowMs = 0;
+    let received = 0;
+    const sleeps: { atMs: number; received: number }[] = [];
+    const clock: Clock = {
+      now: () => nowMs,
+      setTimeout: (fn, ms) => {
+        sleeps.push({ atMs: nowMs, received });
+        const due = nowMs + ms;
+        return setImmediate(() => {
+          nowMs = Math.max(nowMs, due);
+          fn();
+        });
+      },
+      clearTimeout: (handle) => clearImmediate(handle as NodeJS.Immediate),
+    };
+    const throttle = new Throttle({ rate, clock });
+    const chunk = Buffer.alloc(1024);
+    const chunks = 300_000;
+    let made = 0;
+    const source = new Readable({
+      read() {
+        if (made++ === chunks) this.push(null);
+        else {
+          nowMs += (1024 / (1.28 * rate)) * 1000;
+          this.push(chunk);
+        }
+      },
+    });
+    const sink = new Writable({
+      write(piece: Buffer, _encoding, callback) {
+        received += piece.length;
+        callback();
+      },
+    });
+    await pipeline(source, throttle, sink);
+    expect(received).toBe(chunks * 1024);
+    const burst = throttle.burst as number;
+    expect(received).toBeLessThanOrEqual(burst + (rate * nowMs) / 1000); // never above burst + rate * T
+    // Whenever it sleeps, it has passed all the bucket allowed: the burst and the rate since the
+    // start (a run charged late would have lost the refill, and slept with the burst alone passed),
+    // less the refill during the first run, which starts with the bucket full (a run is 1 ms of the rate).
+    expect(sleeps.length).toBeGreaterThan(0);
+    for (const sleep of sleeps) {
+      expect(sleep.received).toBeLessThanOrEqual(burst + (rate * sleep.atMs) / 1000);
+      expect(sleep.received).toBeGreaterThanOrEqual(burst + (rate * sleep.atMs) / 1000 - rate / 1000);
+    }
   });
 
   it('a run ends at the next turn of the event loop: bytes are charged then, with nothing left over', async () => {
@@ -867,4 +922,48 @@ describe('Throttle: the defaults sustain every rate with late timers', () => {
     },
     30_000,
   );
+});
+
+describe('Throttle: timers that fire a little early', () => {
+  it('a timer up to 0.9 ms early by the clock wakes the stream once: no second timer for the rest', async () => {
+    // Clock time is half the fake time, so a timer can fire half a millisecond
+    // early, as Node's do by performance.now() (they start from the event loop's cached time).
+    const fake = fakeClock();
+    let armed = 0;
+    const clock: Clock = {
+      now: () => fake.timers.now / 2,
+      setTimeout: (fn, ms) => {
+        armed++;
+        return fake.clock.setTimeout(fn, 2 * ms - 1);
+      },
+      clearTimeout: fake.clock.clearTimeout,
+    };
+    const rate = 1024 ** 2;
+    const throttle = new Throttle({ rate, clock });
+    const shared = Buffer.alloc(65536);
+    const source = new Readable({
+      read() {
+        this.push(shared);
+      },
+    });
+    const sink = recordingSink(() => clock.now());
+    pipeline(source, throttle, sink).catch(() => {});
+    await settle();
+    const clockMs = 2000;
+    for (let t = 0; t < 2 * clockMs; t++) {
+      fake.timers.tick(1);
+      await settle(2);
+    }
+    // The burst (128 KiB) at once, then the rate: every byte the bucket earned has passed but
+    // for the part of a wake piece (118 KiB) not yet due.
+    const earned = (throttle.burst as number) + (rate * clockMs) / 1000;
+    expect(sink.received).toBeLessThanOrEqual(earned);
+    expect(sink.received).toBeGreaterThan(earned - 130_000);
+    // One timer per wake piece: 2 s / 113 ms is ~18 (each woken early would be ~36).
+    expect(armed).toBeLessThanOrEqual(19);
+    throttle.destroy();
+    source.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
 });

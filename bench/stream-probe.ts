@@ -1,0 +1,54 @@
+/**
+ * One cell of the stream bench in a fresh process, for profiling (`--cpu-prof`) and for repeated,
+ * interleaved runs on a loaded machine:
+ *
+ *   npx tsx bench/stream-probe.ts <source> [rate] [chunk] [ms] [contender]
+ *
+ * source: http (a real HTTP body, after a 300 ms warm-up run), mem (a synchronous source in memory),
+ * socket (a socket-like source at 1.5x the rate). contender: ours (a lone Throttle; BURST=bytes sets
+ * its burst), group (a one-member ThrottleGroup), throttle (the npm peer), pass (a bare PassThrough).
+ * Prints achieved/rate, wake-ups and CPU per second, and (in memory) the most in 100 ms over the bound.
+ */
+import { PassThrough, type Transform } from 'node:stream';
+import ThrottlePeer from 'throttle';
+import { Throttle, ThrottleGroup } from '../src/index.js';
+import { endlessServer, httpBody, KiB, MiB, makeSource, run } from './stream-support.js';
+
+const [kind = 'http', rateArg = String(MiB), chunkArg = String(64 * KiB), msArg = '2000', who = 'ours'] =
+  process.argv.slice(2);
+const rate = Number(rateArg);
+const chunk = Number(chunkArg);
+const ms = Number(msArg);
+
+function make(): Transform {
+  if (who === 'throttle') return new ThrottlePeer({ bps: rate, chunkSize: Math.max(1, Math.floor(rate / 10)) });
+  if (who === 'pass') return new PassThrough();
+  if (who === 'group') return new ThrottleGroup({ rate }).throttle();
+  return new Throttle({ rate, ...(process.env.BURST ? { burst: Number(process.env.BURST) } : {}) });
+}
+
+async function main(): Promise<void> {
+  if (kind === 'http') {
+    const server = await endlessServer();
+    await run([{ source: await httpBody(server.url), transform: make() }], 300);
+    const r = await run([{ source: await httpBody(server.url), transform: make() }], ms);
+    console.log(
+      `${who} http ${rate}: achieved ${(r.recorder.steadyRate(r.startMs + 400) / rate).toFixed(4)} wake ${r.wakeupsPerSecond.toFixed(1)}/s cpu ${r.cpuMsPerSecond.toFixed(1)} ms/s`,
+    );
+    await server.close();
+    return;
+  }
+  const source = makeSource(kind === 'mem' ? 'sync' : 'socket', chunk, 1.5 * rate);
+  const transform = make();
+  const burst =
+    transform instanceof Throttle
+      ? ((transform.burst ?? (transform.group as ThrottleGroup | undefined)?.burst ?? 0) as number)
+      : 0;
+  const bound = burst + rate * 0.1;
+  const r = await run([{ source, transform }], ms);
+  console.log(
+    `${who} ${kind} ${rate} ${chunk}: achieved ${(r.recorder.steadyRate(r.startMs + 250) / rate).toFixed(4)} wake ${r.wakeupsPerSecond.toFixed(1)}/s cpu ${r.cpuMsPerSecond.toFixed(1)} ms/s max100/bound ${(r.recorder.maxInWindow(100) / bound).toFixed(3)}`,
+  );
+}
+await main();
+process.exit(0);
