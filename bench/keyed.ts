@@ -411,7 +411,7 @@ export const keyedRedisSection: Section = {
         '',
         `#### redis-benchmark, raw EVALSHA of the same script (64 connections, one decision per call): ${await redisBenchmark(server.port, sha)}`,
         '',
-        'Our client batches the decisions in flight into one script call (up to 128), over one connection.',
+        'Our client batches the decisions in flight into script calls of up to 32, over one connection.',
       );
     } finally {
       io.disconnect();

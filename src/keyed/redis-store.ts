@@ -9,7 +9,7 @@
  * concurrent decisions from any number of processes never spend the same token.
  *
  * Batching. Decisions asked for while others are on the wire are collected
- * and sent together as ONE script call (up to 128 decisions), so calls in
+ * and sent together in script calls of up to 32 decisions (MAX_BATCH), so calls in
  * flight at once do not each pay a round trip and a script invocation. When
  * nothing is in flight a decision is sent at the next microtask, so a lone
  * call waits for nothing. In a cluster a batch holds only decisions for one
@@ -125,7 +125,14 @@ export interface RedisStoreStats {
 
 /** Retry-after given with a `'deny'` decision. */
 export const DENY_RETRY_AFTER_MS = 1000;
-const MAX_BATCH = 128;
+/**
+ * The most decisions in one script call. Not more: Redis runs a call's decisions
+ * one after another (about 6 us each here) while the client waits, and the client
+ * handles a reply while Redis waits, so 64 decisions in flight as one call of 64
+ * leave each side idle half the time; as two calls of 32 they overlap, and 64 in
+ * flight decide about 1.45x as fast (bench keyed-redis).
+ */
+const MAX_BATCH = 32;
 /** With a virtual clock (`now`), keys live at least this long in Redis's real time. */
 const VIRTUAL_CLOCK_MIN_TTL_MS = 60_000;
 
