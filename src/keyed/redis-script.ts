@@ -55,7 +55,9 @@ if has_g then
 end
 local EPSILON = 2 ^ -52 -- Number.EPSILON
 
-local function fmt(x) return string.format('%.17g', x) end
+local format = string.format
+-- 0 is by far the most common wait, and '%.17g' writes +0 as '0' too (not -0: 1 / -0 < 0).
+local function fmt(x) if x == 0 and 1 / x > 0 then return '0' end return format('%.17g', x) end
 
 -- A bucket is a table { tokens = ..., upd = ... } (bucket.ts's BucketState);
 -- r and c are its rate per second and capacity (BucketParams).
@@ -166,14 +168,18 @@ end
 -- as seen from upd (which may be ahead of now after time went back), plus 1 ms. A full
 -- bucket is written too, not deleted: it lives until just after its upd, as MemoryStore
 -- keeps it, so a clock that goes back over it finds the same upd in both stores.
+-- Returns the tokens as written (fmt), which the reply reuses.
 local function store(k, b, r, c)
   local ttl = math.ceil(time_to_full_ms(b.tokens, r, c))
   if ttl < MIN_TTL then ttl = MIN_TTL end
   if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
-  redis.call('SET', k, fmt(b.tokens) .. ' ' .. fmt(b.upd), 'PX', ttl + math.ceil(b.upd - now) + 1)
+  local tokens = fmt(b.tokens)
+  redis.call('SET', k, tokens .. ' ' .. fmt(b.upd), 'PX', ttl + math.ceil(b.upd - now) + 1)
+  return tokens
 end
 
 local out = { fmt(now) }
+local o = 1 -- #out, kept by hand (the length operator searches)
 local ki = 1
 local g
 local g_dirty = false
@@ -198,12 +204,12 @@ for i = 1, n do
       g_dirty = true
     end
     a = a + 2
-    out[#out + 1] = '1'
-    out[#out + 1] = fmt(b.tokens)
-    out[#out + 1] = '0'
+    o = o + 1; out[o] = '1'
+    o = o + 1; out[o] = fmt(b.tokens)
+    o = o + 1; out[o] = '0'
     if has_g then
-      out[#out + 1] = fmt(g.tokens)
-      out[#out + 1] = '0'
+      o = o + 1; out[o] = fmt(g.tokens)
+      o = o + 1; out[o] = '0'
     end
   else
     -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
@@ -227,23 +233,22 @@ for i = 1, n do
     local tokens, gtokens
     if allowed and mode ~= 'p' then
       charge(b, rate, cap, now, cost)
-      tokens = b.tokens
-      store(k, b, rate, cap)
+      tokens = store(k, b, rate, cap)
       if has_g then
         charge(g, grate, gcap, now, cost)
         gtokens = g.tokens
         g_dirty = true
       end
     else
-      tokens = tokens_at(b, rate, cap, now)
+      tokens = fmt(tokens_at(b, rate, cap, now))
       if has_g then gtokens = tokens_at(g, grate, gcap, now) end
     end
-    out[#out + 1] = allowed and '1' or '0'
-    out[#out + 1] = fmt(tokens)
-    out[#out + 1] = fmt(kwait)
+    o = o + 1; out[o] = allowed and '1' or '0'
+    o = o + 1; out[o] = tokens
+    o = o + 1; out[o] = fmt(kwait)
     if has_g then
-      out[#out + 1] = fmt(gtokens)
-      out[#out + 1] = fmt(gwait)
+      o = o + 1; out[o] = fmt(gtokens)
+      o = o + 1; out[o] = fmt(gwait)
     end
   end
 end

@@ -130,7 +130,7 @@ export const DENY_RETRY_AFTER_MS = 1000;
  * one after another (about 6 us each here) while the client waits, and the client
  * handles a reply while Redis waits, so 64 decisions in flight as one call of 64
  * leave each side idle half the time; as two calls of 32 they overlap, and 64 in
- * flight decide about 1.45x as fast (bench keyed-redis).
+ * flight decide about 1.5x as fast (bench keyed-redis).
  */
 const MAX_BATCH = 32;
 /** With a virtual clock (`now`), keys live at least this long in Redis's real time. */
