@@ -43,6 +43,8 @@ import {
 } from './stream-support.js';
 
 const MEMORY_MS = 3000;
+/** Interleaved rounds of each HTTP contender at each rate (`BENCH_HTTP_ROUNDS`). */
+const HTTP_ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS ?? 5);
 
 /** `totalBytes` in `chunkBytes` chunks, produced only when read; one shared buffer unless `fresh`. */
 function source(totalBytes: number, chunkBytes: number, fresh = false): Readable & { produced: number } {
@@ -412,7 +414,7 @@ async function measure(
 const mean = (values: readonly number[]) => values.reduce((a, b) => a + b, 0) / values.length;
 
 /** Side by side: one stream per contender (and a 4-member group for ours and stream-throttle). */
-async function peers(): Promise<string> {
+export async function peers(): Promise<string> {
   const rows: string[][] = [];
   const server = await endlessServer();
   const body = () => httpBody(server.url);
@@ -461,7 +463,9 @@ async function peers(): Promise<string> {
     }
   }
   // Real HTTP bodies. First a warm-up of every contender (undici, the server, the JIT: a cold first
-  // run costs several times the CPU of the next), then two interleaved rounds at each rate.
+  // run costs several times the CPU of the next), then HTTP_ROUNDS interleaved rounds at each rate:
+  // CPU per second of one 2 s run moves by +-20 % between runs of the same code here, so the median
+  // of five is the figure (two runs could not tell tokenpace from `throttle` at 1 and 10 MiB/s).
   for (const e of entries) await measure(10 * MiB, e.sources, (n) => e.make(10 * MiB, n), 500);
   const bare = await measure(
     100 * MiB,
@@ -472,9 +476,13 @@ async function peers(): Promise<string> {
   push('none', 'HTTP body', 'bare transport (no cap; achieved vs 100 MiB/s)', [bare]);
   for (const rate of [MiB, 10 * MiB, 100 * MiB]) {
     const runs: Measured[][] = entries.map(() => []);
-    for (let round = 0; round < 2; round++) {
-      for (const [i, e] of entries.entries())
+    for (let round = 0; round < HTTP_ROUNDS; round++) {
+      // Each round starts with the next contender, so none always follows the same one.
+      for (let j = 0; j < entries.length; j++) {
+        const i = (round + j) % entries.length;
+        const e = entries[i] as (typeof entries)[number];
         runs[i]?.push(await measure(rate, e.sources, (n) => e.make(rate, n), 2000));
+      }
     }
     entries.forEach((e, i) => {
       push(rateLabel(rate), e.name.includes('Group') ? 'HTTP bodies' : 'HTTP body', e.name, runs[i] as Measured[]);
@@ -660,8 +668,9 @@ export const streamSection: Section = {
       await step('peers', peers),
       '',
       'Socket-like: one run of 1 s. HTTP: node:http on 127.0.0.1 answering with an endless body, read with undici',
-      '(one connection per body); after a warm-up run of each contender, two interleaved runs of 2 s at each',
-      'rate: mean achieved and wake-ups, median CPU (source, transport and sink included).',
+      `(one connection per body); after a warm-up run of each contender, ${HTTP_ROUNDS} interleaved runs of 2 s at each`,
+      'rate, each round starting with the next contender: mean achieved and wake-ups, median CPU (source,',
+      'transport and sink included).',
       '',
       '### Fairness: streams with 1, 4, 16 and 64 KiB chunks sharing 32 MiB/s (2 s, shares after 0.7 s)',
       '',
