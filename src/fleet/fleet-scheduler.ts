@@ -100,6 +100,7 @@ import { burstParam, rateParam } from '../meters/bucket.js';
 import { Emitter } from '../scheduler/events.js';
 import {
   checkListener,
+  copyCounters,
   type EventName,
   type JobFunction,
   parseConcurrency,
@@ -109,6 +110,7 @@ import {
   type SchedulerCounters,
   type SchedulerListener,
   type SchedulerOptions,
+  zeroCounters,
 } from '../scheduler/options.js';
 import { WaitQueue } from '../scheduler/queue.js';
 import { costError, Refusals } from '../scheduler/refuse.js';
@@ -172,15 +174,7 @@ function defineFleetScheduler(Base: typeof Scheduler) {
     readonly #clock: Clock;
     readonly #queue = new WaitQueue<Job>();
     readonly #events = new Emitter(this);
-    readonly #counters: SchedulerCounters = {
-      admitted: 0,
-      started: 0,
-      completed: 0,
-      failed: 0,
-      timedOut: 0,
-      rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
-      waitedMs: 0,
-    };
+    readonly #counters: SchedulerCounters = zeroCounters();
     readonly #runner: Runner;
     readonly #refusals: Refusals;
     readonly #maxQueue: number;
@@ -358,8 +352,7 @@ function defineFleetScheduler(Base: typeof Scheduler) {
     }
 
     override get counters(): SchedulerCounters {
-      const c = this.#counters;
-      return { ...c, rejected: { ...c.rejected } };
+      return copyCounters(this.#counters);
     }
 
     override get isClosed(): boolean {

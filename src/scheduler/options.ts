@@ -204,6 +204,24 @@ export interface SchedulerCounters {
   waitedMs: number;
 }
 
+/** A scheduler's counters at zero. @internal */
+export function zeroCounters(): SchedulerCounters {
+  return {
+    admitted: 0,
+    started: 0,
+    completed: 0,
+    failed: 0,
+    timedOut: 0,
+    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
+    waitedMs: 0,
+  };
+}
+
+/** A copy of `counters` that the scheduler's later counting leaves alone. @internal */
+export function copyCounters(counters: SchedulerCounters): SchedulerCounters {
+  return { ...counters, rejected: { ...counters.rejected } };
+}
+
 /** What the `active` event tells about a job that starts. */
 export interface ActiveJob {
   readonly cost: number;

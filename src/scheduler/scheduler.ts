@@ -101,6 +101,7 @@ import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import { Emitter } from './events.js';
 import {
   checkListener,
+  copyCounters,
   DEFAULT_CATCH_UP_MS,
   type EventName,
   intervalRate,
@@ -115,6 +116,7 @@ import {
   type SchedulerListener,
   type SchedulerOptions,
   type WrapOptions,
+  zeroCounters,
 } from './options.js';
 import { WaitQueue } from './queue.js';
 import { costError, Refusals } from './refuse.js';
@@ -188,15 +190,7 @@ export class Scheduler {
   #idleOwed = false;
 
   readonly #events = new Emitter(this);
-  readonly #counters: SchedulerCounters = {
-    admitted: 0,
-    started: 0,
-    completed: 0,
-    failed: 0,
-    timedOut: 0,
-    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
-    waitedMs: 0,
-  };
+  readonly #counters: SchedulerCounters = zeroCounters();
   readonly #runner: Runner;
   readonly #refusals: Refusals;
 
@@ -326,8 +320,7 @@ export class Scheduler {
 
   /** A snapshot of the counters. */
   get counters(): SchedulerCounters {
-    const c = this.#counters;
-    return { ...c, rejected: { ...c.rejected } };
+    return copyCounters(this.#counters);
   }
 
   // ---------------------------------------------------------------- jobs
