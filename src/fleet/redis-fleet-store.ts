@@ -38,9 +38,9 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { evalScript } from '../keyed/redis-eval.js';
+import { evalScript, isNodeRedis } from '../keyed/redis-eval.js';
 import { errorOf, failureOptions, RedisHealth, type RedisStoreEvents } from '../keyed/redis-health.js';
-import type { FailurePolicy, IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../keyed/redis-store.js';
+import type { FailurePolicy, RedisClientLike } from '../keyed/redis-store.js';
 import { FLEET_SCRIPT } from './script.js';
 import {
   type AcquireOp,
@@ -117,14 +117,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     // `degraded` and `recovered` (until closed): more than ten is normal, not a leak.
     this.setMaxListeners(0);
     const { client } = options;
-    this.#nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
-    if (!this.#nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
-      throw new InvalidOptionError(
-        'client',
-        client,
-        'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
-      );
-    }
+    this.#nodeRedis = isNodeRedis(client);
     const failure = failureOptions(options);
     const expectedWorkers = options.expectedWorkers ?? (options.onError === 'local' ? Number.NaN : 1);
     if (!(Number.isSafeInteger(expectedWorkers) && expectedWorkers >= 1)) {

@@ -5,7 +5,19 @@
  * `RedisWindowStore`, `RedisFleetStore`); each passes its own script.
  */
 
+import { InvalidOptionError } from '../errors.js';
 import type { IoredisLikeClient, NodeRedisLikeClient } from './redis-store.js';
+
+/** Whether `client` is a node-redis client (`evalSha`) rather than ioredis (`evalsha`); neither is an option error. */
+export function isNodeRedis(client: IoredisLikeClient | NodeRedisLikeClient): boolean {
+  if (typeof (client as NodeRedisLikeClient).evalSha === 'function') return true;
+  if (typeof (client as IoredisLikeClient).evalsha === 'function') return false;
+  throw new InvalidOptionError(
+    'client',
+    client,
+    'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
+  );
+}
 
 /** Runs `script` (known by `sha`) with `keys` and `args` on an ioredis or a node-redis client. */
 export async function evalScript(

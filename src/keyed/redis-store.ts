@@ -51,7 +51,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { clusterSlot } from './cluster-slot.js';
 import { MemoryStore } from './memory-store.js';
-import { evalScript } from './redis-eval.js';
+import { evalScript, isNodeRedis } from './redis-eval.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from './redis-health.js';
 import { KEYED_SCRIPT } from './redis-script.js';
 import type { KeyedStore, StoreOp, StoreResult } from './store.js';
@@ -176,14 +176,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   constructor(options: RedisStoreOptions) {
     super();
     const { client } = options;
-    const nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
-    if (!nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
-      throw new InvalidOptionError(
-        'client',
-        client,
-        'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
-      );
-    }
+    const nodeRedis = isNodeRedis(client);
     const failure = failureOptions(options);
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {

@@ -28,7 +28,7 @@ import {
   slidingLogTake,
   type WindowParams,
 } from '../meters/windows.js';
-import { evalScript } from './redis-eval.js';
+import { evalScript, isNodeRedis } from './redis-eval.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from './redis-health.js';
 import {
   DENY_RETRY_AFTER_MS,
@@ -295,14 +295,7 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
   constructor(options: RedisWindowStoreOptions) {
     super();
     const { client } = options;
-    const nodeRedis = typeof (client as NodeRedisLikeClient).evalSha === 'function';
-    if (!nodeRedis && typeof (client as IoredisLikeClient).evalsha !== 'function') {
-      throw new InvalidOptionError(
-        'client',
-        client,
-        'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
-      );
-    }
+    const nodeRedis = isNodeRedis(client);
     const failure = failureOptions(options);
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0) {
