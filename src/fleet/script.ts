@@ -57,16 +57,12 @@
  * for `b`, then status, delayMs, readyAtMs per job.
  */
 
+import { luaNow } from '../keyed/redis-eval.js';
+
 export const FLEET_SCRIPT = `
 local KS, KL, KW, KQ, KC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
-local now
-if ARGV[2] ~= '' then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-end
+${luaNow(2)}
 local TTL = tonumber(ARGV[3])
 local EPS = 2 ^ -52
 local SLACK = 2 ^ -36

@@ -8,6 +8,20 @@
 import { InvalidOptionError } from '../errors.js';
 import type { IoredisLikeClient, NodeRedisLikeClient } from './redis-store.js';
 
+/**
+ * The Lua that sets `now` (ms) in every script: Redis's own `TIME`, so instances with skewed clocks
+ * agree, unless `ARGV[arg]` carries a time (tests on a virtual clock pass one).
+ */
+export function luaNow(arg: number): string {
+  return `local now
+if ARGV[${arg}] ~= '' then
+  now = tonumber(ARGV[${arg}])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end`;
+}
+
 /** Whether `client` is a node-redis client (`evalSha`) rather than ioredis (`evalsha`); neither is an option error. */
 export function isNodeRedis(client: IoredisLikeClient | NodeRedisLikeClient): boolean {
   if (typeof (client as NodeRedisLikeClient).evalSha === 'function') return true;

@@ -35,15 +35,11 @@
  * bucket holds the cost, and with a global bucket its tokens and its wait.
  */
 
+import { luaNow } from './redis-eval.js';
+
 export const KEYED_SCRIPT = `
 local n = tonumber(ARGV[1])
-local now
-if ARGV[2] ~= '' then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-end
+${luaNow(2)}
 local MIN_TTL = tonumber(ARGV[3])
 local rate = tonumber(ARGV[4])
 local cap = tonumber(ARGV[5])

@@ -28,7 +28,7 @@ import {
   slidingLogTake,
   type WindowParams,
 } from '../meters/windows.js';
-import { evalScript, isNodeRedis } from './redis-eval.js';
+import { evalScript, isNodeRedis, luaNow } from './redis-eval.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from './redis-health.js';
 import {
   DENY_RETRY_AFTER_MS,
@@ -165,13 +165,7 @@ local mode = ARGV[2]
 local cost = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
 local w = tonumber(ARGV[5])
-local now
-if ARGV[6] ~= '' then
-  now = tonumber(ARGV[6])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-end
+${luaNow(6)}
 local MIN_TTL = tonumber(ARGV[7])
 local function fmt(x) return string.format('%.17g', x) end
 local raw = redis.call('GET', KEYS[1])
