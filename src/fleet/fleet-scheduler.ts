@@ -113,7 +113,7 @@ import {
   zeroCounters,
 } from '../scheduler/options.js';
 import { WaitQueue } from '../scheduler/queue.js';
-import { costError, Refusals } from '../scheduler/refuse.js';
+import { badPriority, costError, Refusals } from '../scheduler/refuse.js';
 import { Charge, Job, type JobExtra, Runner } from '../scheduler/run.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
@@ -394,13 +394,7 @@ function defineFleetScheduler(Base: typeof Scheduler) {
         return refusals.refuseCost(cost, priority, burst, concurrency);
       }
       if (typeof priority !== 'number' || !Number.isFinite(priority)) {
-        return Promise.reject(
-          new InvalidOptionError(
-            'priority',
-            priority,
-            `Expected \`priority\` to be a finite number, got ${describeValue(priority)}`,
-          ),
-        );
+        return badPriority(priority);
       }
       if (signal?.aborted) return refusals.refuse('aborted', signal.reason, cost, priority);
       const now = this.#clock.now();

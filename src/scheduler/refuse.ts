@@ -15,7 +15,13 @@
  * handler yet.
  */
 
-import { CostExceedsCapacityError, describeValue, InvalidSizeError, QueueFullError } from '../errors.js';
+import {
+  CostExceedsCapacityError,
+  describeValue,
+  InvalidOptionError,
+  InvalidSizeError,
+  QueueFullError,
+} from '../errors.js';
 import type { Emitter } from './events.js';
 import type { RejectReason, SchedulerCounters } from './options.js';
 import type { Job } from './run.js';
@@ -41,6 +47,17 @@ export function costError(cost: number, burst: number, concurrency: number): Cos
   return cost > burst
     ? new CostExceedsCapacityError(cost, burst)
     : new CostExceedsCapacityError(cost, concurrency, "the scheduler's concurrency");
+}
+
+/** A priority that is not a finite number: refused, and the promise says so (nothing is counted). */
+export function badPriority(priority: unknown): Promise<never> {
+  return Promise.reject(
+    new InvalidOptionError(
+      'priority',
+      priority,
+      `Expected \`priority\` to be a finite number, got ${describeValue(priority)}`,
+    ),
+  );
 }
 
 export class Refusals {

@@ -119,7 +119,7 @@ import {
   zeroCounters,
 } from './options.js';
 import { WaitQueue } from './queue.js';
-import { costError, Refusals } from './refuse.js';
+import { badPriority, costError, Refusals } from './refuse.js';
 import { Charge, Job, type JobExtra, Runner } from './run.js';
 
 export type {
@@ -350,13 +350,7 @@ export class Scheduler {
       return refusals.refuseCost(cost, priority, this.#params.capacity, this.#concurrency);
     }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
-      return Promise.reject(
-        new InvalidOptionError(
-          'priority',
-          priority,
-          `Expected \`priority\` to be a finite number, got ${describeValue(priority)}`,
-        ),
-      );
+      return badPriority(priority);
     }
     if (signal?.aborted) return refusals.refuse('aborted', signal.reason, cost, priority);
     const queue = this.#queue;
