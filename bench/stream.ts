@@ -66,21 +66,15 @@ function source(totalBytes: number, chunkBytes: number, fresh = false): Readable
   return readable;
 }
 
-/** A sink that counts bytes and, if asked, records when each piece arrived. */
-function sink(record: boolean): Writable & { bytes: number; times: number[]; sizes: number[] } {
+/** A sink that counts bytes. */
+function sink(): Writable & { bytes: number } {
   const writable = new Writable({
     write(chunk: Buffer, _encoding, callback) {
       writable.bytes += chunk.length;
-      if (record) {
-        writable.times.push(performance.now());
-        writable.sizes.push(chunk.length);
-      }
       callback();
     },
-  }) as Writable & { bytes: number; times: number[]; sizes: number[] };
+  }) as Writable & { bytes: number };
   writable.bytes = 0;
-  writable.times = [];
-  writable.sizes = [];
   return writable;
 }
 
@@ -127,7 +121,7 @@ async function throughput(): Promise<string> {
       const contender = contenders[i] as (typeof contenders)[number];
       const start = performance.now();
       for (let t = 0; t < transfers; t++) {
-        const out = sink(false);
+        const out = sink();
         await pipeline(source(totalBytes, 64 * KiB), contender.make(), out);
         if (out.bytes !== totalBytes) throw new Error(`${contender.name} passed ${out.bytes} of ${totalBytes} bytes`);
       }
@@ -343,7 +337,7 @@ async function ceiling(kind: SourceKind, chunk: number, bytesPerSecond: number):
     // A synchronous source into a PassThrough never yields to the timers: time a fixed amount instead.
     const totalBytes = 256 * chunk * 16;
     const start = performance.now();
-    await pipeline(source(totalBytes, chunk), new PassThrough(), sink(false));
+    await pipeline(source(totalBytes, chunk), new PassThrough(), sink());
     return (totalBytes * 1000) / (performance.now() - start);
   }
   const result = await run([{ source: makeSource(kind, chunk, bytesPerSecond), transform: new PassThrough() }], 700);
@@ -591,7 +585,7 @@ async function memory(): Promise<string> {
     const baseline = process.memoryUsage();
     const input = source(GiB, 64 * KiB, true);
     const throttle = contender.make(MiB);
-    const out = sink(false);
+    const out = sink();
     let maxInFlight = 0;
     let peakRss = baseline.rss;
     let peakLive = baseline.heapUsed + baseline.external;
