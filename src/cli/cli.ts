@@ -81,7 +81,7 @@ progress bar (bytes, rate, ETA) is drawn on stderr when it is a terminal.
 
 Options:
   --rate RATE        the cap: 1MiB/s, 500kB/s, 8mbit (required)
-  --burst SIZE       how much may pass at once after a pause (default 50 ms of the
+  --burst SIZE       how much may pass at once after a pause (default 100 ms of the
                      rate, at least 128 KiB if that is at most 250 ms of it)
   --peak-rate RATE   how fast a burst itself may drain (above --rate)
   -h, --help         show this help

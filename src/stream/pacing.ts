@@ -34,19 +34,35 @@
  * the same rule as TBF's `burst >= rate / HZ`, with our timers' lateness as
  * the tick. An explicit burst below it is refused with `BurstTooSmallError`.
  *
- * The default burst is 50 ms of the rate, but at least two 64 KiB chunks
+ * The default burst is 100 ms of the rate, but at least two 64 KiB chunks
  * (128 KiB, {@link DEFAULT_BURST_CHUNK_BYTES}) as long as that is no more
  * than 250 ms of the rate, and at least 1 KiB ({@link defaultBurstBytes}):
- * 10 MiB/s gets 512 KiB, 1 GiB/s 51.2 MiB, 1 MiB/s 128 KiB, 256 KiB/s 64 KiB,
- * 1 KiB/s 1 KiB. From 2.5 MiB/s up a busy stream wakes every 40 ms (25 times
- * a second; each wake-up costs CPU, so fewer is better), tolerates timers
- * 10 ms late without losing rate, and no window of 100 ms carries more than
- * 1.5x the rate's share. Below it the chunk floor is TBF's "burst >= MTU"
- * rule with Node's chunk for the packet: a socket or file hands over 64 KiB
- * at a time (the default highWaterMark), and a wake piece, at least half the
- * burst, then carries a whole chunk, so a stream at 1 MiB/s wakes about 9
- * times a second instead of 25, cutting each chunk into no pieces. The
- * 250 ms cap keeps slow rates from bursting for seconds.
+ * 10 MiB/s gets 1 MiB, 1 GiB/s 102.4 MiB, 1 MiB/s 128 KiB, 256 KiB/s 64 KiB,
+ * 1 KiB/s 1 KiB. From 1.25 MiB/s up a busy stream wakes every 90 ms (about
+ * 11 times a second), tolerates timers 10 ms late without losing rate, and
+ * no window of 100 ms carries more than twice the rate's share.
+ *
+ * Why 100 ms and not less. Every wake-up of a paced stream costs CPU well
+ * beyond the timer: the source was paused by backpressure while the stream
+ * slept and is resumed to refill it (for an HTTP body, undici hands back what
+ * it had parsed and the socket joins its buffers again), so a busy stream
+ * costs about one pause and resume per wake-up. A bucket of B ms must be
+ * emptied at least every B ms, less the timer margin, or it overflows and
+ * the rate is lost; so the burst sets the wake-up rate. With 50 ms (25
+ * wake-ups a second) a paced HTTP body cost 10-20 % more CPU than the
+ * `throttle` package's, which passes a tenth of a second's bytes at once;
+ * with 100 ms the two wake as often and cost the same. A smoother output is
+ * one option away: `burst` (down to rate x 10 ms) or `peakRate`.
+ *
+ * Below 1.25 MiB/s the chunk floor is TBF's "burst >= MTU" rule with Node's
+ * chunk for the packet: a socket or file hands over 64 KiB at a time (the
+ * default highWaterMark), and a wake piece, at least half the burst, then
+ * carries a whole chunk instead of cutting each chunk into pieces, a
+ * wake-up for each. The 250 ms cap keeps slow rates from bursting for
+ * seconds.
+ *
+ * A group's default burst stays 50 ms ({@link GROUP_DEFAULT_BURST_MS},
+ * {@link defaultGroupBurstBytes} says why).
  *
  * The largest rate and burst are {@link MAX_RATE} and {@link MAX_BURST}.
  */
@@ -60,8 +76,10 @@ import { describeBytes, describeRate } from '../units.js';
 export const TIMER_SLACK_MS = 5;
 /** How late a timer may fire without costing rate, for bursts of at least 20 ms of the rate. */
 export const LATE_TOLERANCE_MS = 10;
-/** The default burst, in ms of the rate. */
-export const DEFAULT_BURST_MS = 50;
+/** A lone stream's default burst, in ms of the rate (this file's opening comment says why 100). */
+export const DEFAULT_BURST_MS = 100;
+/** A group's default burst, in ms of its rate ({@link defaultGroupBurstBytes}). */
+export const GROUP_DEFAULT_BURST_MS = 50;
 /** The default burst holds at least this many bytes, two 64 KiB chunks, where that is at most {@link MAX_WAKE_MS} of the rate. */
 export const DEFAULT_BURST_CHUNK_BYTES = 2 * 64 * 1024;
 /** The smallest default burst, bytes: below it pieces are too small to be worth a wake-up. */
@@ -115,11 +133,11 @@ export function minBurstBytes(ratePerSecond: number): number {
 }
 
 /**
- * The default burst for `ratePerSecond`: 50 ms of the rate, at least two
+ * The default burst for `ratePerSecond`: 100 ms of the rate, at least two
  * 64 KiB chunks if that is at most 250 ms of the rate, and at least 1 KiB
  * (this file's opening comment says why).
  *
- * @example defaultBurstBytes(10 * 2 ** 20) === 524288; defaultBurstBytes(2 ** 20) === 131072; defaultBurstBytes(2 ** 18) === 65536
+ * @example defaultBurstBytes(10 * 2 ** 20) === 1048576; defaultBurstBytes(2 ** 20) === 131072; defaultBurstBytes(2 ** 18) === 65536
  */
 export function defaultBurstBytes(ratePerSecond: number): number {
   const timeBytes = Math.ceil((ratePerSecond * DEFAULT_BURST_MS) / 1000);
@@ -189,10 +207,10 @@ export function defaultQuantumBytes(ratePerSecond: number, burstBytes: number): 
  * member capped at 50 kB/s lose a sixth of its rate).
  */
 export function defaultGroupBurstBytes(ratePerSecond: number): number {
-  return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_BURST_MS) / 1000));
+  return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * GROUP_DEFAULT_BURST_MS) / 1000));
 }
 
-/** The default burst and where it comes from: `'512 KiB (rate x 50 ms)'`, `'128 KiB (two 64 KiB chunks)'`. */
+/** The default burst and where it comes from: `'1 MiB (rate x 100 ms)'`, `'128 KiB (two 64 KiB chunks)'`. */
 export function describeDefaultBurst(ratePerSecond: number): string {
   const bytes = defaultBurstBytes(ratePerSecond);
   const why =

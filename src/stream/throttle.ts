@@ -112,7 +112,7 @@ export interface ThrottleOptions extends ThrottleStreamOptions {
    * The bucket's capacity: the most bytes that pass at once after an idle
    * spell, and the largest piece. A number of bytes or a size such as `'64KiB'`.
    * Must be at least rate x 10 ms (`BurstTooSmallError` says the smallest that works).
-   * @default rate x 50 ms, but at least 128 KiB (two 64 KiB chunks) where that is at most rate x 250 ms, and at least 1 KiB
+   * @default rate x 100 ms, but at least 128 KiB (two 64 KiB chunks) where that is at most rate x 250 ms, and at least 1 KiB
    */
   burst?: SizeInput;
   /**

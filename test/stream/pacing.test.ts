@@ -25,7 +25,7 @@ describe('the wake-piece rule', () => {
   it('the burst less 10 ms of the rate, at least half the burst, at most 250 ms of the rate', () => {
     expect(wakePieceBytes(1000, 100)).toBe(90); // the burst less 10 ms of the rate
     expect(wakePieceBytes(1000, 12)).toBe(6); // at least half the burst
-    expect(wakePieceBytes(1e7, 1e9)).toBe(400_000); // a burst above the default counts as the default
+    expect(wakePieceBytes(1e7, 1e9)).toBe(900_000); // a burst above the default (100 ms) counts as the default
     expect(wakePieceBytes(1e6, 1e9)).toBe(121_072); // (at 1 MB/s two 64 KiB chunks, less 10 ms)
     expect(wakePieceBytes(1e6, 1e9, 0, defaultGroupBurstBytes(1e6))).toBe(40_000); // a group's: 50 ms
     expect(wakePieceBytes(1000, 1e6)).toBe(250); // and a piece is at most 250 ms of the rate
@@ -62,31 +62,31 @@ describe('the wake-piece rule', () => {
 });
 
 describe('burst rules and limits', () => {
-  it('the smallest burst is 10 ms of the rate; the default 50 ms, at least two 64 KiB chunks up to 250 ms, at least 1 KiB', () => {
+  it('the smallest burst is 10 ms of the rate; the default 100 ms, at least two 64 KiB chunks up to 250 ms, at least 1 KiB', () => {
     expect(minBurstBytes(1000)).toBe(10);
     expect(defaultBurstBytes(100)).toBe(1024);
     expect(defaultBurstBytes(10 * 1024)).toBe(2560); // 250 ms: two chunks would be 12.8 s
     expect(defaultBurstBytes(256 * 1024)).toBe(65536); // 250 ms
     expect(defaultBurstBytes(512 * 1024)).toBe(131072); // two chunks = 250 ms
     expect(defaultBurstBytes(1024 ** 2)).toBe(131072); // two chunks = 125 ms
-    expect(defaultBurstBytes(2.5 * 1024 ** 2)).toBe(131072); // two chunks = 50 ms
-    expect(defaultBurstBytes(3 * 1024 ** 2)).toBe(157287); // 50 ms
-    expect(defaultBurstBytes(10 * 1024 ** 2)).toBe(524288); // 50 ms
-    // Whatever the rate: at least 50 ms and 1 KiB, at most max(50 ms, 250 ms capped at two chunks).
+    expect(defaultBurstBytes(1.25 * 1024 ** 2)).toBe(131072); // two chunks = 100 ms
+    expect(defaultBurstBytes(3 * 1024 ** 2)).toBe(314573); // 100 ms
+    expect(defaultBurstBytes(10 * 1024 ** 2)).toBe(1048576); // 100 ms
+    // Whatever the rate: at least 100 ms and 1 KiB, at most max(100 ms, 250 ms capped at two chunks).
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 2 ** 40 }), (rate) => {
         const burst = defaultBurstBytes(rate);
-        expect(burst).toBeGreaterThanOrEqual(Math.max(1024, (rate * 50) / 1000));
-        expect(burst).toBeLessThanOrEqual(Math.max(1024, Math.ceil((rate * 50) / 1000), Math.ceil(rate / 4)));
-        expect(burst).toBeLessThanOrEqual(Math.max(131072, Math.ceil((rate * 50) / 1000)));
+        expect(burst).toBeGreaterThanOrEqual(Math.max(1024, (rate * 100) / 1000));
+        expect(burst).toBeLessThanOrEqual(Math.max(1024, Math.ceil((rate * 100) / 1000), Math.ceil(rate / 4)));
+        expect(burst).toBeLessThanOrEqual(Math.max(131072, Math.ceil((rate * 100) / 1000)));
         expect(wakePieceBytes(rate, burst)).toBeLessThanOrEqual(Math.ceil(rate / 4));
       }),
     );
-    // A group's default has no chunk floor (its members wait for its wake-ups with their own buckets full).
+    // A group's default is 50 ms, with no chunk floor (its members wait for its wake-ups with their own buckets full).
     expect(defaultGroupBurstBytes(1024 ** 2)).toBe(52429);
     expect(defaultGroupBurstBytes(100)).toBe(1024);
     expect(describeDefaultBurst(1024 ** 2)).toBe('131072 bytes (128 KiB) (two 64 KiB chunks)');
-    expect(describeDefaultBurst(10 * 1024 ** 2)).toBe('524288 bytes (512 KiB) (rate x 50 ms)');
+    expect(describeDefaultBurst(10 * 1024 ** 2)).toBe('1048576 bytes (1 MiB) (rate x 100 ms)');
     expect(describeDefaultBurst(100 * 1024)).toBe('25600 bytes (25 KiB) (rate x 250 ms)');
     expect(describeDefaultBurst(100)).toBe('1024 bytes (1 KiB) (the 1 KiB floor)');
     expect(() => checkBurst(1000, 10)).not.toThrow();

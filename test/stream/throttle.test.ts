@@ -70,12 +70,12 @@ describe('Throttle: options', () => {
     expect(() => new Throttle({ rate: 1000, peakRate: 5000, peakBurst: 'x' })).toThrow(/invalid peakBurst "x"/);
   });
 
-  it('derives the default burst from the rate: 50 ms of it, at least two 64 KiB chunks up to 250 ms, at least 1 KiB', () => {
+  it('derives the default burst from the rate: 100 ms of it, at least two 64 KiB chunks up to 250 ms, at least 1 KiB', () => {
     expect(new Throttle({ rate: '1KiB/s' }).burst).toBe(1024);
     expect(new Throttle({ rate: '100KiB/s' }).burst).toBe(25600);
     expect(new Throttle({ rate: '1MiB/s' }).burst).toBe(131072);
-    expect(new Throttle({ rate: '10MiB/s' }).burst).toBe(524288);
-    expect(new Throttle({ rate: '1GiB/s' }).burst).toBe(53687092);
+    expect(new Throttle({ rate: '10MiB/s' }).burst).toBe(1048576);
+    expect(new Throttle({ rate: '1GiB/s' }).burst).toBe(107374183);
     expect(defaultBurstBytes(100)).toBe(1024);
   });
 
@@ -94,7 +94,7 @@ describe('Throttle: options', () => {
         'burst 1048576 bytes (1 MiB) is too small to sustain 1073741824 bytes per second (1 GiB/s): ' +
           'timers fire up to ~5 ms late, and tokens that arrive while a full bucket waits are lost; ' +
           'use a burst of at least 10737419 bytes (~10.2 MiB) (rate x 10 ms), or leave it unset for the default of ' +
-          '53687092 bytes (~51.2 MiB) (rate x 50 ms)',
+          '107374183 bytes (~102 MiB) (rate x 100 ms)',
       );
     }
     // Exactly the minimum is accepted.
@@ -161,7 +161,7 @@ describe('Throttle: bad input is refused before anything is armed', () => {
     expect(() => new Throttle({ rate: 1000, burst: 2 ** 60 })).toThrow(InvalidSizeError);
     expect(() => new ThrottleGroup({ rate: 1e308 })).toThrow(InvalidRateError);
     expect(() => new ThrottleGroup({ rate: 1000, burst: 2 ** 60 })).toThrow(InvalidSizeError);
-    expect(new Throttle({ rate: 2 ** 53 }).burst).toBe(Math.ceil(2 ** 53 / 20));
+    expect(new Throttle({ rate: 2 ** 53 }).burst).toBe(Math.ceil(2 ** 53 / 10));
   });
 });
 
@@ -384,7 +384,7 @@ describe('Throttle: runs (chunks in one synchronous stretch pass on one clock re
     };
     const throttle = new Throttle({ rate, clock });
     const chunk = Buffer.alloc(1024);
-    const chunks = 300_000;
+    const chunks = 600_000; // more than the default burst (100 ms) and the refill while they pass
     let made = 0;
     const source = new Readable({
       read() {
@@ -473,7 +473,7 @@ describe('Throttle: peakBurst against peakRate', () => {
       671089,
     );
     // When the smallest does not fit in the burst, the message says to raise the burst too.
-    expect(() => new Throttle({ rate: '10MiB/s', peakRate: '64MiB/s', peakBurst: '16KiB' })).toThrow(
+    expect(() => new Throttle({ rate: '10MiB/s', burst: '512KiB', peakRate: '64MiB/s', peakBurst: '16KiB' })).toThrow(
       /at least 671089 bytes \(~655 KiB\) \(peakRate x 10 ms\) and a burst at least as large \(it is 524288 bytes \(512 KiB\)\), or a lower peakRate/,
     );
   });
