@@ -570,7 +570,7 @@ async function blocked(): Promise<string> {
     rows.push([
       `${blockMs} ms every 200 ms`,
       name,
-      (result.recorder.steadyRate(result.startMs + 400) / rate).toFixed(4),
+      (result.recorder.steadySlope(result.startMs + 400) / rate).toFixed(4),
     ]);
   }
   return table(['event loop blocked', 'contender', 'achieved/target (10 MiB/s)'], rows);
