@@ -967,3 +967,48 @@ describe('Throttle: timers that fire a little early', () => {
     expect(fake.pending()).toBe(0);
   });
 });
+
+describe('Throttle: wake-ups of a busy stream', () => {
+  it('the default burst (100 ms of the rate) lets a busy stream wake about 11 times a second, and the rate holds', async () => {
+    // Each wake-up pauses and resumes the source, so the default burst is sized to wake as seldom
+    // as `throttle`'s 100 ms slices: a wake piece is the burst less 10 ms of the rate, 90 ms.
+    const fake = fakeClock();
+    let armed = 0;
+    const clock: Clock = {
+      now: fake.clock.now,
+      setTimeout: (fn, ms) => {
+        armed++;
+        return fake.clock.setTimeout(fn, ms);
+      },
+      clearTimeout: fake.clock.clearTimeout,
+    };
+    const rate = 10 * 1024 ** 2;
+    const throttle = new Throttle({ rate, clock });
+    expect(throttle.burst).toBe(rate / 10);
+    const shared = Buffer.alloc(65536);
+    const source = new Readable({
+      read() {
+        this.push(shared);
+      },
+    });
+    const sink = recordingSink(() => clock.now());
+    pipeline(source, throttle, sink).catch(() => {});
+    await settle();
+    const ms = 3000;
+    for (let t = 0; t < ms; t++) {
+      fake.timers.tick(1);
+      await settle(2);
+    }
+    // 3 s / 90 ms is 33.3 wake-ups; a timer for each, no more.
+    expect(armed).toBeGreaterThanOrEqual(32);
+    expect(armed).toBeLessThanOrEqual(35);
+    // Both sides of the bound: everything earned has passed but for one wake piece not yet due.
+    const earned = (throttle.burst as number) + (rate * ms) / 1000;
+    expect(sink.received).toBeLessThanOrEqual(earned);
+    expect(sink.received).toBeGreaterThanOrEqual(earned - 0.09 * rate - 65536);
+    throttle.destroy();
+    source.destroy();
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
+});
