@@ -924,6 +924,33 @@ describe('Throttle: the defaults sustain every rate with late timers', () => {
   );
 });
 
+/**
+ * A lone Throttle at `rate` on `clock`, fed 64 KiB chunks as fast as it takes them, after `ticks`
+ * steps of 1 ms of fake time; `close` destroys the pipeline.
+ */
+async function busyThrottle(fake: ReturnType<typeof fakeClock>, clock: Clock, rate: number, ticks: number) {
+  const throttle = new Throttle({ rate, clock });
+  const shared = Buffer.alloc(65536);
+  const source = new Readable({
+    read() {
+      this.push(shared);
+    },
+  });
+  const sink = recordingSink(() => clock.now());
+  pipeline(source, throttle, sink).catch(() => {});
+  await settle();
+  for (let t = 0; t < ticks; t++) {
+    fake.timers.tick(1);
+    await settle(2);
+  }
+  const close = async () => {
+    throttle.destroy();
+    source.destroy();
+    await settle();
+  };
+  return { throttle, sink, close };
+}
+
 describe('Throttle: timers that fire a little early', () => {
   it('a timer up to 0.9 ms early by the clock wakes the stream once: no second timer for the rest', async () => {
     // Clock time is half the fake time, so a timer can fire half a millisecond
@@ -939,21 +966,8 @@ describe('Throttle: timers that fire a little early', () => {
       clearTimeout: fake.clock.clearTimeout,
     };
     const rate = 1024 ** 2;
-    const throttle = new Throttle({ rate, clock });
-    const shared = Buffer.alloc(65536);
-    const source = new Readable({
-      read() {
-        this.push(shared);
-      },
-    });
-    const sink = recordingSink(() => clock.now());
-    pipeline(source, throttle, sink).catch(() => {});
-    await settle();
     const clockMs = 2000;
-    for (let t = 0; t < 2 * clockMs; t++) {
-      fake.timers.tick(1);
-      await settle(2);
-    }
+    const { throttle, sink, close } = await busyThrottle(fake, clock, rate, 2 * clockMs);
     // The burst (128 KiB) at once, then the rate: every byte the bucket earned has passed but
     // for the part of a wake piece (118 KiB) not yet due.
     const earned = (throttle.burst as number) + (rate * clockMs) / 1000;
@@ -961,9 +975,7 @@ describe('Throttle: timers that fire a little early', () => {
     expect(sink.received).toBeGreaterThan(earned - 130_000);
     // One timer per wake piece: 2 s / 113 ms is ~18 (each woken early would be ~36).
     expect(armed).toBeLessThanOrEqual(19);
-    throttle.destroy();
-    source.destroy();
-    await settle();
+    await close();
     expect(fake.pending()).toBe(0);
   });
 });
@@ -983,22 +995,9 @@ describe('Throttle: wake-ups of a busy stream', () => {
       clearTimeout: fake.clock.clearTimeout,
     };
     const rate = 10 * 1024 ** 2;
-    const throttle = new Throttle({ rate, clock });
-    expect(throttle.burst).toBe(rate / 10);
-    const shared = Buffer.alloc(65536);
-    const source = new Readable({
-      read() {
-        this.push(shared);
-      },
-    });
-    const sink = recordingSink(() => clock.now());
-    pipeline(source, throttle, sink).catch(() => {});
-    await settle();
     const ms = 3000;
-    for (let t = 0; t < ms; t++) {
-      fake.timers.tick(1);
-      await settle(2);
-    }
+    const { throttle, sink, close } = await busyThrottle(fake, clock, rate, ms);
+    expect(throttle.burst).toBe(rate / 10);
     // 3 s / 90 ms is 33.3 wake-ups; a timer for each, no more.
     expect(armed).toBeGreaterThanOrEqual(32);
     expect(armed).toBeLessThanOrEqual(35);
@@ -1006,9 +1005,7 @@ describe('Throttle: wake-ups of a busy stream', () => {
     const earned = (throttle.burst as number) + (rate * ms) / 1000;
     expect(sink.received).toBeLessThanOrEqual(earned);
     expect(sink.received).toBeGreaterThanOrEqual(earned - 0.09 * rate - 65536);
-    throttle.destroy();
-    source.destroy();
-    await settle();
+    await close();
     expect(fake.pending()).toBe(0);
   });
 });
