@@ -51,7 +51,8 @@
  * the rate is lost; so the burst sets the wake-up rate. With 50 ms (25
  * wake-ups a second) a paced HTTP body cost 10-20 % more CPU than the
  * `throttle` package's, which passes a tenth of a second's bytes at once;
- * with 100 ms the two wake as often and cost the same. A smoother output is
+ * with 100 ms the two wake as often and cost within a few per cent of each
+ * other, either way (README, the stream bench). A smoother output is
  * one option away: `burst` (down to rate x 10 ms) or `peakRate`.
  *
  * Below 1.25 MiB/s the chunk floor is TBF's "burst >= MTU" rule with Node's
