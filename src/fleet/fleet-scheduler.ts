@@ -86,7 +86,6 @@ import { type Clock, checkClock } from '../clock.js';
 import {
   AbortError,
   ClosedError,
-  CostExceedsCapacityError,
   checkOptions,
   checkSignal,
   describeValue,
@@ -778,25 +777,11 @@ function defineFleetScheduler(Base: typeof Scheduler) {
 
     /** A running job's `ctx.adjust(deltaCost)`: the Scheduler's rule, applied in the store. */
     readonly #adjust = (charge: Charge, deltaCost: number): void => {
-      if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
-        throw new InvalidOptionError(
-          'deltaCost',
-          deltaCost,
-          `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
-        );
-      }
+      Charge.checkDelta(deltaCost);
       const params = this.#params;
       if (!(params.ratePerSecond < Number.POSITIVE_INFINITY) || deltaCost === 0) return;
-      let delta = deltaCost;
-      if (delta > 0) {
-        const total = charge.cost + delta;
-        if (total > params.capacity) throw new CostExceedsCapacityError(total, params.capacity);
-        charge.cost = total;
-      } else {
-        delta = -Math.min(-delta, charge.cost);
-        if (delta === 0) return;
-        charge.cost += delta;
-      }
+      const delta = Charge.rebill(charge, deltaCost, params.capacity);
+      if (delta === 0) return;
       this.#tokens -= delta; // until the store answers
       this.#store.adjust(this.key, delta, params).then(
         (snapshot) => {

@@ -13,7 +13,7 @@
  */
 
 import type { Clock } from '../clock.js';
-import { JobTimeoutError } from '../errors.js';
+import { CostExceedsCapacityError, describeValue, InvalidOptionError, JobTimeoutError } from '../errors.js';
 import { Watchdog } from '../timer.js';
 import type { Emitter } from './events.js';
 import type { JobContext, JobFunction, SchedulerCounters } from './options.js';
@@ -69,6 +69,36 @@ export class Charge implements JobContext {
     adjuster: Adjuster,
   ) {
     this.#adjuster = adjuster;
+  }
+
+  /** `adjust`'s argument must be a finite number; throws `InvalidOptionError` otherwise. */
+  static checkDelta(deltaCost: number): void {
+    if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
+      throw new InvalidOptionError(
+        'deltaCost',
+        deltaCost,
+        `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
+      );
+    }
+  }
+
+  /**
+   * `adjust(deltaCost)`'s rule on this job's charge, the same for the Scheduler and its fleet form
+   * (each checks `deltaCost` first with {@link checkDelta}): a charge that would take the job's cost
+   * above `capacity` throws `CostExceedsCapacityError`, and a refund is at most what the job was
+   * charged. Updates `cost`; returns the change made, signed (0: none). The caller moves its
+   * bucket (or its store) by that much.
+   */
+  static rebill(charge: Charge, deltaCost: number, capacity: number): number {
+    if (deltaCost > 0) {
+      const total = charge.cost + deltaCost;
+      if (total > capacity) throw new CostExceedsCapacityError(total, capacity);
+      charge.cost = total;
+      return deltaCost;
+    }
+    const back = Math.min(-deltaCost, charge.cost);
+    charge.cost -= back;
+    return -back;
   }
 
   /** Bound, so that `({ adjust }) => adjust(n)` works; made on first use (most jobs never adjust). */

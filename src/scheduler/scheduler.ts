@@ -70,7 +70,6 @@ import { type Clock, checkClock } from '../clock.js';
 import {
   AbortError,
   ClosedError,
-  CostExceedsCapacityError,
   checkOptions,
   checkSignal,
   describeValue,
@@ -906,27 +905,17 @@ export class Scheduler {
 
   /** A running job's `adjust(deltaCost)` (see {@link JobContext.adjust}). */
   readonly #adjust = (charge: Charge, deltaCost: number): void => {
-    if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
-      throw new InvalidOptionError(
-        'deltaCost',
-        deltaCost,
-        `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
-      );
-    }
+    Charge.checkDelta(deltaCost);
     const bucket = this.#bucket;
     if (bucket === undefined || deltaCost === 0) return;
     const params = this.#params;
     const now = this.#clock.now();
-    if (deltaCost > 0) {
-      const total = charge.cost + deltaCost;
-      if (total > params.capacity) throw new CostExceedsCapacityError(total, params.capacity);
-      chargeBucket(bucket, params, now, deltaCost);
-      charge.cost = total;
+    const delta = Charge.rebill(charge, deltaCost, params.capacity);
+    if (delta > 0) {
+      chargeBucket(bucket, params, now, delta);
     } else {
-      const back = Math.min(-deltaCost, charge.cost);
       advance(bucket, params, now);
-      bucket.tokens = Math.min(params.capacity, bucket.tokens + back);
-      charge.cost -= back;
+      bucket.tokens = Math.min(params.capacity, bucket.tokens - delta);
     }
     this.#pump(now); // the head's start moved: later for a charge, sooner for a refund
   };
