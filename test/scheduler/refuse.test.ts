@@ -6,24 +6,12 @@
 import { describe, expect, it } from 'vitest';
 import { isTokenpaceError, QueueFullError } from '../../src/errors.js';
 import { Emitter } from '../../src/scheduler/events.js';
-import type { RejectedJob, SchedulerCounters } from '../../src/scheduler/options.js';
+import { type RejectedJob, zeroCounters } from '../../src/scheduler/options.js';
 import { costError, Refusals } from '../../src/scheduler/refuse.js';
-
-function counters(): SchedulerCounters {
-  return {
-    admitted: 0,
-    started: 0,
-    completed: 0,
-    failed: 0,
-    timedOut: 0,
-    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
-    waitedMs: 0,
-  };
-}
 
 describe('Refusals', () => {
   it('each queue-full refusal has its own stackless error and promise, with its own estimate', async () => {
-    const c = counters();
+    const c = zeroCounters();
     const events = new Emitter();
     const told: RejectedJob[] = [];
     events.on('rejected', (job) => told.push(job));
@@ -49,7 +37,7 @@ describe('Refusals', () => {
   });
 
   it("a flood refusal is a QueueFullError in every way a caller looks at one, though Error's constructor never ran", async () => {
-    const refusals = new Refusals(counters(), new Emitter(), 10);
+    const refusals = new Refusals(zeroCounters(), new Emitter(), 10);
     const error = await refusals.queueFull(1, 0, () => 41.5).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QueueFullError);
     expect(error).toBeInstanceOf(Error);
@@ -68,7 +56,7 @@ describe('Refusals', () => {
   });
 
   it('refuseCost names the limit the cost exceeds, and refuses a cost that is not a number >= 0', async () => {
-    const refusals = new Refusals(counters(), new Emitter(), 10);
+    const refusals = new Refusals(zeroCounters(), new Emitter(), 10);
     await expect(refusals.refuseCost(5, 0, 4, 10)).rejects.toMatchObject({ cost: 5, capacity: 4 });
     await expect(refusals.refuseCost(5, 0, 10, 4)).rejects.toThrow(/concurrency/);
     await expect(refusals.refuseCost(-1, 0, 10, 4)).rejects.toMatchObject({ code: 'ERR_INVALID_SIZE' });

@@ -6,21 +6,13 @@
 
 import { describe, expect, it } from 'vitest';
 import { Emitter } from '../../src/scheduler/events.js';
-import type { SchedulerCounters } from '../../src/scheduler/options.js';
+import { zeroCounters } from '../../src/scheduler/options.js';
 import { NO_SIGNAL, Runner } from '../../src/scheduler/run.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 function setup() {
   const fake = fakeClock();
-  const counters: SchedulerCounters = {
-    admitted: 0,
-    started: 0,
-    completed: 0,
-    failed: 0,
-    timedOut: 0,
-    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
-    waitedMs: 0,
-  };
+  const counters = zeroCounters();
   let finishes = 0;
   const runner = new Runner(fake.clock, counters, new Emitter(), () => finishes++);
   return { ...fake, counters, runner, finishes: () => finishes };
