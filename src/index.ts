@@ -5,23 +5,8 @@
  * contract; anything not exported is free to change.
  */
 
-export {
-  type ClientPauseMessage,
-  type ClientRefusedMessage,
-  type ClientStartMessage,
-  channelNames,
-  type DecisionMessage,
-  type ErrorMessage,
-  type KeyedDecisionMessage,
-  type KeyedRefusalMessage,
-  type SchedulerRefusedMessage,
-  type SchedulerStartMessage,
-  type StoreDegradedMessage,
-  type StoreFailureMessage,
-  type StoreRecoveredMessage,
-  type StreamWaitMessage,
-} from './channels.js';
 export { type Clock, systemClock } from './clock.js';
+export { channelNames } from './diagnostics.js';
 export {
   AbortError,
   BurstTooSmallError,
@@ -62,6 +47,15 @@ export {
   type ThrottleInterceptorOptions,
   throttleInterceptor,
 } from './http/interceptor.js';
+export type {
+  ClientPauseMessage,
+  ClientRefusedMessage,
+  ClientStartMessage,
+  DecisionMessage,
+  ErrorMessage,
+  HttpDecisionMessage,
+  HttpErrorMessage,
+} from './http/messages.js';
 export {
   type ErrorInfo,
   type FastifyReplyLike,
@@ -78,17 +72,15 @@ export type { DeciderTakeOptions, RateLimitDecider } from './http/types.js';
 export {
   type BucketKeyedLimiterOptions,
   type GlobalLimitOptions,
+  type KeyedDecisionMessage,
   KeyedLimiter,
   type KeyedLimiterOptions,
+  type KeyedRefusalMessage,
   type KeyedTakeOptions,
   type WindowKeyedLimiterOptions,
 } from './keyed/keyed-limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './keyed/memory-store.js';
 export {
-  type FailurePolicy,
-  type IoredisLikeClient,
-  type NodeRedisLikeClient,
-  type RedisClientLike,
   RedisStore,
   type RedisStoreEvents,
   type RedisStoreOptions,
@@ -130,6 +122,14 @@ export {
   type SlidingWindowOptions,
   type WindowOptions,
 } from './meters/windows.js';
+export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis/client.js';
+export type {
+  FailurePolicy,
+  StoreDegradedMessage,
+  StoreFailureMessage,
+  StoreRecoveredMessage,
+} from './redis/health.js';
+export type { SchedulerRefusedMessage, SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {
   type ActiveJob,
   type EventName,
@@ -145,7 +145,7 @@ export {
   type SchedulerOptions,
   type WrapOptions,
 } from './scheduler/scheduler.js';
-export type { ThrottleCounters } from './stream/counters.js';
+export type { StreamWaitMessage, ThrottleCounters } from './stream/counters.js';
 export { ThrottleGroup, type ThrottleGroupOptions, type ThrottleMemberOptions } from './stream/group.js';
 export { Throttle, type ThrottleOptions, type ThrottleStreamOptions } from './stream/throttle.js';
 export {

@@ -38,9 +38,8 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { evalScript, isNodeRedis } from '../keyed/redis-eval.js';
-import { errorOf, failureOptions, RedisHealth, type RedisStoreEvents } from '../keyed/redis-health.js';
-import type { FailurePolicy, RedisClientLike } from '../keyed/redis-store.js';
+import { evalScript, isNodeRedis, type RedisClientLike } from '../redis/client.js';
+import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import { FLEET_SCRIPT } from './script.js';
 import {
   type AcquireOp,
@@ -81,7 +80,7 @@ export interface RedisFleetStoreOptions {
   now?: () => number;
 }
 
-/** The events a RedisFleetStore emits: those of every store in Redis (keyed/redis-health.ts). */
+/** The events a RedisFleetStore emits: those of every store in Redis (redis/health.ts). */
 export type RedisFleetStoreEvents = RedisStoreEvents;
 
 const GRANT: Record<string, ExchangeGrant['status']> = {
@@ -347,7 +346,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     };
   }
 
-  /** EVALSHA, and EVAL if the server does not know the script (see redis-eval.ts). */
+  /** EVALSHA, and EVAL if the server does not know the script (see src/redis/client.ts). */
   #run(keys: string[], args: string[]): Promise<unknown> {
     return evalScript(this.#client, this.#nodeRedis, FLEET_SCRIPT, SHA, keys, args);
   }

@@ -57,7 +57,7 @@
  * for `b`, then status, delayMs, readyAtMs per job.
  */
 
-import { luaNow } from '../keyed/redis-eval.js';
+import { luaNow } from '../redis/client.js';
 
 export const FLEET_SCRIPT = `
 local KS, KL, KW, KQ, KC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]

@@ -43,20 +43,14 @@
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { type Clock, systemClock } from '../clock.js';
+import { clientPauseChannel, clientRefusedChannel, clientStartChannel } from '../diagnostics.js';
 import { InvalidOptionError, WaitTooLongError } from '../errors.js';
 import { Scheduler, type SchedulerOptions } from '../scheduler/scheduler.js';
 import { ThrottleGroup } from '../stream/group.js';
 import type { Throttle } from '../stream/throttle.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
-import {
-  type ClientPauseMessage,
-  type ClientRefusedMessage,
-  type ClientStartMessage,
-  clientPauseChannel,
-  clientRefusedChannel,
-  clientStartChannel,
-} from './channels.js';
 import { pauseRequested } from './headers.js';
+import type { ClientPauseMessage, ClientRefusedMessage, ClientStartMessage } from './messages.js';
 
 /** The limits of one origin. */
 export interface OriginLimits {

@@ -29,6 +29,7 @@
 
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { type Clock, systemClock } from '../clock.js';
+import { decisionChannel, errorChannel } from '../diagnostics.js';
 import { InvalidOptionError, isTokenpaceError } from '../errors.js';
 import { KeyedLimiter } from '../keyed/keyed-limiter.js';
 import {
@@ -39,7 +40,6 @@ import {
   type RateInput,
   type SizeInput,
 } from '../units.js';
-import { type DecisionMessage, decisionChannel, type ErrorMessage, errorChannel } from './channels.js';
 import { addressKey, clientAddress, compileTrust, type ProxyHeader, type TrustProxy } from './client-address.js';
 import {
   formatPolicy,
@@ -49,6 +49,7 @@ import {
   retryAfterSeconds,
   sfString,
 } from './headers.js';
+import type { HttpDecisionMessage, HttpErrorMessage } from './messages.js';
 import type { Decision, RateLimitDecider } from './types.js';
 
 /** The problem type the draft registers for a refused request. */
@@ -335,7 +336,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
           detail: `The rate limiter could not evaluate this request (${stage}).`,
         };
     if (errorChannel.hasSubscribers) {
-      errorChannel.publish({ req: raw, stage, error, statusCode } satisfies ErrorMessage);
+      errorChannel.publish({ req: raw, stage, error, statusCode } satisfies HttpErrorMessage);
     }
     return { kind: 'error', error, info: { stage, statusCode, problem } };
   };
@@ -349,7 +350,7 @@ function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>) {
     waitedMs: number,
   ): Outcome => {
     if (decisionChannel.hasSubscribers) {
-      decisionChannel.publish({ req: raw, key, cost, decision, waitedMs } satisfies DecisionMessage);
+      decisionChannel.publish({ req: raw, key, cost, decision, waitedMs } satisfies HttpDecisionMessage);
     }
     if (decision.allowed) return { kind: 'allow', headers: sendHeaders ? rateHeaders(decision) : NO_HEADERS };
     const seconds = retryAfterSeconds(decision.retryAfterMs);

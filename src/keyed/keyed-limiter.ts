@@ -29,13 +29,8 @@
  * each refused one is told to retry in (1 - tokens) / 20 s.
  */
 
-import {
-  type KeyedDecisionMessage,
-  type KeyedRefusalMessage,
-  keyedDecisionChannel,
-  keyedRefusalChannel,
-} from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
+import { keyedDecisionChannel, keyedRefusalChannel } from '../diagnostics.js';
 import { InvalidOptionError, NotSupportedError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
 import { type BucketParams, bucketParams, checkCost, slackFor, timeToFullMs, tokensAt } from '../meters/bucket.js';
 import type { Decision } from '../meters/decision.js';
@@ -53,6 +48,40 @@ import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
 import { MemoryWindowStore, type WindowKind, type WindowStore } from './window-store.js';
 
 /** The global bucket's parameters. */
+/** `tokenpace:keyed:decision`: a KeyedLimiter's store answered (`peek` is not published). */
+export interface KeyedDecisionMessage {
+  readonly limiter: KeyedLimiter;
+  readonly key: string;
+  readonly cost: number;
+  /** `'try'` for `tryTake`, `'reserve'` for `take`. */
+  readonly mode: 'try' | 'reserve';
+  /**
+   * The decision as the store made it. For `take`: `allowed` means reserved (charged); the caller
+   * then waits `waitMs`. A `take` over `maxWait` is `allowed: false` with the wait it would have needed.
+   */
+  readonly decision: Decision;
+  /** For `take`: how long the caller waits before acting, ms (0 = now); for `tryTake`, 0. */
+  readonly waitMs: number;
+  /** Who decided: the store, or a RedisStore's failure policy (`'allow'`, `'deny'`, `'local'`). */
+  readonly source: StoreResult['source'];
+}
+
+/** `tokenpace:keyed:refusal`: a KeyedLimiter turned a request away. */
+export interface KeyedRefusalMessage {
+  readonly limiter: KeyedLimiter;
+  readonly key: string;
+  readonly cost: number;
+  readonly mode: 'try' | 'reserve';
+  /**
+   * `'limit'`: the buckets do not hold the cost (`tryTake`); `'max-wait'`: the wait would exceed
+   * `take`'s `maxWait` (nothing charged); `'store-unavailable'`: a RedisStore with `onError: 'deny'`
+   * could not reach Redis.
+   */
+  readonly reason: 'limit' | 'max-wait' | 'store-unavailable';
+  /** When to try again, ms. */
+  readonly retryAfterMs: number;
+}
+
 export interface GlobalLimitOptions {
   /** Tokens per second for all keys together. */
   rate: RateInput;

@@ -35,7 +35,7 @@
  * bucket holds the cost, and with a global bucket its tokens and its wait.
  */
 
-import { luaNow } from './redis-eval.js';
+import { luaNow } from '../redis/client.js';
 
 export const KEYED_SCRIPT = `
 local n = tonumber(ARGV[1])

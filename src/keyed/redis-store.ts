@@ -38,7 +38,7 @@
  * restores normal service. Both transitions are events (`degraded`,
  * `recovered`), and every failed call is a `failure` event: never silent.
  * Each is also published on the `tokenpace:redis:*` diagnostics channels
- * (src/channels.ts), for a subscriber that watches every store at once.
+ * (src/diagnostics.ts), for a subscriber that watches every store at once.
  *
  * A call that timed out may still reach Redis later (a paused server
  * resumes, a client's offline queue flushes) and be counted there: that errs
@@ -49,35 +49,21 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { clusterSlot } from './cluster-slot.js';
+import {
+  evalScript,
+  type IoredisLikeClient,
+  isNodeRedis,
+  type NodeRedisLikeClient,
+  type RedisClientLike,
+} from '../redis/client.js';
+import { clusterSlot } from '../redis/cluster-slot.js';
+import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import { MemoryStore } from './memory-store.js';
-import { evalScript, isNodeRedis } from './redis-eval.js';
-import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from './redis-health.js';
 import { KEYED_SCRIPT } from './redis-script.js';
 import type { KeyedStore, StoreOp, StoreResult } from './store.js';
 
-/** The subset of an `ioredis` client (or `Cluster`) that RedisStore uses. */
-export interface IoredisLikeClient {
-  evalsha(sha: string, numKeys: number, ...args: string[]): Promise<unknown>;
-  eval(script: string, numKeys: number, ...args: string[]): Promise<unknown>;
-  del(...keys: string[]): Promise<unknown>;
-  ping(): Promise<unknown>;
-  /** `true` on an ioredis `Cluster`. */
-  isCluster?: boolean;
-}
-
-/** The subset of a `redis` (node-redis) client (or cluster) that RedisStore uses. */
-export interface NodeRedisLikeClient {
-  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
-  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
-  del(keys: string | string[]): Promise<unknown>;
-  ping(): Promise<unknown>;
-}
-
-/** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */
-export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
-
-export { DEFAULT_TIMEOUT_MS, type FailurePolicy, type RedisStoreEvents } from './redis-health.js';
+export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../redis/client.js';
+export { DEFAULT_TIMEOUT_MS, type FailurePolicy, type RedisStoreEvents } from '../redis/health.js';
 
 /** Options for {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -369,7 +355,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     );
   }
 
-  /** EVALSHA, and EVAL if the server does not know the script (see redis-eval.ts). */
+  /** EVALSHA, and EVAL if the server does not know the script (see src/redis/client.ts). */
   #run(keys: string[], args: string[]): Promise<unknown> {
     return evalScript(this.#client, this.#nodeRedis, KEYED_SCRIPT, this.#sha, keys, args);
   }

@@ -28,8 +28,8 @@ import {
   slidingLogTake,
   type WindowParams,
 } from '../meters/windows.js';
-import { evalScript, isNodeRedis, luaNow } from './redis-eval.js';
-import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from './redis-health.js';
+import { evalScript, isNodeRedis, luaNow } from '../redis/client.js';
+import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import {
   DENY_RETRY_AFTER_MS,
   type IoredisLikeClient,
@@ -262,7 +262,7 @@ export interface RedisWindowStoreStats {
  * The exact sliding log is not offered here (it would need a sorted set per key): use
  * `mode: 'counter'`.
  *
- * Failure policy: RedisStore's (src/keyed/redis-health.ts). Each call is bounded by `timeoutMs`;
+ * Failure policy: RedisStore's (src/redis/health.ts). Each call is bounded by `timeoutMs`;
  * when Redis fails or does not answer in time, `onError` decides (`'allow'`, `'deny'`, or
  * `'local'`: a MemoryWindowStore per instance), later decisions follow it at once while a PING
  * probes Redis, and the events `failure`, `degraded`, `recovered` (also on the
@@ -404,7 +404,7 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     };
   }
 
-  /** EVALSHA, and EVAL if the server does not know the script (see redis-eval.ts). */
+  /** EVALSHA, and EVAL if the server does not know the script (see src/redis/client.ts). */
   #run(keys: string[], args: string[]): Promise<unknown> {
     return evalScript(this.#client, this.#nodeRedis, WINDOW_SCRIPT, this.#sha, keys, args);
   }

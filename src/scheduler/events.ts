@@ -13,8 +13,25 @@
  * a throwing timer callback's.
  */
 
-import { schedulerRefusedChannel, schedulerStartChannel } from '../channels.js';
-import type { SchedulerEvents } from './options.js';
+import { schedulerRefusedChannel, schedulerStartChannel } from '../diagnostics.js';
+import type { ActiveJob, RejectedJob, SchedulerEvents } from './options.js';
+
+/** `tokenpace:scheduler:start`: a Scheduler started a job (its `active` event). */
+export interface SchedulerStartMessage {
+  /** The Scheduler that started it. */
+  readonly scheduler: object;
+  readonly job: ActiveJob;
+}
+
+/** `tokenpace:scheduler:refused`: a Scheduler turned a job away or removed it before it started (its `rejected` event). */
+export interface SchedulerRejectedMessage {
+  readonly scheduler: object;
+  /** `reason` is `queueFull`, `waitTooLong`, `costExceedsCapacity`, `aborted` or `cleared`; `error` carries `retryAfterMs` where one is known. */
+  readonly job: RejectedJob;
+}
+
+/** @deprecated The old name of {@link SchedulerRejectedMessage} ("reject" is the scheduler's word for the act). */
+export type SchedulerRefusedMessage = SchedulerRejectedMessage;
 
 /** The public events, and `changed`: the queue or the jobs running may have changed (for the promise forms; not public). */
 export type Events = SchedulerEvents & { changed: [] };

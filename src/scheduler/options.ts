@@ -7,7 +7,7 @@
 import type { Clock } from '../clock.js';
 import { describeValue, InvalidOptionError } from '../errors.js';
 import type { FleetStore } from '../fleet/store.js';
-import type { FailurePolicy } from '../keyed/redis-store.js';
+import type { FailurePolicy } from '../redis/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 
 /** Options for {@link Scheduler}. At least one of `rate` and `concurrency` must be given. */

@@ -11,6 +11,14 @@
  * (or to the end of the stream).
  */
 
+/** `tokenpace:stream:wait`: a Throttle or a ThrottleGroup ran short of tokens and sleeps until they are there (once per wait, never per chunk). */
+export interface StreamWaitMessage {
+  /** The Throttle, or the ThrottleGroup for the group's own bucket. */
+  readonly stream: object;
+  /** How long it sleeps, ms. */
+  readonly waitMs: number;
+}
+
 /** A snapshot of a throttled stream's progress. */
 export interface ThrottleCounters {
   /** Bytes passed through so far. */

@@ -53,8 +53,8 @@
  * a wake-up passes a useful piece.
  */
 
-import { streamWaitChannel } from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
+import { streamWaitChannel } from '../diagnostics.js';
 import { InvalidOptionError } from '../errors.js';
 import { ByteMeter } from '../meters/byte-meter.js';
 import { Watchdog } from '../timer.js';

@@ -46,8 +46,8 @@
  */
 
 import { addAbortSignal, Transform, type TransformCallback, type TransformOptions } from 'node:stream';
-import { streamWaitChannel } from '../channels.js';
 import { type Clock, systemClock } from '../clock.js';
+import { streamWaitChannel } from '../diagnostics.js';
 import { InvalidOptionError, InvalidRateError } from '../errors.js';
 import { ByteMeter } from '../meters/byte-meter.js';
 import { Watchdog } from '../timer.js';

@@ -10,9 +10,9 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { channelNames, type StoreDegradedMessage, type StoreRecoveredMessage } from '../../src/channels.js';
+import { channelNames } from '../../src/diagnostics.js';
 import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
-import type { FailurePolicy } from '../../src/keyed/redis-store.js';
+import type { FailurePolicy, StoreDegradedMessage, StoreRecoveredMessage } from '../../src/redis/health.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { StoreUnavailableError, WaitTooLongError } from '../../src/errors.js';
-import type { DecisionMessage, ErrorMessage } from '../../src/http/channels.js';
+import type { DecisionMessage, ErrorMessage } from '../../src/http/messages.js';
 import { QUOTA_EXCEEDED, type RateLimitOptions, rateLimit } from '../../src/http/middleware.js';
 import type { Decision, RateLimitDecider } from '../../src/http/types.js';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';

@@ -8,17 +8,10 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  channelNames,
-  type KeyedDecisionMessage,
-  type KeyedRefusalMessage,
-  keyedDecisionChannel,
-  type StoreDegradedMessage,
-  type StoreFailureMessage,
-  type StoreRecoveredMessage,
-} from '../../src/channels.js';
-import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
+import { channelNames, keyedDecisionChannel } from '../../src/diagnostics.js';
+import { type KeyedDecisionMessage, KeyedLimiter, type KeyedRefusalMessage } from '../../src/keyed/keyed-limiter.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
+import type { StoreDegradedMessage, StoreFailureMessage, StoreRecoveredMessage } from '../../src/redis/health.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 

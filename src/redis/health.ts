@@ -5,21 +5,14 @@
  * later decisions follow `onError` at once (none waits out the timeout again)
  * while one `PING` at a time probes Redis every `probeIntervalMs`; the first
  * answer makes it `recovered`. Each transition is an event on the store and a
- * message on the `tokenpace:redis:*` channels (src/channels.ts).
+ * message on the `tokenpace:redis:*` channels (src/diagnostics.ts).
  *
  * The store keeps its decisions; this keeps its health.
  */
 
 import type { EventEmitter } from 'node:events';
-import {
-  type StoreDegradedMessage,
-  type StoreFailureMessage,
-  type StoreRecoveredMessage,
-  storeDegradedChannel,
-  storeFailureChannel,
-  storeRecoveredChannel,
-} from '../channels.js';
 import type { Clock } from '../clock.js';
+import { storeDegradedChannel, storeFailureChannel, storeRecoveredChannel } from '../diagnostics.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 
 /** What to do when Redis fails or does not answer within `timeoutMs`. */
@@ -74,7 +67,30 @@ export function failureOptions(options: { onError: unknown; timeoutMs?: unknown;
 }
 
 /** A store in Redis as the health keeper sees it: an emitter of the store events, on the channels. */
-export type HealthOwner = EventEmitter<RedisStoreEvents> & StoreFailureMessage['store'];
+export type HealthOwner = EventEmitter<RedisStoreEvents>;
+
+/** `tokenpace:redis:degraded`: decisions now follow the store's policy. */
+export interface StoreDegradedMessage {
+  /** A `RedisStore`, a `RedisWindowStore`, or a `RedisFleetStore` (a fleet Scheduler's): test with `instanceof`. */
+  readonly store: HealthOwner;
+  readonly error: Error;
+  readonly policy: FailurePolicy;
+}
+
+/** `tokenpace:redis:recovered`: Redis answers again. */
+export interface StoreRecoveredMessage {
+  readonly store: HealthOwner;
+  /** How long decisions followed the policy, ms. */
+  readonly downMs: number;
+}
+
+/** `tokenpace:redis:failure`: one failed or timed-out call (or probe: `operations` 0). */
+export interface StoreFailureMessage {
+  readonly store: HealthOwner;
+  readonly error: Error;
+  /** Decisions the failed call carried. */
+  readonly operations: number;
+}
 
 /** The health of one store's Redis, with the store's events and channel messages. @internal */
 export class RedisHealth {

@@ -1,12 +1,32 @@
 /**
- * Running a Lua script on either Redis client: `EVALSHA`, and `EVAL` when the
+ * The Redis clients tokenpace accepts, and running a Lua script on either: `EVALSHA`, and `EVAL` when the
  * server does not know the script (a restart, a fail-over, a new node). One
  * copy for every store that keeps its state in Redis (`RedisStore`,
  * `RedisWindowStore`, `RedisFleetStore`); each passes its own script.
  */
 
 import { InvalidOptionError } from '../errors.js';
-import type { IoredisLikeClient, NodeRedisLikeClient } from './redis-store.js';
+
+/** The subset of an `ioredis` client (or `Cluster`) that the stores in Redis use. */
+export interface IoredisLikeClient {
+  evalsha(sha: string, numKeys: number, ...args: string[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...args: string[]): Promise<unknown>;
+  del(...keys: string[]): Promise<unknown>;
+  ping(): Promise<unknown>;
+  /** `true` on an ioredis `Cluster`. */
+  isCluster?: boolean;
+}
+
+/** The subset of a `redis` (node-redis) client (or cluster) that the stores in Redis use. */
+export interface NodeRedisLikeClient {
+  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  del(keys: string | string[]): Promise<unknown>;
+  ping(): Promise<unknown>;
+}
+
+/** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */
+export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
 
 /**
  * The Lua that sets `now` (ms) in every script: Redis's own `TIME`, so instances with skewed clocks

@@ -1,0 +1,60 @@
+/**
+ * Diagnostics channels (`node:diagnostics_channel`): every part of tokenpace
+ * that decides or fails publishes here, as undici publishes its own. A leaf:
+ * channel names and channel objects only, importing nothing of tokenpace's;
+ * each message type lives with the module that publishes it. Nothing is
+ * built or published unless someone subscribes (`channel.hasSubscribers`), so
+ * an unobserved process pays one property read per event.
+ *
+ * | channel                          | published by (message type's home)              | when |
+ * |----------------------------------|-------------------------------------------------|------|
+ * | `tokenpace:http:decision`        | `rateLimit` (`HttpDecisionMessage`, http/messages.ts) | a request was decided (admitted or 429) |
+ * | `tokenpace:http:error`           | `rateLimit` (`HttpErrorMessage`, http/messages.ts) | a `key`/`cost`/`skip` function threw, or the limiter rejected |
+ * | `tokenpace:http:client:start`    | `throttleInterceptor` (`ClientStartMessage`, http/messages.ts) | a request left for its origin |
+ * | `tokenpace:http:client:refused`  | `throttleInterceptor` (`ClientRefusedMessage`, http/messages.ts) | a request was rejected (queue full, wait too long) |
+ * | `tokenpace:http:client:pause`    | `throttleInterceptor` (`ClientPauseMessage`, http/messages.ts) | an origin answered 429/503 asking to wait |
+ * | `tokenpace:keyed:decision`       | `KeyedLimiter` (`KeyedDecisionMessage`, keyed/keyed-limiter.ts) | its store answered `tryTake` or `take` |
+ * | `tokenpace:keyed:refusal`        | `KeyedLimiter` (`KeyedRefusalMessage`, keyed/keyed-limiter.ts) | it refused (`tryTake` refused, `take` over `maxWait` or denied) |
+ * | `tokenpace:redis:degraded`       | every store in Redis (`StoreDegradedMessage`, redis/health.ts) | decisions start following its `onError` policy |
+ * | `tokenpace:redis:recovered`      | every store in Redis (`StoreRecoveredMessage`, redis/health.ts) | Redis answers again |
+ * | `tokenpace:redis:failure`        | every store in Redis (`StoreFailureMessage`, redis/health.ts) | a call or probe to Redis failed or timed out |
+ * | `tokenpace:scheduler:start`      | `Scheduler` (`SchedulerStartMessage`, scheduler/events.ts) | a job started (its `active` event) |
+ * | `tokenpace:scheduler:refused`    | `Scheduler` (`SchedulerRejectedMessage`, scheduler/events.ts) | a job was rejected or removed before it started (its `rejected` event) |
+ * | `tokenpace:stream:wait`          | `Throttle`, `ThrottleGroup` (`StreamWaitMessage`, stream/counters.ts) | a stream ran short of tokens and sleeps (once per wait) |
+ *
+ * The names are public and stable; `tokenpace:scheduler:refused` keeps its
+ * first name although the act is now called a rejection everywhere else.
+ */
+
+import { channel } from 'node:diagnostics_channel';
+
+/** The channel names, for `diagnostics_channel.subscribe(name, fn)`. */
+export const channelNames = {
+  decision: 'tokenpace:http:decision',
+  error: 'tokenpace:http:error',
+  clientStart: 'tokenpace:http:client:start',
+  clientRefused: 'tokenpace:http:client:refused',
+  clientPause: 'tokenpace:http:client:pause',
+  keyedDecision: 'tokenpace:keyed:decision',
+  keyedRefusal: 'tokenpace:keyed:refusal',
+  storeDegraded: 'tokenpace:redis:degraded',
+  storeRecovered: 'tokenpace:redis:recovered',
+  storeFailure: 'tokenpace:redis:failure',
+  schedulerStart: 'tokenpace:scheduler:start',
+  schedulerRefused: 'tokenpace:scheduler:refused',
+  streamWait: 'tokenpace:stream:wait',
+} as const;
+
+export const decisionChannel = channel(channelNames.decision);
+export const errorChannel = channel(channelNames.error);
+export const clientStartChannel = channel(channelNames.clientStart);
+export const clientRefusedChannel = channel(channelNames.clientRefused);
+export const clientPauseChannel = channel(channelNames.clientPause);
+export const keyedDecisionChannel = channel(channelNames.keyedDecision);
+export const keyedRefusalChannel = channel(channelNames.keyedRefusal);
+export const storeDegradedChannel = channel(channelNames.storeDegraded);
+export const storeRecoveredChannel = channel(channelNames.storeRecovered);
+export const storeFailureChannel = channel(channelNames.storeFailure);
+export const schedulerStartChannel = channel(channelNames.schedulerStart);
+export const schedulerRefusedChannel = channel(channelNames.schedulerRefused);
+export const streamWaitChannel = channel(channelNames.streamWait);
