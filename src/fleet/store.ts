@@ -33,6 +33,7 @@ import {
   type BucketState,
   charge,
   delayUntil,
+  rebill,
   refund,
   tokensAt,
 } from '../meters/bucket.js';
@@ -313,14 +314,7 @@ export class MemoryFleetStore implements FleetStore {
     const now = this.#clock.now();
     const state = this.#load(key, defaults, now);
     const bucket = bucketOf(state.params);
-    if (bucket !== undefined) {
-      if (deltaCost > 0) {
-        charge(state.bucket, bucket, now, deltaCost);
-      } else {
-        advance(state.bucket, bucket, now);
-        state.bucket.tokens = Math.min(bucket.capacity, state.bucket.tokens - deltaCost);
-      }
-    }
+    if (bucket !== undefined) rebill(state.bucket, bucket, now, deltaCost);
     return Promise.resolve(this.#snapshot(state, now));
   }
 

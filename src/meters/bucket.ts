@@ -26,6 +26,8 @@
  * - {@link refund}: give back a cancelled reservation, as x/time's
  *   `Reservation.CancelAt` does: only what no later reservation counts on,
  *   and never above the capacity.
+ * - {@link credit}: add tokens, capped at the capacity (work billed too high);
+ *   {@link rebill}: a running job's bill changes (a charge or a credit).
  * - {@link reconfigure}: new rate or capacity from now on; tokens earned so
  *   far are kept, capped at the new capacity. {@link clampToCapacity}: the
  *   same cap for a store, which keeps state but no parameters.
@@ -198,10 +200,30 @@ export function refund(
   const debtAtReady = -tokensAt(state, params, readyAtMs);
   const back = debtAtReady > 0 ? cost - debtAtReady : cost;
   if (!(back > 0)) return 0;
+  return credit(state, params, nowMs, back);
+}
+
+/**
+ * Adds `amount` tokens at `nowMs`, never above the capacity; returns the
+ * tokens added. A credit is not a {@link refund}: it gives back what was
+ * charged for work already done (a job that cost less than it was billed,
+ * `TokenBucket.refund`), with no later reservation to protect.
+ */
+export function credit(state: BucketState, params: BucketParams, nowMs: number, amount: number): number {
   advance(state, params, nowMs);
   const before = state.tokens;
-  state.tokens = Math.min(params.capacity, before + back);
+  state.tokens = Math.min(params.capacity, before + amount);
   return Math.max(0, state.tokens - before);
+}
+
+/**
+ * A running job's bill changes by `deltaCost` at `nowMs`: a positive delta is
+ * charged (in debt if need be), a negative one credited (capped at the
+ * capacity). The Scheduler's `ctx.adjust` and the fleet store's `adjust`.
+ */
+export function rebill(state: BucketState, params: BucketParams, nowMs: number, deltaCost: number): void {
+  if (deltaCost > 0) charge(state, params, nowMs, deltaCost);
+  else if (deltaCost < 0) credit(state, params, nowMs, -deltaCost);
 }
 
 /**

@@ -44,6 +44,7 @@ import {
   charge,
   checkCost,
   checkTime,
+  credit,
   delayUntil,
   rateParam,
   reconfigure,
@@ -64,12 +65,14 @@ export {
   checkCost,
   checkTime,
   conforms,
+  credit,
   delayUntil,
   MAX_BURST,
   MAX_RATE,
   msUntil,
   rateParam,
   readyAt,
+  rebill,
   reconfigure,
   refund,
   slackFor,
@@ -270,8 +273,7 @@ export class TokenBucket {
   refundAt(nowMs: number, cost: number): void {
     checkTime(nowMs);
     checkCost(cost, this.#params.capacity);
-    advance(this.#state, this.#params, nowMs);
-    this.#state.tokens = Math.min(this.#params.capacity, this.#state.tokens + cost);
+    credit(this.#state, this.#params, nowMs, cost);
   }
 
   /**

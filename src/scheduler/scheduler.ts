@@ -85,10 +85,10 @@ import {
   bucketParams,
   burstParam,
   charge,
-  charge as chargeBucket,
   delayUntil,
   msUntil,
   rateParam,
+  rebill,
   reconfigure,
   slackFor,
   startAt,
@@ -911,12 +911,7 @@ export class Scheduler {
     const params = this.#params;
     const now = this.#clock.now();
     const delta = Charge.rebill(charge, deltaCost, params.capacity);
-    if (delta > 0) {
-      chargeBucket(bucket, params, now, delta);
-    } else {
-      advance(bucket, params, now);
-      bucket.tokens = Math.min(params.capacity, bucket.tokens - delta);
-    }
+    rebill(bucket, params, now, delta);
     this.#pump(now); // the head's start moved: later for a charge, sooner for a refund
   };
 
