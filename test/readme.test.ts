@@ -1,5 +1,5 @@
 /**
- * Every TypeScript block of the README compiles as written: a reader who pastes one into a file of
+ * Every TypeScript block of the README and of the guides in docs/ compiles as written: a reader who pastes one into a file of
  * their own gets no error from `tsc --strict`, imports included and no name left undefined.
  *
  * The blocks are found generically (a fence whose info string starts with `ts` or `typescript`),
@@ -9,8 +9,8 @@
  * only an illustration (a signature, a fragment) opts out with the info string `ts no-check`.
  */
 
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -45,6 +45,32 @@ function typescriptBlocks(markdown: string): ReadmeBlock[] {
     i = j; // skip the body and the closing fence
   }
   return blocks;
+}
+
+/** The anchors GitHub gives a Markdown file's headings (outside code blocks). */
+function headingSlugs(markdown: string): Set<string> {
+  const slugs = new Set<string>();
+  let fence = '';
+  for (const line of markdown.split('\n')) {
+    const open = /^\s{0,3}(`{3,}|~{3,})/.exec(line);
+    if (open) {
+      if (fence === '') fence = open[1] as string;
+      else if ((open[1] as string).startsWith(fence)) fence = '';
+      continue;
+    }
+    const heading = /^#{1,6}\s+(.*)$/.exec(line);
+    if (heading && fence === '') {
+      const base = (heading[1] as string)
+        .trim()
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+        .replace(/\s/g, '-');
+      let slug = base;
+      for (let i = 1; slugs.has(slug); i++) slug = `${base}-${i}`;
+      slugs.add(slug);
+    }
+  }
+  return slugs;
 }
 
 const compilerOptions = (() => {
@@ -111,9 +137,29 @@ function checkBlocks(blocks: readonly { block: ReadmeBlock; name: string }[]): M
   return result;
 }
 
-const readme = readFileSync(join(root, 'README.md'), 'utf8');
-const blocks = typescriptBlocks(readme);
-const checked = blocks.filter((block) => !/\bno-check\b/.test(block.info));
+/** README.md and every Markdown file under docs/, as paths relative to the repository. */
+function markdownFiles(): string[] {
+  const out = ['README.md'];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(join(root, dir)).sort()) {
+      const path = join(dir, name);
+      if (statSync(join(root, path)).isDirectory()) walk(path);
+      else if (name.endsWith('.md')) out.push(path);
+    }
+  };
+  if (existsSync(join(root, 'docs'))) walk('docs');
+  return out;
+}
+
+const files = markdownFiles().map((name) => ({ name, text: readFileSync(join(root, name), 'utf8') }));
+const readme = files[0]?.text ?? '';
+const blocksOf = files.map(({ name, text }) => ({ name, blocks: typescriptBlocks(text) }));
+const blocks = blocksOf.flatMap(({ blocks }) => blocks);
+const named = blocksOf.flatMap(({ name, blocks }) =>
+  blocks.filter((block) => !/\bno-check\b/.test(block.info)).map((block) => ({ block, name })),
+);
+const checked = named.map(({ block }) => block);
+const nameOfBlock = new Map(named.map(({ block, name }) => [block, name]));
 // A fixture checked in the same program (one compile for the whole file): it shows that a block
 // that does not compile is reported, at its line, and that blocks do not see each other's names.
 const fixture = typescriptBlocks(
@@ -133,27 +179,54 @@ let diagnostics = new Map<ReadmeBlock, string[]>();
 let fixtureDiagnostics = new Map<ReadmeBlock, string[]>();
 
 beforeAll(() => {
-  const all = checkBlocks([
-    ...checked.map((block) => ({ block, name: 'README.md' })),
-    ...fixture.map((block) => ({ block, name: 'FIXTURE.md' })),
-  ]);
+  const all = checkBlocks([...named, ...fixture.map((block) => ({ block, name: 'FIXTURE.md' }))]);
   diagnostics = new Map(checked.map((block) => [block, all.get(block) ?? ['not checked']]));
   fixtureDiagnostics = new Map(fixture.map((block) => [block, all.get(block) ?? ['not checked']]));
 }, 120_000);
 
-describe('README', () => {
+describe('README and docs/', () => {
   it('has TypeScript blocks to check, and checks all but the opted-out ones', () => {
-    const fences = readme.split('\n').filter((line) => /^\s{0,3}(`{3,}|~{3,})\s*(ts|typescript)\b/i.test(line)).length;
+    const fences = files
+      .map(
+        ({ text }) => text.split('\n').filter((line) => /^\s{0,3}(`{3,}|~{3,})\s*(ts|typescript)\b/i.test(line)).length,
+      )
+      .reduce((a, b) => a + b, 0);
     expect(blocks.length).toBe(fences);
-    expect(checked.length).toBeGreaterThanOrEqual(4);
+    expect(typescriptBlocks(readme).length).toBeGreaterThanOrEqual(3);
+    expect(checked.length).toBeGreaterThanOrEqual(20);
   });
 
-  it.each(checked.map((block) => [block.line, block] as const))(
-    'the block at line %d compiles as written',
-    (_line, block) => {
+  it.each(checked.map((block) => [nameOfBlock.get(block), block.line, block] as const))(
+    '%s: the block at line %d compiles as written',
+    (_name, _line, block) => {
       expect(diagnostics.get(block)).toEqual([]);
     },
   );
+
+  it('links only to files and headings that exist', () => {
+    const broken: string[] = [];
+    for (const { name, text } of files) {
+      const prose = text.replace(/^(\s{0,3})(`{3,}|~{3,})[\s\S]*?^\1\2\s*$/gm, '');
+      for (const match of prose.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = match[1] as string;
+        if (/^[a-z]+:/i.test(target)) continue; // http:, mailto:
+        const [path = '', anchor] = target.split('#');
+        const file = path === '' ? name : relative(root, join(root, dirname(name), path));
+        if (!existsSync(join(root, file))) {
+          broken.push(`${name}: ${target} (no file ${file})`);
+          continue;
+        }
+        if (
+          anchor !== undefined &&
+          file.endsWith('.md') &&
+          !headingSlugs(readFileSync(join(root, file), 'utf8')).has(anchor)
+        ) {
+          broken.push(`${name}: ${target} (no heading #${anchor} in ${file})`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+  });
 
   it('finds blocks the way Markdown does', () => {
     const text = [
