@@ -147,7 +147,8 @@ export {
 } from './scheduler/scheduler.js';
 export type { StreamWaitMessage, ThrottleCounters } from './stream/counters.js';
 export { ThrottleGroup, type ThrottleGroupOptions, type ThrottleMemberOptions } from './stream/group.js';
-export { Throttle, type ThrottleOptions, type ThrottleStreamOptions } from './stream/throttle.js';
+export { Throttle } from './stream/throttle.js';
+export type { ThrottleOptions, ThrottleStreamOptions } from './stream/throttle-options.js';
 export {
   type DurationInput,
   formatDuration,

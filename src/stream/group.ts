@@ -70,7 +70,8 @@ import {
   groupWakePieceBytes,
   wakePieceBytes,
 } from './pacing.js';
-import { Throttle, type ThrottleOptions } from './throttle.js';
+import { Throttle } from './throttle.js';
+import type { ThrottleOptions } from './throttle-options.js';
 
 /** Options for {@link ThrottleGroup}. */
 export interface ThrottleGroupOptions {

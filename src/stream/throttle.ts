@@ -45,157 +45,24 @@
  * pushed.
  */
 
-import { addAbortSignal, Transform, type TransformCallback, type TransformOptions } from 'node:stream';
+import { addAbortSignal, Transform, type TransformCallback } from 'node:stream';
 import { type Clock, systemClock } from '../clock.js';
 import { streamWaitChannel } from '../diagnostics.js';
-import { InvalidOptionError, InvalidRateError } from '../errors.js';
+import { InvalidOptionError } from '../errors.js';
 import { ByteMeter } from '../meters/byte-meter.js';
 import { Watchdog } from '../timer.js';
-import {
-  describeBytes,
-  describeRate,
-  parseRateOption,
-  parseSizeOption,
-  type RateInput,
-  type SizeInput,
-} from '../units.js';
+import type { RateInput, SizeInput } from '../units.js';
 import { Progress, type ThrottleCounters } from './counters.js';
 import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
+import { EARLY_WAKE_MS, wakePieceBytes } from './pacing.js';
 import {
-  checkBurst,
-  checkBurstLimit,
-  checkPeakBurst,
-  checkRateLimit,
-  defaultBurstBytes,
-  EARLY_WAKE_MS,
-  wakePieceBytes,
-} from './pacing.js';
-
-/** The stream options a Throttle passes on to `Transform` (object mode and the simplified-constructor hooks are not among them). */
-export type ThrottleStreamOptions = Pick<
-  TransformOptions,
-  | 'highWaterMark'
-  | 'readableHighWaterMark'
-  | 'writableHighWaterMark'
-  | 'allowHalfOpen'
-  | 'emitClose'
-  | 'autoDestroy'
-  | 'signal'
-  | 'decodeStrings'
-  | 'defaultEncoding'
-  | 'encoding'
->;
-
-const STREAM_KEYS = [
-  'highWaterMark',
-  'readableHighWaterMark',
-  'writableHighWaterMark',
-  'allowHalfOpen',
-  'emitClose',
-  'autoDestroy',
-  'signal',
-  'decodeStrings',
-  'defaultEncoding',
-  'encoding',
-] as const;
-
-/** Options for {@link Throttle}. */
-export interface ThrottleOptions extends ThrottleStreamOptions {
-  /**
-   * The sustained rate, bytes per second: a number or a string such as
-   * `'1MiB/s'`, `'8mbit'`, `'100Mbps'`. Required, except for a member of a
-   * `group`, where it is the member's own cap under the group's (omit it to
-   * take whatever the group gives).
-   */
-  rate?: RateInput;
-  /**
-   * The bucket's capacity: the most bytes that pass at once after an idle
-   * spell, and the largest piece. A number of bytes or a size such as `'64KiB'`.
-   * Must be at least rate x 10 ms (`BurstTooSmallError` says the smallest that works).
-   * @default rate x 100 ms, but at least 128 KiB (two 64 KiB chunks) where that is at most rate x 250 ms, and at least 1 KiB
-   */
-  burst?: SizeInput;
-  /**
-   * TBF's peak rate: how fast a burst itself may drain, bytes per second.
-   * Must be above `rate`.
-   * @default none (a burst drains as fast as the reader takes it)
-   */
-  peakRate?: RateInput;
-  /**
-   * The peak bucket's capacity (TBF's `mtu`): the most bytes that pass back to
-   * back at the peak rate. At most `burst`, at least rate x 10 ms.
-   * @default peakRate x 10 ms, at least 1 KiB, at most `burst`
-   */
-  peakBurst?: SizeInput;
-  /** Share a cap with other streams (a `ThrottleGroup`): the group's rate bounds all its members together. */
-  group?: GroupHandle;
-  /** The time source. A member of a group uses the group's clock. @default systemClock */
-  clock?: Clock;
-  /** Not supported: a Throttle paces bytes, and objects have no size. */
-  objectMode?: false;
-  /** Not supported, as `objectMode`. */
-  readableObjectMode?: false;
-  /** Not supported, as `objectMode`. */
-  writableObjectMode?: false;
-}
-
-/** A cap's parsed parameters. */
-interface Cap {
-  ratePerSecond: number;
-  burstBytes: number;
-  burstExplicit: boolean;
-  peak: { ratePerSecond: number; burstBytes: number; burstExplicit: boolean } | undefined;
-}
-
-/** Parses and checks rate, burst, peakRate and peakBurst together. */
-function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, peakBurst?: SizeInput): Cap {
-  const ratePerSecond = parseRateOption(rate, 'rate');
-  checkRateLimit(ratePerSecond, rate);
-  const burstBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseSizeOption(burst, 'burst');
-  checkBurstLimit(burstBytes, burst);
-  checkBurst(ratePerSecond, burstBytes);
-  let peak: Cap['peak'];
-  if (peakRate !== undefined) {
-    const peakPerSecond = parseRateOption(peakRate, 'peakRate');
-    checkRateLimit(peakPerSecond, peakRate, 'peakRate');
-    if (!(peakPerSecond > ratePerSecond)) {
-      throw new InvalidOptionError(
-        'peakRate',
-        peakRate,
-        `peakRate ${describeRate(peakPerSecond)} must be above rate ${describeRate(ratePerSecond)}: ` +
-          'the peak bucket caps how fast a burst drains; to cap the rate itself, lower `rate`',
-      );
-    }
-    let peakBurstBytes: number;
-    if (peakBurst === undefined) {
-      peakBurstBytes = Math.min(burstBytes, defaultPeakBurstBytes(peakPerSecond));
-    } else {
-      peakBurstBytes = parseSizeOption(peakBurst, 'peakBurst');
-      if (peakBurstBytes > burstBytes) {
-        throw new InvalidOptionError(
-          'peakBurst',
-          peakBurst,
-          `peakBurst ${describeBytes(peakBurstBytes)} must not exceed burst ${describeBytes(burstBytes)}: ` +
-            'a piece must fit both buckets; lower peakBurst or raise burst',
-        );
-      }
-      checkPeakBurst(peakPerSecond, peakBurstBytes, burstBytes);
-    }
-    peak = { ratePerSecond: peakPerSecond, burstBytes: peakBurstBytes, burstExplicit: peakBurst !== undefined };
-  } else if (peakBurst !== undefined) {
-    throw new InvalidOptionError(
-      'peakBurst',
-      peakBurst,
-      'peakBurst is the peak bucket of `peakRate`: set peakRate too',
-    );
-  }
-  return { ratePerSecond, burstBytes, burstExplicit: burst !== undefined, peak };
-}
-
-/** The peak bucket's default: 10 ms of the peak rate, at least 1 KiB. */
-function defaultPeakBurstBytes(peakPerSecond: number): number {
-  return Math.max(1024, Math.ceil(peakPerSecond / 100));
-}
+  type Cap,
+  checkOptions,
+  ownCap,
+  resolveCap,
+  type ThrottleOptions,
+  transformOptions,
+} from './throttle-options.js';
 
 function wakePieceFor(cap: Cap, lateMs: number): number {
   const piece = wakePieceBytes(cap.ratePerSecond, cap.burstBytes, lateMs);
@@ -214,73 +81,6 @@ function wakePieceFor(cap: Cap, lateMs: number): number {
 const RUN_MS = 1;
 /** ... and at least 64 KiB, a chunk, which at lower rates passes in far less than 1 ms of the rate. */
 const RUN_FLOOR_BYTES = 64 * 1024;
-
-/** A value Node accepts as a signal: an object with a boolean `aborted` and `addEventListener`. */
-function isAbortSignal(value: unknown): value is AbortSignal {
-  if (value === null || typeof value !== 'object') return false;
-  const candidate = value as Partial<AbortSignal>;
-  return typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function';
-}
-
-/** Checks the options that need no parsing; returns the group, if any. Nothing is made or armed yet. */
-function checkOptions(options: ThrottleOptions): GroupHandle | undefined {
-  if (options === null || typeof options !== 'object') {
-    throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "1MiB/s" }');
-  }
-  for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
-    if (options[key]) {
-      throw new InvalidOptionError(
-        key,
-        options[key],
-        `${key} is not supported: a Throttle paces bytes (one byte, one token), and objects have no size; ` +
-          'pipe Buffers or strings, or pace objects with a Scheduler and a cost per object',
-      );
-    }
-  }
-  const signal: unknown = options.signal;
-  if (signal !== undefined && !isAbortSignal(signal)) {
-    throw new InvalidOptionError(
-      'signal',
-      signal,
-      'expected `signal` to be an AbortSignal (pass `controller.signal`, not the AbortController)',
-    );
-  }
-  const group: unknown = options.group;
-  if (group !== undefined && (group === null || typeof (group as Partial<GroupHandle>)[kJoin] !== 'function')) {
-    throw new InvalidOptionError('group', group, 'expected `group` to be a ThrottleGroup');
-  }
-  return group as GroupHandle | undefined;
-}
-
-/** The member's own cap from rate, burst, peakRate and peakBurst (undefined: a group member without one). */
-function ownCap(options: ThrottleOptions, group: GroupHandle | undefined): Cap | undefined {
-  if (options.rate !== undefined) return resolveCap(options.rate, options.burst, options.peakRate, options.peakBurst);
-  if (group === undefined) {
-    throw new InvalidRateError(
-      undefined,
-      'a Throttle needs a `rate` (bytes per second, e.g. "1MiB/s"), or a `group` whose cap it shares',
-    );
-  }
-  for (const key of ['burst', 'peakRate', 'peakBurst'] as const) {
-    if (options[key] !== undefined) {
-      throw new InvalidOptionError(
-        key,
-        options[key],
-        `${key} applies to the member's own cap: set \`rate\` too, or set the group's ${key === 'burst' ? 'burst' : 'rate'}`,
-      );
-    }
-  }
-  return undefined;
-}
-
-/** The `Transform` options among ours (the signal is attached later, by the constructor). */
-function transformOptions(options: ThrottleOptions): TransformOptions {
-  const streamOptions: TransformOptions = {};
-  for (const key of STREAM_KEYS) {
-    if (key !== 'signal' && options[key] !== undefined) (streamOptions as Record<string, unknown>)[key] = options[key];
-  }
-  return streamOptions;
-}
 
 /**
  * A bandwidth cap for a byte stream: a `Transform` that passes bytes through
