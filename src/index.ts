@@ -42,6 +42,12 @@ export {
 } from './fleet/store.js';
 export type { ProxyHeader, TrustProxy } from './http/client-address.js';
 export {
+  type FastifyReplyLike,
+  type FastifyRequestLike,
+  type RateLimitHook,
+  rateLimitHook,
+} from './http/fastify.js';
+export {
   type OriginLimits,
   type ThrottleInterceptor,
   type ThrottleInterceptorOptions,
@@ -56,18 +62,9 @@ export type {
   HttpDecisionMessage,
   HttpErrorMessage,
 } from './http/messages.js';
-export {
-  type ErrorInfo,
-  type FastifyReplyLike,
-  type FastifyRequestLike,
-  type LimitInfo,
-  type ProblemDetails,
-  type RateLimitHook,
-  type RateLimitMiddleware,
-  type RateLimitOptions,
-  rateLimit,
-  rateLimitHook,
-} from './http/middleware.js';
+export { type RateLimitMiddleware, rateLimit } from './http/middleware.js';
+export type { ErrorInfo, LimitInfo, RateLimitOptions } from './http/rate-limit-options.js';
+export type { ProblemDetails } from './http/response.js';
 export type { DeciderTakeOptions, RateLimitDecider } from './http/types.js';
 export {
   type BucketKeyedLimiterOptions,
