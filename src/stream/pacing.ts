@@ -1,71 +1,19 @@
 /**
- * Pacing rules shared by `Throttle` and `ThrottleGroup`: how big a burst must
- * be for Node's timers to sustain a rate, the default burst, and the piece a
- * waiting stream wakes up for. (The byte meter itself, TBF's two buckets, is
- * meters/byte-meter.ts; the timer is timer.ts.)
+ * Pacing rules shared by `Throttle` and `ThrottleGroup`, pure functions of
+ * (rate, burst, timer lateness): the smallest burst Node's timers can sustain
+ * a rate with, the default burst, the piece a waiting stream wakes up for,
+ * and a group's quantum. (The byte meter is meters/byte-meter.ts; the timer,
+ * timer.ts.)
  *
- * The wake-piece rule (stated here once; the rest of src/stream points here).
- * Refill is lazy (see meters/bucket.ts), so a timer that fires late costs
- * nothing: the tokens earned in the extra time are still in the bucket when
- * the stream wakes up, and the next piece is that much larger. The one way to
- * lose rate is for the bucket to fill up while the stream sleeps: tokens
- * above the capacity are dropped. A stream that waits for a piece of P bytes
- * and wakes L ms late finds P + rate * L tokens, so nothing is lost as long as
- *
- *   P + rate * L <= burst.
- *
- * So a waiting stream sleeps for a wake piece P = the burst less 10 ms of the
- * rate ({@link LATE_TOLERANCE_MS}), and no less than half the burst. Once its
- * timers have been seen firing later than that, the margin grows to 1.5 times
- * the lateness seen (timer.ts's `Lateness`, which halves every second), down
- * to half the burst. A burst above the default counts as the default, so a
- * large burst stays a reserve and the output stays smooth; and a piece is at
- * most 250 ms of the rate ({@link MAX_WAKE_MS}), so low rates, whose default
- * burst is the 1 KiB floor, still pass one four times a second
- * ({@link wakePieceBytes}). A group sleeps for a little less
- * ({@link groupWakePieceBytes}, {@link GROUP_HOLD_MS}).
- *
- * The smallest burst. Node's timers have a resolution of 1 ms and fire about
- * 1-2 ms late, more under load; we allow L = {@link TIMER_SLACK_MS} (5 ms) at
- * the least. With P at least half the burst, the rule becomes
- *
- *   burst >= 2 * rate * 5 ms = rate * 10 ms        ({@link minBurstBytes})
- *
- * the same rule as TBF's `burst >= rate / HZ`, with our timers' lateness as
- * the tick. An explicit burst below it is refused with `BurstTooSmallError`.
- *
- * The default burst is 100 ms of the rate, but at least two 64 KiB chunks
- * (128 KiB, {@link DEFAULT_BURST_CHUNK_BYTES}) as long as that is no more
- * than 250 ms of the rate, and at least 1 KiB ({@link defaultBurstBytes}):
- * 10 MiB/s gets 1 MiB, 1 GiB/s 102.4 MiB, 1 MiB/s 128 KiB, 256 KiB/s 64 KiB,
- * 1 KiB/s 1 KiB. From 1.25 MiB/s up a busy stream wakes every 90 ms (about
- * 11 times a second), tolerates timers 10 ms late without losing rate, and
- * no window of 100 ms carries more than twice the rate's share.
- *
- * Why 100 ms and not less. Every wake-up of a paced stream costs CPU well
- * beyond the timer: the source was paused by backpressure while the stream
- * slept and is resumed to refill it (for an HTTP body, undici hands back what
- * it had parsed and the socket joins its buffers again), so a busy stream
- * costs about one pause and resume per wake-up. A bucket of B ms must be
- * emptied at least every B ms, less the timer margin, or it overflows and
- * the rate is lost; so the burst sets the wake-up rate. With 50 ms (25
- * wake-ups a second) a paced HTTP body cost 10-20 % more CPU than the
- * `throttle` package's, which passes a tenth of a second's bytes at once;
- * with 100 ms the two wake as often and cost within a few per cent of each
- * other, either way (README, the stream bench). A smoother output is
- * one option away: `burst` (down to rate x 10 ms) or `peakRate`.
- *
- * Below 1.25 MiB/s the chunk floor is TBF's "burst >= MTU" rule with Node's
- * chunk for the packet: a socket or file hands over 64 KiB at a time (the
- * default highWaterMark), and a wake piece, at least half the burst, then
- * carries a whole chunk instead of cutting each chunk into pieces, a
- * wake-up for each. The 250 ms cap keeps slow rates from bursting for
- * seconds.
- *
- * A group's default burst stays 50 ms ({@link GROUP_DEFAULT_BURST_MS},
- * {@link defaultGroupBurstBytes} says why).
- *
- * The largest rate and burst are {@link MAX_RATE} and {@link MAX_BURST}.
+ * The wake-piece rule: refill is lazy, so a stream that sleeps for a piece P
+ * and wakes L ms late loses no rate as long as P + rate * L <= burst. With P
+ * at least half the burst and L at least {@link TIMER_SLACK_MS}, a burst must
+ * hold rate x 10 ms ({@link minBurstBytes}; TBF's burst >= rate / HZ). The
+ * default burst is 100 ms of the rate, at least two 64 KiB chunks where that
+ * is at most 250 ms of it, and at least 1 KiB ({@link defaultBurstBytes}); a
+ * group's is 50 ms ({@link defaultGroupBurstBytes}). Every size returned is
+ * whole bytes, at least 1, and a wake piece is never above the burst.
+ * docs/internals/streams.md gives the reasoning and the measurements.
  */
 
 import { BurstTooSmallError, InvalidRateError, InvalidSizeError } from '../errors.js';
@@ -77,7 +25,7 @@ import { describeBytes, describeRate } from '../units.js';
 export const TIMER_SLACK_MS = 5;
 /** How late a timer may fire without costing rate, for bursts of at least 20 ms of the rate. */
 export const LATE_TOLERANCE_MS = 10;
-/** A lone stream's default burst, in ms of the rate (this file's opening comment says why 100). */
+/** A lone stream's default burst, in ms of the rate (docs/internals/streams.md says why 100). */
 export const DEFAULT_BURST_MS = 100;
 /** A group's default burst, in ms of its rate ({@link defaultGroupBurstBytes}). */
 export const GROUP_DEFAULT_BURST_MS = 50;
@@ -136,7 +84,7 @@ export function minBurstBytes(ratePerSecond: number): number {
 /**
  * The default burst for `ratePerSecond`: 100 ms of the rate, at least two
  * 64 KiB chunks if that is at most 250 ms of the rate, and at least 1 KiB
- * (this file's opening comment says why).
+ * (docs/internals/streams.md says why).
  *
  * @example defaultBurstBytes(10 * 2 ** 20) === 1048576; defaultBurstBytes(2 ** 20) === 131072; defaultBurstBytes(2 ** 18) === 65536
  */

@@ -1,48 +1,21 @@
 /**
  * Throttle: a `Transform` that paces bytes like Linux's Token Bucket Filter.
+ * A flow obeys TBF with rate R and depth B if, for any interval of length T,
+ * the bytes passed do not exceed B + R * T (sch_tbf.c). One byte costs one
+ * token; the bucket starts full. With `peakRate`, a piece must also conform
+ * to TBF's second bucket (peakRate, peakBurst). In a `ThrottleGroup`, a
+ * member passes its own cap first, then the group's (group.ts).
  *
- * The specification, as sch_tbf.c states it: a flow obeys TBF with rate R and
- * depth B if, for any interval of length T, the bytes passed do not exceed
- * B + R * T. One byte costs one token; the bucket starts full, so the first
- * `burst` bytes go at once and then the rate holds.
+ * `_transform` holds a chunk's callback until all of it has been pushed, so
+ * the source is paused by ordinary backpressure and nothing is buffered
+ * beyond that chunk. What conforms passes now; for the rest the stream sleeps
+ * on one timer (timer.ts's Watchdog) for a wake piece (pacing.ts).
  *
- * Algorithm. `_transform` receives a chunk and holds on to its callback until
- * every byte of the chunk has been pushed: the writable side stays "busy", so
- * the source is paused by ordinary backpressure and nothing is buffered here
- * beyond the one chunk Node already gave us. If the bucket holds the whole
- * chunk, it passes at once (the fast path: one clock read, a comparison, a
- * subtraction). If not, the conforming prefix passes now and the rest waits:
- * the stream sleeps on one timer, armed for the exact time until a wake
- * piece conforms (the wake-piece rule: pacing.ts's opening comment), and
- * then passes every byte the bucket holds. So no piece is
- * larger than the burst, nothing is dropped, reordered or duplicated, and a
- * chunk larger than the burst is simply passed in several pieces, as TBF
- * segments oversized packets.
- *
- * Refill is lazy, so a timer that fires late loses nothing: the stream finds
- * more tokens and passes a larger piece (pacing.ts says why the bucket does
- * not overflow meanwhile). The byte meter is meters/byte-meter.ts; the
- * timer, timer.ts's Watchdog.
- * When a piece ends a chunk and the next chunk is already queued behind it,
- * Node hands it over synchronously and the same wake-up goes on with it, so
- * small chunks do not cost a timer each.
- *
- * peakRate is TBF's second bucket: capacity `peakBurst` (by default 10 ms of
- * the peak rate, at most the burst), refilled at `peakRate`. A piece must
- * conform to both buckets, so a burst drains at no more than the peak rate:
- * no window of T carries more than peakBurst + peakRate * T, nor more than
- * burst + rate * T.
- *
- * In a `ThrottleGroup` the member first satisfies its own cap (if it has a
- * `rate` of its own), then takes its bytes from the group's bucket, at once if
- * no member is waiting, otherwise in its turn of the group's deficit round
- * robin (see group.ts).
- *
- * The reader's backpressure is kept too: if `push()` reports a full readable
- * buffer in the middle of a chunk, the rest waits for `_read()`.
- * `destroy()` (or an aborted `signal`, or a failed `pipeline`) clears the
- * timer and leaves the group: nothing fires afterwards and nothing more is
- * pushed.
+ * Invariants: no piece is larger than the burst; nothing is dropped,
+ * reordered or duplicated; a full readable side holds the rest until
+ * `_read()`; after `destroy()` (an aborted `signal`, a failed `pipeline`)
+ * no timer is armed and nothing more is pushed. docs/internals/streams.md
+ * gives the reasoning (runs, early wake-ups, the peak bucket).
  */
 
 import { addAbortSignal, Transform, type TransformCallback } from 'node:stream';
@@ -534,7 +507,7 @@ export class Throttle extends Transform {
   /**
    * Arms the one timer for about the instant `dueMs`: whole milliseconds, at
    * least 1 ms from now, and no earlier than {@link EARLY_WAKE_MS} before it
-   * (pacing.ts says why a wake-up a little early is welcome).
+   * (docs/internals/streams.md says why a wake-up a little early is welcome).
    */
   #armWake(nowMs: number, dueMs: number): void {
     this.#progress.waiting(nowMs);
