@@ -448,7 +448,7 @@ export class ThrottleGroup implements GroupHandle {
             // what they hold is left. A capped member is served as soon as its piece conforms.
             const target =
               port.capped() || ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
-            const waitMs = meter.readyAt(nowMs, target) - nowMs;
+            const waitMs = meter.msUntil(nowMs, target);
             if (streamWaitChannel.hasSubscribers) streamWaitChannel.publish({ stream: this, waitMs });
             this.#watchdog.arm(nowMs, waitMs);
             this.#waitingForTokens = true;
@@ -481,7 +481,7 @@ export class ThrottleGroup implements GroupHandle {
         if (holding > 0 && meter.available(nowMs) < this.#holdLimitBytes) {
           // Hold the dry members' turns while the bucket has room: their data is
           // served as it arrives; at the hold limit they give up their turns.
-          this.#watchdog.arm(nowMs, meter.readyAt(nowMs, this.#holdLimitBytes) - nowMs);
+          this.#watchdog.arm(nowMs, meter.msUntil(nowMs, this.#holdLimitBytes));
           return;
         }
         for (let i = ring.length - 1; i >= 0; i--) if ((ring[i] as MemberPort).dry) this.#drop(ring[i] as MemberPort);

@@ -159,6 +159,11 @@ export function defaultGroupBurstBytes(ratePerSecond: number): number {
   return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * GROUP_DEFAULT_BURST_MS) / 1000));
 }
 
+/** The peak bucket's default capacity before the cap at the burst: 10 ms of the peak rate, at least 1 KiB. */
+export function defaultPeakBurstBytes(peakPerSecond: number): number {
+  return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil(peakPerSecond / 100));
+}
+
 /** The default burst and where it comes from: `'1 MiB (rate x 100 ms)'`, `'128 KiB (two 64 KiB chunks)'`. */
 export function describeDefaultBurst(ratePerSecond: number): string {
   const bytes = defaultBurstBytes(ratePerSecond);
@@ -204,7 +209,7 @@ export function checkPeakBurst(peakPerSecond: number, peakBurstBytes: number, bu
   const alsoBurst =
     minPeak > burstBytes
       ? ` and a burst at least as large (it is ${describeBytes(burstBytes)}), or a lower peakRate`
-      : `, or leave it unset for the default of ${describeBytes(Math.min(burstBytes, Math.max(DEFAULT_BURST_FLOOR_BYTES, minPeak)))}`;
+      : `, or leave it unset for the default of ${describeBytes(Math.min(burstBytes, defaultPeakBurstBytes(peakPerSecond)))}`;
   throw new BurstTooSmallError(
     peakBurstBytes,
     minPeak,

@@ -22,7 +22,14 @@ import {
   type SizeInput,
 } from '../units.js';
 import { type GroupHandle, kJoin } from './link.js';
-import { checkBurst, checkBurstLimit, checkPeakBurst, checkRateLimit, defaultBurstBytes } from './pacing.js';
+import {
+  checkBurst,
+  checkBurstLimit,
+  checkPeakBurst,
+  checkRateLimit,
+  defaultBurstBytes,
+  defaultPeakBurstBytes,
+} from './pacing.js';
 
 /** The stream options a Throttle passes on to `Transform` (object mode and the simplified-constructor hooks are not among them). */
 export type ThrottleStreamOptions = Pick<
@@ -143,11 +150,6 @@ export function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateIn
     );
   }
   return { ratePerSecond, burstBytes, burstExplicit: burst !== undefined, peak };
-}
-
-/** The peak bucket's default: 10 ms of the peak rate, at least 1 KiB. */
-function defaultPeakBurstBytes(peakPerSecond: number): number {
-  return Math.max(1024, Math.ceil(peakPerSecond / 100));
 }
 
 /** A value Node accepts as a signal: an object with a boolean `aborted` and `addEventListener`. */

@@ -468,6 +468,8 @@ describe('Throttle: peakBurst against peakRate', () => {
           'or leave it unset for the default of 671089 bytes (~655 KiB)',
       );
     }
+    // The default the message names is the one an unset peakBurst gets.
+    expect(new Throttle({ rate: '10MiB/s', burst: '1MiB', peakRate: '64MiB/s' }).peakBurst).toBe(671089);
     // Exactly the smallest is accepted.
     expect(new Throttle({ rate: '10MiB/s', burst: '1MiB', peakRate: '64MiB/s', peakBurst: 671089 }).peakBurst).toBe(
       671089,
