@@ -98,8 +98,9 @@ export class ThrottleGroup implements GroupHandle {
     }
     const clock = options.clock ?? systemClock;
     const ratePerSecond = groupRate(options.rate);
-    const burstBytes = options.burst === undefined ? defaultGroupBurstBytes(ratePerSecond) : groupBurst(options.burst);
-    checkBurst(ratePerSecond, burstBytes);
+    const capacityBytes =
+      options.burst === undefined ? defaultGroupBurstBytes(ratePerSecond) : groupBurst(options.burst);
+    checkBurst(ratePerSecond, capacityBytes);
     this.#clock = clock;
     this.#watchdog = new Watchdog(clock, (latenessChanged) => {
       this.#waitingForTokens = false;
@@ -108,8 +109,8 @@ export class ThrottleGroup implements GroupHandle {
     });
     this.#burstExplicit = options.burst !== undefined;
     this.#quantumExplicit = options.quantum === undefined ? undefined : parseSizeOption(options.quantum, 'quantum');
-    this.#quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
-    this.#meter = new ByteMeter(ratePerSecond, burstBytes, clock.now());
+    this.#quantumBytes = quantumFor(ratePerSecond, capacityBytes, this.#quantumExplicit);
+    this.#meter = new ByteMeter(ratePerSecond, capacityBytes, clock.now());
     this.#holdLimitBytes = 0;
     this.#wakePieceBytes = 0;
     this.#updatePieces();
@@ -187,10 +188,10 @@ export class ThrottleGroup implements GroupHandle {
    */
   setRate(rate: RateInput): void {
     const ratePerSecond = groupRate(rate);
-    const burstBytes = this.#burstExplicit ? this.#meter.burstBytes : defaultGroupBurstBytes(ratePerSecond);
-    checkBurst(ratePerSecond, burstBytes);
-    const quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
-    this.#meter.reconfigure(this.#clock.now(), { ratePerSecond, burstBytes });
+    const capacityBytes = this.#burstExplicit ? this.#meter.burstBytes : defaultGroupBurstBytes(ratePerSecond);
+    checkBurst(ratePerSecond, capacityBytes);
+    const quantumBytes = quantumFor(ratePerSecond, capacityBytes, this.#quantumExplicit);
+    this.#meter.reconfigure(this.#clock.now(), { ratePerSecond, burstBytes: capacityBytes });
     this.#quantumBytes = quantumBytes;
     this.#updatePieces();
     this.#clampTurns();
@@ -217,10 +218,10 @@ export class ThrottleGroup implements GroupHandle {
 
   /** Recomputes the hold limit and the wake piece from the numbers and the timer's lateness. */
   #updatePieces(): void {
-    const { ratePerSecond, burstBytes } = this.#meter;
+    const { ratePerSecond, burstBytes: capacityBytes } = this.#meter;
     const lateMs = this.#watchdog.latenessMs;
-    this.#holdLimitBytes = wakePieceBytes(ratePerSecond, burstBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
-    this.#wakePieceBytes = groupWakePieceBytes(ratePerSecond, burstBytes, this.#quantumBytes, lateMs);
+    this.#holdLimitBytes = wakePieceBytes(ratePerSecond, capacityBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
+    this.#wakePieceBytes = groupWakePieceBytes(ratePerSecond, capacityBytes, this.#quantumBytes, lateMs);
   }
 
   /**
@@ -515,18 +516,18 @@ function groupRate(rate: RateInput): number {
 
 /** The group's burst option, parsed and checked against MAX_BURST. */
 function groupBurst(burst: SizeInput): number {
-  const burstBytes = parseSizeOption(burst, 'burst');
-  checkBurstLimit(burstBytes, burst);
-  return burstBytes;
+  const capacityBytes = parseSizeOption(burst, 'burst');
+  checkBurstLimit(capacityBytes, burst);
+  return capacityBytes;
 }
 
-function quantumFor(ratePerSecond: number, burstBytes: number, explicit: number | undefined): number {
-  if (explicit === undefined) return defaultQuantumBytes(ratePerSecond, burstBytes);
-  if (explicit > burstBytes / 2) {
+function quantumFor(ratePerSecond: number, capacityBytes: number, explicit: number | undefined): number {
+  if (explicit === undefined) return defaultQuantumBytes(ratePerSecond, capacityBytes);
+  if (explicit > capacityBytes / 2) {
     throw new InvalidOptionError(
       'quantum',
       explicit,
-      `quantum ${describeBytes(explicit)} must be at most half the burst (${describeBytes(burstBytes / 2)}): ` +
+      `quantum ${describeBytes(explicit)} must be at most half the burst (${describeBytes(capacityBytes / 2)}): ` +
         'the group waits for a quantum-sized piece, and a late timer must not overflow the bucket; lower quantum or raise burst',
     );
   }

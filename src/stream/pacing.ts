@@ -104,13 +104,13 @@ export function defaultBurstBytes(ratePerSecond: number): number {
  */
 export function wakePieceBytes(
   ratePerSecond: number,
-  burstBytes: number,
+  capacityBytes: number,
   lateMs = 0,
   defaultBytes = defaultBurstBytes(ratePerSecond),
 ): number {
-  const burst = Math.min(burstBytes, defaultBytes);
+  const capacity = Math.min(capacityBytes, defaultBytes);
   const toleranceMs = expectedLatenessMs(lateMs, LATE_TOLERANCE_MS);
-  const piece = Math.max(burst / 2, burst - (ratePerSecond * toleranceMs) / 1000);
+  const piece = Math.max(capacity / 2, capacity - (ratePerSecond * toleranceMs) / 1000);
   return Math.max(1, Math.floor(Math.min(piece, (ratePerSecond * MAX_WAKE_MS) / 1000)));
 }
 
@@ -131,20 +131,20 @@ export const GROUP_HOLD_MS = 15;
  */
 export function groupWakePieceBytes(
   ratePerSecond: number,
-  burstBytes: number,
+  capacityBytes: number,
   quantumBytes: number,
   lateMs = 0,
 ): number {
-  const wake = wakePieceBytes(ratePerSecond, burstBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
+  const wake = wakePieceBytes(ratePerSecond, capacityBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
   const piece = Math.max(wake / 2, wake - (ratePerSecond * GROUP_HOLD_MS) / 1000, Math.min(quantumBytes, wake));
   return Math.max(1, Math.floor(piece));
 }
 
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */
-export function defaultQuantumBytes(ratePerSecond: number, burstBytes: number): number {
+export function defaultQuantumBytes(ratePerSecond: number, capacityBytes: number): number {
   const quantum = Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_QUANTUM_MS) / 1000));
-  const wake = wakePieceBytes(ratePerSecond, burstBytes, 0, defaultGroupBurstBytes(ratePerSecond));
-  return Math.max(1, Math.min(quantum, Math.floor(burstBytes / 2), wake));
+  const wake = wakePieceBytes(ratePerSecond, capacityBytes, 0, defaultGroupBurstBytes(ratePerSecond));
+  return Math.max(1, Math.min(quantum, Math.floor(capacityBytes / 2), wake));
 }
 
 /**
@@ -182,13 +182,13 @@ export function describeDefaultBurst(ratePerSecond: number): string {
  * Refuses a burst the timers cannot sustain `ratePerSecond` with.
  * @param what names the option in the message: `'burst'`, `'peakBurst'`
  */
-export function checkBurst(ratePerSecond: number, burstBytes: number, what = 'burst'): void {
+export function checkBurst(ratePerSecond: number, capacityBytes: number, what = 'burst'): void {
   const minBurst = minBurstBytes(ratePerSecond);
-  if (burstBytes >= minBurst) return;
+  if (capacityBytes >= minBurst) return;
   throw new BurstTooSmallError(
-    burstBytes,
+    capacityBytes,
     minBurst,
-    `${what} ${describeBytes(burstBytes)} is too small to sustain ${describeRate(ratePerSecond)}: ` +
+    `${what} ${describeBytes(capacityBytes)} is too small to sustain ${describeRate(ratePerSecond)}: ` +
       `timers fire up to ~${TIMER_SLACK_MS} ms late, and tokens that arrive while a full bucket waits are lost; ` +
       `use a ${what} of at least ${describeBytes(minBurst)} (rate x ${2 * TIMER_SLACK_MS} ms), ` +
       `or leave it unset for the default of ${describeDefaultBurst(ratePerSecond)}`,
@@ -201,19 +201,19 @@ export function checkBurst(ratePerSecond: number, burstBytes: number, what = 'bu
  * rate. A peak bucket too small drains a burst well below the peak rate (a
  * 16 KiB peak bucket at 64 MiB/s passes ~15 MiB/s). The peak bucket must
  * also fit in the main one, so when the smallest that works is above
- * `burstBytes` the message says to raise the burst as well.
+ * `capacityBytes` the message says to raise the burst as well.
  */
-export function checkPeakBurst(peakPerSecond: number, peakBurstBytes: number, burstBytes: number): void {
+export function checkPeakBurst(peakPerSecond: number, peakCapacityBytes: number, capacityBytes: number): void {
   const minPeak = minBurstBytes(peakPerSecond);
-  if (peakBurstBytes >= minPeak) return;
+  if (peakCapacityBytes >= minPeak) return;
   const alsoBurst =
-    minPeak > burstBytes
-      ? ` and a burst at least as large (it is ${describeBytes(burstBytes)}), or a lower peakRate`
-      : `, or leave it unset for the default of ${describeBytes(Math.min(burstBytes, defaultPeakBurstBytes(peakPerSecond)))}`;
+    minPeak > capacityBytes
+      ? ` and a burst at least as large (it is ${describeBytes(capacityBytes)}), or a lower peakRate`
+      : `, or leave it unset for the default of ${describeBytes(Math.min(capacityBytes, defaultPeakBurstBytes(peakPerSecond)))}`;
   throw new BurstTooSmallError(
-    peakBurstBytes,
+    peakCapacityBytes,
     minPeak,
-    `peakBurst ${describeBytes(peakBurstBytes)} is too small to sustain peakRate ${describeRate(peakPerSecond)}: ` +
+    `peakBurst ${describeBytes(peakCapacityBytes)} is too small to sustain peakRate ${describeRate(peakPerSecond)}: ` +
       `timers fire up to ~${TIMER_SLACK_MS} ms late, and the peak bucket would drain a burst below its peak rate; ` +
       `use a peakBurst of at least ${describeBytes(minPeak)} (peakRate x ${2 * TIMER_SLACK_MS} ms)${alsoBurst}`,
   );

@@ -99,21 +99,21 @@ export interface ThrottleOptions extends ThrottleStreamOptions {
   writableObjectMode?: false;
 }
 
-/** A cap's parsed parameters. */
+/** A stream's own bandwidth cap, parsed: its rate and its bucket's capacity, and TBF's peak bucket if any; `burstExplicit`: the option was given. */
 export interface Cap {
   ratePerSecond: number;
-  burstBytes: number;
+  capacityBytes: number;
   burstExplicit: boolean;
-  peak: { ratePerSecond: number; burstBytes: number; burstExplicit: boolean } | undefined;
+  peak: { ratePerSecond: number; capacityBytes: number; burstExplicit: boolean } | undefined;
 }
 
 /** Parses and checks rate, burst, peakRate and peakBurst together. */
 export function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, peakBurst?: SizeInput): Cap {
   const ratePerSecond = parseRateOption(rate, 'rate');
   checkRateLimit(ratePerSecond, rate);
-  const burstBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseSizeOption(burst, 'burst');
-  checkBurstLimit(burstBytes, burst);
-  checkBurst(ratePerSecond, burstBytes);
+  const capacityBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseSizeOption(burst, 'burst');
+  checkBurstLimit(capacityBytes, burst);
+  checkBurst(ratePerSecond, capacityBytes);
   let peak: Cap['peak'];
   if (peakRate !== undefined) {
     const peakPerSecond = parseRateOption(peakRate, 'peakRate');
@@ -126,22 +126,22 @@ export function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateIn
           'the peak bucket caps how fast a burst drains; to cap the rate itself, lower `rate`',
       );
     }
-    let peakBurstBytes: number;
+    let peakCapacityBytes: number;
     if (peakBurst === undefined) {
-      peakBurstBytes = Math.min(burstBytes, defaultPeakBurstBytes(peakPerSecond));
+      peakCapacityBytes = Math.min(capacityBytes, defaultPeakBurstBytes(peakPerSecond));
     } else {
-      peakBurstBytes = parseSizeOption(peakBurst, 'peakBurst');
-      if (peakBurstBytes > burstBytes) {
+      peakCapacityBytes = parseSizeOption(peakBurst, 'peakBurst');
+      if (peakCapacityBytes > capacityBytes) {
         throw new InvalidOptionError(
           'peakBurst',
           peakBurst,
-          `peakBurst ${describeBytes(peakBurstBytes)} must not exceed burst ${describeBytes(burstBytes)}: ` +
+          `peakBurst ${describeBytes(peakCapacityBytes)} must not exceed burst ${describeBytes(capacityBytes)}: ` +
             'a piece must fit both buckets; lower peakBurst or raise burst',
         );
       }
-      checkPeakBurst(peakPerSecond, peakBurstBytes, burstBytes);
+      checkPeakBurst(peakPerSecond, peakCapacityBytes, capacityBytes);
     }
-    peak = { ratePerSecond: peakPerSecond, burstBytes: peakBurstBytes, burstExplicit: peakBurst !== undefined };
+    peak = { ratePerSecond: peakPerSecond, capacityBytes: peakCapacityBytes, burstExplicit: peakBurst !== undefined };
   } else if (peakBurst !== undefined) {
     throw new InvalidOptionError(
       'peakBurst',
@@ -149,7 +149,7 @@ export function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateIn
       'peakBurst is the peak bucket of `peakRate`: set peakRate too',
     );
   }
-  return { ratePerSecond, burstBytes, burstExplicit: burst !== undefined, peak };
+  return { ratePerSecond, capacityBytes, burstExplicit: burst !== undefined, peak };
 }
 
 /** A value Node accepts as a signal: an object with a boolean `aborted` and `addEventListener`. */

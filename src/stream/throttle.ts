@@ -38,8 +38,8 @@ import {
 } from './throttle-options.js';
 
 function wakePieceFor(cap: Cap, lateMs: number): number {
-  const piece = wakePieceBytes(cap.ratePerSecond, cap.burstBytes, lateMs);
-  return cap.peak === undefined ? piece : Math.max(1, Math.min(piece, cap.peak.burstBytes / 2));
+  const piece = wakePieceBytes(cap.ratePerSecond, cap.capacityBytes, lateMs);
+  return cap.peak === undefined ? piece : Math.max(1, Math.min(piece, cap.peak.capacityBytes / 2));
 }
 
 /**
@@ -159,7 +159,7 @@ export class Throttle extends Transform {
 
   /** The own burst, bytes (undefined for a group member without a cap of its own). */
   get burst(): number | undefined {
-    return this.#cap?.burstBytes;
+    return this.#cap?.capacityBytes;
   }
 
   /** The peak rate, bytes per second, if one is set. */
@@ -169,7 +169,7 @@ export class Throttle extends Transform {
 
   /** The peak bucket's capacity, bytes, if a peak rate is set. */
   get peakBurst(): number | undefined {
-    return this.#cap?.peak?.burstBytes;
+    return this.#cap?.peak?.capacityBytes;
   }
 
   /** The group this stream shares a cap with (a `ThrottleGroup`), if any. */
@@ -196,9 +196,9 @@ export class Throttle extends Transform {
     const peak = cap?.peak;
     const next = resolveCap(
       rate,
-      cap?.burstExplicit ? cap.burstBytes : undefined,
+      cap?.burstExplicit ? cap.capacityBytes : undefined,
       peak?.ratePerSecond,
-      peak?.burstExplicit ? peak.burstBytes : undefined,
+      peak?.burstExplicit ? peak.capacityBytes : undefined,
     );
     this.#applyCap(next, cap);
   }
@@ -222,7 +222,7 @@ export class Throttle extends Transform {
       cap.ratePerSecond,
       burst,
       peak?.ratePerSecond,
-      peak?.burstExplicit ? peak.burstBytes : undefined,
+      peak?.burstExplicit ? peak.capacityBytes : undefined,
     );
     this.#applyCap(next, cap);
   }
@@ -230,11 +230,11 @@ export class Throttle extends Transform {
   #applyCap(next: Cap, previous: Cap | undefined): void {
     const nowMs = this.#clock.now();
     this.#endRun(nowMs);
-    const peak = next.peak && { ratePerSecond: next.peak.ratePerSecond, burstBytes: next.peak.burstBytes };
+    const peak = next.peak && { ratePerSecond: next.peak.ratePerSecond, burstBytes: next.peak.capacityBytes };
     if (this.#meter === undefined || previous === undefined) {
-      this.#meter = new ByteMeter(next.ratePerSecond, next.burstBytes, nowMs, peak);
+      this.#meter = new ByteMeter(next.ratePerSecond, next.capacityBytes, nowMs, peak);
     } else {
-      this.#meter.reconfigure(nowMs, next);
+      this.#meter.reconfigure(nowMs, { ratePerSecond: next.ratePerSecond, burstBytes: next.capacityBytes });
       if (peak !== undefined) this.#meter.reconfigurePeak(nowMs, peak);
     }
     this.#cap = next;
