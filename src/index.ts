@@ -56,6 +56,7 @@ export {
 export type {
   ClientPauseMessage,
   ClientRefusedMessage,
+  ClientRejectedMessage,
   ClientStartMessage,
   DecisionMessage,
   ErrorMessage,

@@ -58,7 +58,7 @@ export const MAX_WAKE_MS = 250;
  */
 export { MAX_BURST, MAX_RATE };
 
-/** Refuses a rate above {@link MAX_RATE}; `what` names the option. */
+/** Throws `InvalidRateError` for a rate above {@link MAX_RATE}; `what` names the option. */
 export function checkRateLimit(ratePerSecond: number, input: unknown, what = 'rate'): void {
   if (ratePerSecond <= MAX_RATE) return;
   throw new InvalidRateError(
@@ -67,7 +67,7 @@ export function checkRateLimit(ratePerSecond: number, input: unknown, what = 'ra
   );
 }
 
-/** Refuses a burst above {@link MAX_BURST}; `what` names the option. */
+/** Throws `InvalidSizeError` for a burst above {@link MAX_BURST}; `what` names the option. */
 export function checkBurstLimit(bytes: number, input: unknown, what = 'burst'): void {
   if (bytes <= MAX_BURST) return;
   throw new InvalidSizeError(
@@ -179,7 +179,7 @@ export function describeDefaultBurst(ratePerSecond: number): string {
 }
 
 /**
- * Refuses a burst the timers cannot sustain `ratePerSecond` with.
+ * Throws `BurstTooSmallError` for a burst the timers cannot sustain `ratePerSecond` with.
  * @param what names the option in the message: `'burst'`, `'peakBurst'`
  */
 export function checkBurst(ratePerSecond: number, capacityBytes: number, what = 'burst'): void {
@@ -196,7 +196,7 @@ export function checkBurst(ratePerSecond: number, capacityBytes: number, what = 
 }
 
 /**
- * Refuses a peak bucket the timers cannot sustain `peakPerSecond` with: the
+ * Throws `BurstTooSmallError` for a peak bucket the timers cannot sustain `peakPerSecond` with: the
  * same rule as for the main bucket ({@link checkBurst}), against the peak
  * rate. A peak bucket too small drains a burst well below the peak rate (a
  * 16 KiB peak bucket at 64 MiB/s passes ~15 MiB/s). The peak bucket must

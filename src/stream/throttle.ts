@@ -130,7 +130,7 @@ export class Throttle extends Transform {
     };
   }
 
-  /** Joins `group`; refuses a clock of its own (a member uses the group's). */
+  /** Joins `group`; throws `InvalidOptionError` for a clock of its own (a member uses the group's). */
   #joinGroup(group: GroupHandle, port: MemberPort, clock: Clock | undefined): GroupLink {
     const link = group[kJoin](port);
     if (clock !== undefined && clock !== link.clock) {
