@@ -42,6 +42,12 @@ export {
 } from './fleet/store.js';
 export type { ProxyHeader, TrustProxy } from './http/client-address.js';
 export {
+  type FastifyReplyLike,
+  type FastifyRequestLike,
+  type RateLimitHook,
+  rateLimitHook,
+} from './http/fastify.js';
+export {
   type OriginLimits,
   type ThrottleInterceptor,
   type ThrottleInterceptorOptions,
@@ -50,24 +56,16 @@ export {
 export type {
   ClientPauseMessage,
   ClientRefusedMessage,
+  ClientRejectedMessage,
   ClientStartMessage,
   DecisionMessage,
   ErrorMessage,
   HttpDecisionMessage,
   HttpErrorMessage,
 } from './http/messages.js';
-export {
-  type ErrorInfo,
-  type FastifyReplyLike,
-  type FastifyRequestLike,
-  type LimitInfo,
-  type ProblemDetails,
-  type RateLimitHook,
-  type RateLimitMiddleware,
-  type RateLimitOptions,
-  rateLimit,
-  rateLimitHook,
-} from './http/middleware.js';
+export { type RateLimitMiddleware, rateLimit } from './http/middleware.js';
+export type { ErrorInfo, LimitInfo, RateLimitOptions } from './http/rate-limit-options.js';
+export type { ProblemDetails } from './http/response.js';
 export type { DeciderTakeOptions, RateLimitDecider } from './http/types.js';
 export {
   type BucketKeyedLimiterOptions,
@@ -147,7 +145,8 @@ export {
 } from './scheduler/scheduler.js';
 export type { StreamWaitMessage, ThrottleCounters } from './stream/counters.js';
 export { ThrottleGroup, type ThrottleGroupOptions, type ThrottleMemberOptions } from './stream/group.js';
-export { Throttle, type ThrottleOptions, type ThrottleStreamOptions } from './stream/throttle.js';
+export { Throttle } from './stream/throttle.js';
+export type { ThrottleOptions, ThrottleStreamOptions } from './stream/throttle-options.js';
 export {
   type DurationInput,
   formatDuration,

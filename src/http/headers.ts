@@ -35,9 +35,9 @@ export interface PolicyWindow {
   readonly windowSeconds: number;
 }
 
-/** The policy window that advertises a bucket of `ratePerSecond` and `burst` (see the opening comment). */
-export function policyWindow(ratePerSecond: number, burst: number): PolicyWindow {
-  const windowSeconds = Math.max(1, Math.ceil(burst / ratePerSecond - 1e-9));
+/** The policy window that advertises a bucket of `ratePerSecond` and `capacity` (its burst; see the opening comment). */
+export function policyWindow(ratePerSecond: number, capacity: number): PolicyWindow {
+  const windowSeconds = Math.max(1, Math.ceil(capacity / ratePerSecond - 1e-9));
   return { quota: Math.max(1, Math.floor(ratePerSecond * windowSeconds + 1e-9)), windowSeconds };
 }
 

@@ -2,42 +2,19 @@
  * `throttleInterceptor`: an undici interceptor (for `dispatcher.compose(...)`)
  * that paces requests per origin and obeys the origin's own pushback.
  *
- * Each origin (`https://api.example.com:443`) gets its own `Scheduler`
- * (rate, burst, concurrency, maxQueue, maxWait; `origins` overrides them per
- * origin). A request is a job of cost 1 that holds its concurrency unit from
- * the moment it is sent until its response has been delivered in full (or has
- * failed). A request the scheduler refuses fails with the scheduler's own
- * error (`QueueFullError`, `WaitTooLongError`), delivered to the handler as
- * any dispatch error is; no request is sent for it.
+ * Each origin gets its own `Scheduler`; a request is a job of cost 1 that
+ * holds its concurrency unit from the moment it is sent until its response
+ * has been delivered in full (or has failed). A 429/503 with `Retry-After`
+ * or a `RateLimit` item with `r=0` pauses its origin (at most `maxPause`).
+ * With `bandwidth`, bodies pass through a member `Throttle` of one group.
  *
- * Pushback: when an origin answers 429 or 503 (`pauseOn`) with `Retry-After`
- * (delay-seconds or an HTTP-date) or with a `RateLimit` field whose item has
- * `r=0` (its `t` seconds), that origin's scheduler is paused until then (at
- * most `maxPause`). The response itself still reaches the caller: retrying is
- * the job of undici's retry interceptor, and composed outside this one
- * (`compose(throttleInterceptor(...), interceptors.retry())`) each retry goes
- * through the paused origin's queue and leaves when the origin said so. A
- * request that arrives while its origin is paused for longer than its
- * `maxWait` is refused at once with `WaitTooLongError`. No timer is armed for
- * a pause unless requests are waiting behind it.
- *
- * Bandwidth: with `bandwidth` (a rate such as `'1MiB/s'`, or a
- * `ThrottleGroup` to share with other streams), response bodies pass through
- * a member `Throttle` of that group: when its buffer is full (its
- * highWaterMark, 16 KiB), the connection is paused through the handler's
- * controller (`controller.pause()`, undici stops reading the socket) and
- * resumed on `drain`: backpressure, never buffering the body. Request bodies
- * that are a Buffer, a string, a Uint8Array, a Readable or an async iterable
- * are piped through a member of the same group (a byte-array body gets a
- * `content-length` if it had none, so it is not sent chunked); FormData and
- * Blob bodies are sent unpaced. A rate (not a group) makes one group for
- * all requests of this interceptor, so uploads and downloads share the cap.
- *
- * Handlers: the undici 7 hooks (`onRequestStart` ... `onResponseError`).
- * The downstream handler is given this interceptor's own controller at once,
- * before the request is sent, so aborting a request that is still waiting
- * (its `signal`) takes it out of the queue at once; once sent, the controller
- * forwards to the connection's.
+ * Invariants: a request the scheduler rejects (`QueueFullError`,
+ * `WaitTooLongError`) fails through the handler and is never sent; the
+ * response to a pushback still reaches the caller (retrying is undici's
+ * retry interceptor's job); a body is paced by backpressure (the handler's
+ * controller pauses the connection), never buffered; no timer is armed for a
+ * pause unless requests wait behind it. docs/internals/http.md gives the
+ * reasoning.
  */
 
 import { Readable } from 'node:stream';
@@ -50,7 +27,7 @@ import { ThrottleGroup } from '../stream/group.js';
 import type { Throttle } from '../stream/throttle.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { pauseRequested } from './headers.js';
-import type { ClientPauseMessage, ClientRefusedMessage, ClientStartMessage } from './messages.js';
+import type { ClientPauseMessage, ClientRejectedMessage, ClientStartMessage } from './messages.js';
 
 /** The limits of one origin. */
 export interface OriginLimits {
@@ -66,7 +43,6 @@ export interface OriginLimits {
   maxWait?: DurationInput;
 }
 
-/** Options for {@link throttleInterceptor}. */
 /**
  * What {@link throttleInterceptor} returns: an interceptor for undici's
  * `dispatcher.compose(...)`, `(dispatch) => dispatch`. It is typed without
@@ -76,6 +52,7 @@ export interface OriginLimits {
  */
 export type ThrottleInterceptor = <D extends (options: never, handler: never) => boolean>(dispatch: D) => D;
 
+/** Options for {@link throttleInterceptor}. */
 export interface ThrottleInterceptorOptions extends OriginLimits {
   /** Limits per origin (`'https://api.example.com'`), each field over the defaults above. */
   origins?: Record<string, OriginLimits>;
@@ -404,22 +381,23 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       const method = String(opts.method);
       const path = opts.path;
 
-      const refuse = (error: unknown, publish: boolean): void => {
+      /** Fails the request before it is sent (the scheduler rejected it, or it was aborted while waiting). */
+      const rejectRequest = (error: unknown, publish: boolean): void => {
         if (publish && clientRefusedChannel.hasSubscribers) {
-          clientRefusedChannel.publish({ origin, method, path, error } satisfies ClientRefusedMessage);
+          clientRefusedChannel.publish({ origin, method, path, error } satisfies ClientRejectedMessage);
         }
         handler.onResponseError?.(controller, error as Error);
       };
 
       handler.onRequestStart?.(controller, undefined);
       if (controller.aborted) {
-        refuse(controller.reason, false);
+        rejectRequest(controller.reason, false);
         return true;
       }
 
       const pauseLeftMs = state.pauseLeftMs(enqueuedAtMs);
       if (pauseLeftMs > state.maxWaitMs) {
-        refuse(new WaitTooLongError(pauseLeftMs, state.maxWaitMs, pauseLeftMs), true);
+        rejectRequest(new WaitTooLongError(pauseLeftMs, state.maxWaitMs, pauseLeftMs), true);
         return true;
       }
 
@@ -445,7 +423,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
           { signal: waiting.signal },
         )
         .catch((error: unknown) => {
-          if (!started) refuse(error, !waiting.signal.aborted);
+          if (!started) rejectRequest(error, !waiting.signal.aborted);
         });
       state.armIfWaiting();
       return true;

@@ -36,8 +36,12 @@ export interface ClientStartMessage {
   readonly waitedMs: number;
 }
 
-/** `tokenpace:http:client:refused`: the scheduler turned a request away. */
-export interface ClientRefusedMessage {
+/**
+ * `tokenpace:http:client:refused`: a request failed before it was sent: its
+ * origin's scheduler rejected it, or its origin's pause outlasts its `maxWait`.
+ * (The channel keeps its first name; the act is a rejection.)
+ */
+export interface ClientRejectedMessage {
   readonly origin: string;
   readonly method: string;
   readonly path: string;
@@ -59,3 +63,5 @@ export interface ClientPauseMessage {
 export type DecisionMessage = HttpDecisionMessage;
 /** @deprecated The old name of {@link HttpErrorMessage} (the message is HTTP's only). */
 export type ErrorMessage = HttpErrorMessage;
+/** @deprecated The old name of {@link ClientRejectedMessage} ("reject" is the word for a request failed with an error). */
+export type ClientRefusedMessage = ClientRejectedMessage;

@@ -2,9 +2,10 @@
  * Progress counters for a throttled stream: what a progress bar reads.
  *
  * Bytes passed and time spent waiting are plain sums. Every piece the
- * stream passes (it reads the clock for each, see ByteMeter) and every read
- * of the counters leaves a sample (time, bytes so far), at most one per
- * 100 ms (a newer one moves the newest up), in a ring of 32. The current
+ * stream passes at a clock read (a lone stream's run of chunks counts as
+ * one, see throttle.ts) and every read of the counters leaves a sample
+ * (time, bytes so far), at most one per 100 ms (a newer one moves the newest
+ * up), in a ring of 32. The current
  * rate is the bytes since the newest sample at least a second old, over the
  * time since it: exact bytes over exact time, whatever the chunk sizes. The
  * average rate is all bytes over the time from the first byte written to now

@@ -2,55 +2,19 @@
  * ThrottleGroup: one bandwidth cap shared by many streams, served by deficit
  * round robin (Shreedhar and Varghese, 1995) by bytes.
  *
- * The group owns one token bucket (rate, burst; it starts full) and one timer.
- * A member that has bytes to send takes what the bucket holds at once if no
- * other member is waiting (the conforming prefix, as a lone Throttle does);
- * otherwise, or for the rest, it joins the ring of waiting members.
+ * The group owns one token bucket (rate, burst; it starts full) and one
+ * timer. A member takes what the bucket holds at once if no other member is
+ * waiting; otherwise it joins the ring, served in rounds of one `quantum`
+ * per member per round. A member that runs dry in the middle of its turn
+ * holds it until the bucket reaches a lone stream's wake piece (pacing.ts); a
+ * member with a cap of its own leaves the ring while that cap is short and
+ * rejoins at the front (max-min fairness).
  *
- * The ring is served in rounds. In each round a member gets a turn of one
- * `quantum` of bytes, and sends pieces of min(turn left, bytes it has ready)
- * as the bucket allows; a member whose turn is spent goes to the back of the
- * ring and waits for the next round. So N busy members each get about
- * rate / N, whatever their chunk sizes: a member of 1 KiB chunks sends many
- * of them in its turn, a member of 64 KiB chunks a quantum-sized piece of one.
- * When the bucket is short, the group sleeps on its one timer, armed for a
- * group wake piece (pacing.ts's groupWakePieceBytes, after the wake-piece
- * rule there), and each wake-up serves as many turns as the tokens allow.
- *
- * Members that run dry. Real sources deliver in bursts: a socket or an HTTP
- * body hands over a chunk, then the next one a few hundred microseconds later,
- * and a member that has sent what it held is empty for that while although
- * its source is far faster than its share. Dropping such a member from the
- * round (as DRR does with an empty queue) hands its share to whichever member
- * refills fastest, which favours large chunks; holding the group's timer for
- * it (a 1 ms timer per refill) caps the group at one chunk per millisecond.
- * So a member that runs dry in the middle of its turn keeps its turn (it
- * "holds"), and the group is woken by events, not by a timer: a member's new
- * data serves it at once if its turn is open and the tokens are there. The
- * others may send what is left of their own turns meanwhile; the next round
- * starts only when no member holds a turn. Holding costs no rate while the
- * bucket has room, since refill is lazy: the tokens wait in the bucket. So a
- * turn is held until the bucket reaches the lone stream's wake piece
- * (pacing.ts), GROUP_HOLD_MS (pacing.ts) of the rate above the group's wake
- * piece; then the members still dry give up their turns and the round moves
- * on, so the bucket never overflows while anyone has data, and the group's
- * aggregate is its rate.
- *
- * A member with a cap of its own (`group.throttle({ rate })`) leaves the ring
- * whenever its own bucket is short and sleeps on its own timer, so its unused
- * share goes to the others: max-min fairness. When its own tokens are back it
- * rejoins at the front of the ring and is served as soon as its piece
- * conforms (FQ-CoDel serves new, sparse flows first for the same reason):
- * made to wait a whole round, its own bucket would fill up and the rate it is
- * owed would be lost.
- *
- * Members join at any time. An ended or destroyed member leaves at once: it
- * is taken out of the ring (the timer is re-planned) and the group keeps no
- * reference to it.
- *
- * The quantum is 5 ms of the group's rate (at least 1 KiB, at most half the
- * burst and a wake piece): small enough that a round of 16 members is short, large enough that
- * a wake-up passes a useful piece.
+ * Invariants: all members together pass at most burst + rate * T in any
+ * window of T, and the whole rate while they have data their own caps let
+ * them send; an ended or destroyed member leaves at once and is not
+ * referenced again; other members are never served from inside a member's
+ * own write (#schedulePass). docs/internals/streams.md gives the reasoning.
  */
 
 import { type Clock, systemClock } from '../clock.js';
@@ -70,7 +34,8 @@ import {
   groupWakePieceBytes,
   wakePieceBytes,
 } from './pacing.js';
-import { Throttle, type ThrottleOptions } from './throttle.js';
+import { Throttle } from './throttle.js';
+import type { ThrottleOptions } from './throttle-options.js';
 
 /** Options for {@link ThrottleGroup}. */
 export interface ThrottleGroupOptions {
@@ -133,8 +98,9 @@ export class ThrottleGroup implements GroupHandle {
     }
     const clock = options.clock ?? systemClock;
     const ratePerSecond = groupRate(options.rate);
-    const burstBytes = options.burst === undefined ? defaultGroupBurstBytes(ratePerSecond) : groupBurst(options.burst);
-    checkBurst(ratePerSecond, burstBytes);
+    const capacityBytes =
+      options.burst === undefined ? defaultGroupBurstBytes(ratePerSecond) : groupBurst(options.burst);
+    checkBurst(ratePerSecond, capacityBytes);
     this.#clock = clock;
     this.#watchdog = new Watchdog(clock, (latenessChanged) => {
       this.#waitingForTokens = false;
@@ -143,8 +109,8 @@ export class ThrottleGroup implements GroupHandle {
     });
     this.#burstExplicit = options.burst !== undefined;
     this.#quantumExplicit = options.quantum === undefined ? undefined : parseSizeOption(options.quantum, 'quantum');
-    this.#quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
-    this.#meter = new ByteMeter(ratePerSecond, burstBytes, clock.now());
+    this.#quantumBytes = quantumFor(ratePerSecond, capacityBytes, this.#quantumExplicit);
+    this.#meter = new ByteMeter(ratePerSecond, capacityBytes, clock.now());
     this.#holdLimitBytes = 0;
     this.#wakePieceBytes = 0;
     this.#updatePieces();
@@ -222,10 +188,10 @@ export class ThrottleGroup implements GroupHandle {
    */
   setRate(rate: RateInput): void {
     const ratePerSecond = groupRate(rate);
-    const burstBytes = this.#burstExplicit ? this.#meter.burstBytes : defaultGroupBurstBytes(ratePerSecond);
-    checkBurst(ratePerSecond, burstBytes);
-    const quantumBytes = quantumFor(ratePerSecond, burstBytes, this.#quantumExplicit);
-    this.#meter.reconfigure(this.#clock.now(), { ratePerSecond, burstBytes });
+    const capacityBytes = this.#burstExplicit ? this.#meter.burstBytes : defaultGroupBurstBytes(ratePerSecond);
+    checkBurst(ratePerSecond, capacityBytes);
+    const quantumBytes = quantumFor(ratePerSecond, capacityBytes, this.#quantumExplicit);
+    this.#meter.reconfigure(this.#clock.now(), { ratePerSecond, burstBytes: capacityBytes });
     this.#quantumBytes = quantumBytes;
     this.#updatePieces();
     this.#clampTurns();
@@ -252,10 +218,10 @@ export class ThrottleGroup implements GroupHandle {
 
   /** Recomputes the hold limit and the wake piece from the numbers and the timer's lateness. */
   #updatePieces(): void {
-    const { ratePerSecond, burstBytes } = this.#meter;
+    const { ratePerSecond, burstBytes: capacityBytes } = this.#meter;
     const lateMs = this.#watchdog.latenessMs;
-    this.#holdLimitBytes = wakePieceBytes(ratePerSecond, burstBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
-    this.#wakePieceBytes = groupWakePieceBytes(ratePerSecond, burstBytes, this.#quantumBytes, lateMs);
+    this.#holdLimitBytes = wakePieceBytes(ratePerSecond, capacityBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
+    this.#wakePieceBytes = groupWakePieceBytes(ratePerSecond, capacityBytes, this.#quantumBytes, lateMs);
   }
 
   /**
@@ -432,7 +398,7 @@ export class ThrottleGroup implements GroupHandle {
    * Serves the ring until the bucket is short, or no member can send now:
    * each pass sends one piece for the first member (in ring order) with data
    * and a turn open; when none has, either a new round starts, or the group
-   * waits for a dry member's data (see the opening comment).
+   * waits for a dry member's data (docs/internals/streams.md).
    */
   #serve(): void {
     this.#serving = true;
@@ -483,7 +449,7 @@ export class ThrottleGroup implements GroupHandle {
             // what they hold is left. A capped member is served as soon as its piece conforms.
             const target =
               port.capped() || ring.every((p) => p.ended()) ? piece : Math.max(piece, this.#wakePieceBytes);
-            const waitMs = meter.readyAt(nowMs, target) - nowMs;
+            const waitMs = meter.msUntil(nowMs, target);
             if (streamWaitChannel.hasSubscribers) streamWaitChannel.publish({ stream: this, waitMs });
             this.#watchdog.arm(nowMs, waitMs);
             this.#waitingForTokens = true;
@@ -516,7 +482,7 @@ export class ThrottleGroup implements GroupHandle {
         if (holding > 0 && meter.available(nowMs) < this.#holdLimitBytes) {
           // Hold the dry members' turns while the bucket has room: their data is
           // served as it arrives; at the hold limit they give up their turns.
-          this.#watchdog.arm(nowMs, meter.readyAt(nowMs, this.#holdLimitBytes) - nowMs);
+          this.#watchdog.arm(nowMs, meter.msUntil(nowMs, this.#holdLimitBytes));
           return;
         }
         for (let i = ring.length - 1; i >= 0; i--) if ((ring[i] as MemberPort).dry) this.#drop(ring[i] as MemberPort);
@@ -550,18 +516,18 @@ function groupRate(rate: RateInput): number {
 
 /** The group's burst option, parsed and checked against MAX_BURST. */
 function groupBurst(burst: SizeInput): number {
-  const burstBytes = parseSizeOption(burst, 'burst');
-  checkBurstLimit(burstBytes, burst);
-  return burstBytes;
+  const capacityBytes = parseSizeOption(burst, 'burst');
+  checkBurstLimit(capacityBytes, burst);
+  return capacityBytes;
 }
 
-function quantumFor(ratePerSecond: number, burstBytes: number, explicit: number | undefined): number {
-  if (explicit === undefined) return defaultQuantumBytes(ratePerSecond, burstBytes);
-  if (explicit > burstBytes / 2) {
+function quantumFor(ratePerSecond: number, capacityBytes: number, explicit: number | undefined): number {
+  if (explicit === undefined) return defaultQuantumBytes(ratePerSecond, capacityBytes);
+  if (explicit > capacityBytes / 2) {
     throw new InvalidOptionError(
       'quantum',
       explicit,
-      `quantum ${describeBytes(explicit)} must be at most half the burst (${describeBytes(burstBytes / 2)}): ` +
+      `quantum ${describeBytes(explicit)} must be at most half the burst (${describeBytes(capacityBytes / 2)}): ` +
         'the group waits for a quantum-sized piece, and a late timer must not overflow the bucket; lower quantum or raise burst',
     );
   }

@@ -1,71 +1,19 @@
 /**
- * Pacing rules shared by `Throttle` and `ThrottleGroup`: how big a burst must
- * be for Node's timers to sustain a rate, the default burst, and the piece a
- * waiting stream wakes up for. (The byte meter itself, TBF's two buckets, is
- * meters/byte-meter.ts; the timer is timer.ts.)
+ * Pacing rules shared by `Throttle` and `ThrottleGroup`, pure functions of
+ * (rate, burst, timer lateness): the smallest burst Node's timers can sustain
+ * a rate with, the default burst, the piece a waiting stream wakes up for,
+ * and a group's quantum. (The byte meter is meters/byte-meter.ts; the timer,
+ * timer.ts.)
  *
- * The wake-piece rule (stated here once; the rest of src/stream points here).
- * Refill is lazy (see meters/bucket.ts), so a timer that fires late costs
- * nothing: the tokens earned in the extra time are still in the bucket when
- * the stream wakes up, and the next piece is that much larger. The one way to
- * lose rate is for the bucket to fill up while the stream sleeps: tokens
- * above the capacity are dropped. A stream that waits for a piece of P bytes
- * and wakes L ms late finds P + rate * L tokens, so nothing is lost as long as
- *
- *   P + rate * L <= burst.
- *
- * So a waiting stream sleeps for a wake piece P = the burst less 10 ms of the
- * rate ({@link LATE_TOLERANCE_MS}), and no less than half the burst. Once its
- * timers have been seen firing later than that, the margin grows to 1.5 times
- * the lateness seen (timer.ts's `Lateness`, which halves every second), down
- * to half the burst. A burst above the default counts as the default, so a
- * large burst stays a reserve and the output stays smooth; and a piece is at
- * most 250 ms of the rate ({@link MAX_WAKE_MS}), so low rates, whose default
- * burst is the 1 KiB floor, still pass one four times a second
- * ({@link wakePieceBytes}). A group sleeps for a little less
- * ({@link groupWakePieceBytes}, {@link GROUP_HOLD_MS}).
- *
- * The smallest burst. Node's timers have a resolution of 1 ms and fire about
- * 1-2 ms late, more under load; we allow L = {@link TIMER_SLACK_MS} (5 ms) at
- * the least. With P at least half the burst, the rule becomes
- *
- *   burst >= 2 * rate * 5 ms = rate * 10 ms        ({@link minBurstBytes})
- *
- * the same rule as TBF's `burst >= rate / HZ`, with our timers' lateness as
- * the tick. An explicit burst below it is refused with `BurstTooSmallError`.
- *
- * The default burst is 100 ms of the rate, but at least two 64 KiB chunks
- * (128 KiB, {@link DEFAULT_BURST_CHUNK_BYTES}) as long as that is no more
- * than 250 ms of the rate, and at least 1 KiB ({@link defaultBurstBytes}):
- * 10 MiB/s gets 1 MiB, 1 GiB/s 102.4 MiB, 1 MiB/s 128 KiB, 256 KiB/s 64 KiB,
- * 1 KiB/s 1 KiB. From 1.25 MiB/s up a busy stream wakes every 90 ms (about
- * 11 times a second), tolerates timers 10 ms late without losing rate, and
- * no window of 100 ms carries more than twice the rate's share.
- *
- * Why 100 ms and not less. Every wake-up of a paced stream costs CPU well
- * beyond the timer: the source was paused by backpressure while the stream
- * slept and is resumed to refill it (for an HTTP body, undici hands back what
- * it had parsed and the socket joins its buffers again), so a busy stream
- * costs about one pause and resume per wake-up. A bucket of B ms must be
- * emptied at least every B ms, less the timer margin, or it overflows and
- * the rate is lost; so the burst sets the wake-up rate. With 50 ms (25
- * wake-ups a second) a paced HTTP body cost 10-20 % more CPU than the
- * `throttle` package's, which passes a tenth of a second's bytes at once;
- * with 100 ms the two wake as often and cost within a few per cent of each
- * other, either way (README, the stream bench). A smoother output is
- * one option away: `burst` (down to rate x 10 ms) or `peakRate`.
- *
- * Below 1.25 MiB/s the chunk floor is TBF's "burst >= MTU" rule with Node's
- * chunk for the packet: a socket or file hands over 64 KiB at a time (the
- * default highWaterMark), and a wake piece, at least half the burst, then
- * carries a whole chunk instead of cutting each chunk into pieces, a
- * wake-up for each. The 250 ms cap keeps slow rates from bursting for
- * seconds.
- *
- * A group's default burst stays 50 ms ({@link GROUP_DEFAULT_BURST_MS},
- * {@link defaultGroupBurstBytes} says why).
- *
- * The largest rate and burst are {@link MAX_RATE} and {@link MAX_BURST}.
+ * The wake-piece rule: refill is lazy, so a stream that sleeps for a piece P
+ * and wakes L ms late loses no rate as long as P + rate * L <= burst. With P
+ * at least half the burst and L at least {@link TIMER_SLACK_MS}, a burst must
+ * hold rate x 10 ms ({@link minBurstBytes}; TBF's burst >= rate / HZ). The
+ * default burst is 100 ms of the rate, at least two 64 KiB chunks where that
+ * is at most 250 ms of it, and at least 1 KiB ({@link defaultBurstBytes}); a
+ * group's is 50 ms ({@link defaultGroupBurstBytes}). Every size returned is
+ * whole bytes, at least 1, and a wake piece is never above the burst.
+ * docs/internals/streams.md gives the reasoning and the measurements.
  */
 
 import { BurstTooSmallError, InvalidRateError, InvalidSizeError } from '../errors.js';
@@ -77,7 +25,7 @@ import { describeBytes, describeRate } from '../units.js';
 export const TIMER_SLACK_MS = 5;
 /** How late a timer may fire without costing rate, for bursts of at least 20 ms of the rate. */
 export const LATE_TOLERANCE_MS = 10;
-/** A lone stream's default burst, in ms of the rate (this file's opening comment says why 100). */
+/** A lone stream's default burst, in ms of the rate (docs/internals/streams.md says why 100). */
 export const DEFAULT_BURST_MS = 100;
 /** A group's default burst, in ms of its rate ({@link defaultGroupBurstBytes}). */
 export const GROUP_DEFAULT_BURST_MS = 50;
@@ -110,7 +58,7 @@ export const MAX_WAKE_MS = 250;
  */
 export { MAX_BURST, MAX_RATE };
 
-/** Refuses a rate above {@link MAX_RATE}; `what` names the option. */
+/** Throws `InvalidRateError` for a rate above {@link MAX_RATE}; `what` names the option. */
 export function checkRateLimit(ratePerSecond: number, input: unknown, what = 'rate'): void {
   if (ratePerSecond <= MAX_RATE) return;
   throw new InvalidRateError(
@@ -119,7 +67,7 @@ export function checkRateLimit(ratePerSecond: number, input: unknown, what = 'ra
   );
 }
 
-/** Refuses a burst above {@link MAX_BURST}; `what` names the option. */
+/** Throws `InvalidSizeError` for a burst above {@link MAX_BURST}; `what` names the option. */
 export function checkBurstLimit(bytes: number, input: unknown, what = 'burst'): void {
   if (bytes <= MAX_BURST) return;
   throw new InvalidSizeError(
@@ -136,7 +84,7 @@ export function minBurstBytes(ratePerSecond: number): number {
 /**
  * The default burst for `ratePerSecond`: 100 ms of the rate, at least two
  * 64 KiB chunks if that is at most 250 ms of the rate, and at least 1 KiB
- * (this file's opening comment says why).
+ * (docs/internals/streams.md says why).
  *
  * @example defaultBurstBytes(10 * 2 ** 20) === 1048576; defaultBurstBytes(2 ** 20) === 131072; defaultBurstBytes(2 ** 18) === 65536
  */
@@ -156,13 +104,13 @@ export function defaultBurstBytes(ratePerSecond: number): number {
  */
 export function wakePieceBytes(
   ratePerSecond: number,
-  burstBytes: number,
+  capacityBytes: number,
   lateMs = 0,
   defaultBytes = defaultBurstBytes(ratePerSecond),
 ): number {
-  const burst = Math.min(burstBytes, defaultBytes);
+  const capacity = Math.min(capacityBytes, defaultBytes);
   const toleranceMs = expectedLatenessMs(lateMs, LATE_TOLERANCE_MS);
-  const piece = Math.max(burst / 2, burst - (ratePerSecond * toleranceMs) / 1000);
+  const piece = Math.max(capacity / 2, capacity - (ratePerSecond * toleranceMs) / 1000);
   return Math.max(1, Math.floor(Math.min(piece, (ratePerSecond * MAX_WAKE_MS) / 1000)));
 }
 
@@ -183,20 +131,20 @@ export const GROUP_HOLD_MS = 15;
  */
 export function groupWakePieceBytes(
   ratePerSecond: number,
-  burstBytes: number,
+  capacityBytes: number,
   quantumBytes: number,
   lateMs = 0,
 ): number {
-  const wake = wakePieceBytes(ratePerSecond, burstBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
+  const wake = wakePieceBytes(ratePerSecond, capacityBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
   const piece = Math.max(wake / 2, wake - (ratePerSecond * GROUP_HOLD_MS) / 1000, Math.min(quantumBytes, wake));
   return Math.max(1, Math.floor(piece));
 }
 
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */
-export function defaultQuantumBytes(ratePerSecond: number, burstBytes: number): number {
+export function defaultQuantumBytes(ratePerSecond: number, capacityBytes: number): number {
   const quantum = Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_QUANTUM_MS) / 1000));
-  const wake = wakePieceBytes(ratePerSecond, burstBytes, 0, defaultGroupBurstBytes(ratePerSecond));
-  return Math.max(1, Math.min(quantum, Math.floor(burstBytes / 2), wake));
+  const wake = wakePieceBytes(ratePerSecond, capacityBytes, 0, defaultGroupBurstBytes(ratePerSecond));
+  return Math.max(1, Math.min(quantum, Math.floor(capacityBytes / 2), wake));
 }
 
 /**
@@ -209,6 +157,11 @@ export function defaultQuantumBytes(ratePerSecond: number, burstBytes: number): 
  */
 export function defaultGroupBurstBytes(ratePerSecond: number): number {
   return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * GROUP_DEFAULT_BURST_MS) / 1000));
+}
+
+/** The peak bucket's default capacity before the cap at the burst: 10 ms of the peak rate, at least 1 KiB. */
+export function defaultPeakBurstBytes(peakPerSecond: number): number {
+  return Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil(peakPerSecond / 100));
 }
 
 /** The default burst and where it comes from: `'1 MiB (rate x 100 ms)'`, `'128 KiB (two 64 KiB chunks)'`. */
@@ -226,16 +179,16 @@ export function describeDefaultBurst(ratePerSecond: number): string {
 }
 
 /**
- * Refuses a burst the timers cannot sustain `ratePerSecond` with.
+ * Throws `BurstTooSmallError` for a burst the timers cannot sustain `ratePerSecond` with.
  * @param what names the option in the message: `'burst'`, `'peakBurst'`
  */
-export function checkBurst(ratePerSecond: number, burstBytes: number, what = 'burst'): void {
+export function checkBurst(ratePerSecond: number, capacityBytes: number, what = 'burst'): void {
   const minBurst = minBurstBytes(ratePerSecond);
-  if (burstBytes >= minBurst) return;
+  if (capacityBytes >= minBurst) return;
   throw new BurstTooSmallError(
-    burstBytes,
+    capacityBytes,
     minBurst,
-    `${what} ${describeBytes(burstBytes)} is too small to sustain ${describeRate(ratePerSecond)}: ` +
+    `${what} ${describeBytes(capacityBytes)} is too small to sustain ${describeRate(ratePerSecond)}: ` +
       `timers fire up to ~${TIMER_SLACK_MS} ms late, and tokens that arrive while a full bucket waits are lost; ` +
       `use a ${what} of at least ${describeBytes(minBurst)} (rate x ${2 * TIMER_SLACK_MS} ms), ` +
       `or leave it unset for the default of ${describeDefaultBurst(ratePerSecond)}`,
@@ -243,24 +196,24 @@ export function checkBurst(ratePerSecond: number, burstBytes: number, what = 'bu
 }
 
 /**
- * Refuses a peak bucket the timers cannot sustain `peakPerSecond` with: the
+ * Throws `BurstTooSmallError` for a peak bucket the timers cannot sustain `peakPerSecond` with: the
  * same rule as for the main bucket ({@link checkBurst}), against the peak
  * rate. A peak bucket too small drains a burst well below the peak rate (a
  * 16 KiB peak bucket at 64 MiB/s passes ~15 MiB/s). The peak bucket must
  * also fit in the main one, so when the smallest that works is above
- * `burstBytes` the message says to raise the burst as well.
+ * `capacityBytes` the message says to raise the burst as well.
  */
-export function checkPeakBurst(peakPerSecond: number, peakBurstBytes: number, burstBytes: number): void {
+export function checkPeakBurst(peakPerSecond: number, peakCapacityBytes: number, capacityBytes: number): void {
   const minPeak = minBurstBytes(peakPerSecond);
-  if (peakBurstBytes >= minPeak) return;
+  if (peakCapacityBytes >= minPeak) return;
   const alsoBurst =
-    minPeak > burstBytes
-      ? ` and a burst at least as large (it is ${describeBytes(burstBytes)}), or a lower peakRate`
-      : `, or leave it unset for the default of ${describeBytes(Math.min(burstBytes, Math.max(DEFAULT_BURST_FLOOR_BYTES, minPeak)))}`;
+    minPeak > capacityBytes
+      ? ` and a burst at least as large (it is ${describeBytes(capacityBytes)}), or a lower peakRate`
+      : `, or leave it unset for the default of ${describeBytes(Math.min(capacityBytes, defaultPeakBurstBytes(peakPerSecond)))}`;
   throw new BurstTooSmallError(
-    peakBurstBytes,
+    peakCapacityBytes,
     minPeak,
-    `peakBurst ${describeBytes(peakBurstBytes)} is too small to sustain peakRate ${describeRate(peakPerSecond)}: ` +
+    `peakBurst ${describeBytes(peakCapacityBytes)} is too small to sustain peakRate ${describeRate(peakPerSecond)}: ` +
       `timers fire up to ~${TIMER_SLACK_MS} ms late, and the peak bucket would drain a burst below its peak rate; ` +
       `use a peakBurst of at least ${describeBytes(minPeak)} (peakRate x ${2 * TIMER_SLACK_MS} ms)${alsoBurst}`,
   );

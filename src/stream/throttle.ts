@@ -1,205 +1,45 @@
 /**
  * Throttle: a `Transform` that paces bytes like Linux's Token Bucket Filter.
+ * A flow obeys TBF with rate R and depth B if, for any interval of length T,
+ * the bytes passed do not exceed B + R * T (sch_tbf.c). One byte costs one
+ * token; the bucket starts full. With `peakRate`, a piece must also conform
+ * to TBF's second bucket (peakRate, peakBurst). In a `ThrottleGroup`, a
+ * member passes its own cap first, then the group's (group.ts).
  *
- * The specification, as sch_tbf.c states it: a flow obeys TBF with rate R and
- * depth B if, for any interval of length T, the bytes passed do not exceed
- * B + R * T. One byte costs one token; the bucket starts full, so the first
- * `burst` bytes go at once and then the rate holds.
+ * `_transform` holds a chunk's callback until all of it has been pushed, so
+ * the source is paused by ordinary backpressure and nothing is buffered
+ * beyond that chunk. What conforms passes now; for the rest the stream sleeps
+ * on one timer (timer.ts's Watchdog) for a wake piece (pacing.ts).
  *
- * Algorithm. `_transform` receives a chunk and holds on to its callback until
- * every byte of the chunk has been pushed: the writable side stays "busy", so
- * the source is paused by ordinary backpressure and nothing is buffered here
- * beyond the one chunk Node already gave us. If the bucket holds the whole
- * chunk, it passes at once (the fast path: one clock read, a comparison, a
- * subtraction). If not, the conforming prefix passes now and the rest waits:
- * the stream sleeps on one timer, armed for the exact time until a wake
- * piece conforms (the wake-piece rule: pacing.ts's opening comment), and
- * then passes every byte the bucket holds. So no piece is
- * larger than the burst, nothing is dropped, reordered or duplicated, and a
- * chunk larger than the burst is simply passed in several pieces, as TBF
- * segments oversized packets.
- *
- * Refill is lazy, so a timer that fires late loses nothing: the stream finds
- * more tokens and passes a larger piece (pacing.ts says why the bucket does
- * not overflow meanwhile). The byte meter is meters/byte-meter.ts; the
- * timer, timer.ts's Watchdog.
- * When a piece ends a chunk and the next chunk is already queued behind it,
- * Node hands it over synchronously and the same wake-up goes on with it, so
- * small chunks do not cost a timer each.
- *
- * peakRate is TBF's second bucket: capacity `peakBurst` (by default 10 ms of
- * the peak rate, at most the burst), refilled at `peakRate`. A piece must
- * conform to both buckets, so a burst drains at no more than the peak rate:
- * no window of T carries more than peakBurst + peakRate * T, nor more than
- * burst + rate * T.
- *
- * In a `ThrottleGroup` the member first satisfies its own cap (if it has a
- * `rate` of its own), then takes its bytes from the group's bucket, at once if
- * no member is waiting, otherwise in its turn of the group's deficit round
- * robin (see group.ts).
- *
- * The reader's backpressure is kept too: if `push()` reports a full readable
- * buffer in the middle of a chunk, the rest waits for `_read()`.
- * `destroy()` (or an aborted `signal`, or a failed `pipeline`) clears the
- * timer and leaves the group: nothing fires afterwards and nothing more is
- * pushed.
+ * Invariants: no piece is larger than the burst; nothing is dropped,
+ * reordered or duplicated; a full readable side holds the rest until
+ * `_read()`; after `destroy()` (an aborted `signal`, a failed `pipeline`)
+ * no timer is armed and nothing more is pushed. docs/internals/streams.md
+ * gives the reasoning (runs, early wake-ups, the peak bucket).
  */
 
-import { addAbortSignal, Transform, type TransformCallback, type TransformOptions } from 'node:stream';
+import { addAbortSignal, Transform, type TransformCallback } from 'node:stream';
 import { type Clock, systemClock } from '../clock.js';
 import { streamWaitChannel } from '../diagnostics.js';
-import { InvalidOptionError, InvalidRateError } from '../errors.js';
+import { InvalidOptionError } from '../errors.js';
 import { ByteMeter } from '../meters/byte-meter.js';
 import { Watchdog } from '../timer.js';
-import {
-  describeBytes,
-  describeRate,
-  parseRateOption,
-  parseSizeOption,
-  type RateInput,
-  type SizeInput,
-} from '../units.js';
+import type { RateInput, SizeInput } from '../units.js';
 import { Progress, type ThrottleCounters } from './counters.js';
 import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
+import { EARLY_WAKE_MS, wakePieceBytes } from './pacing.js';
 import {
-  checkBurst,
-  checkBurstLimit,
-  checkPeakBurst,
-  checkRateLimit,
-  defaultBurstBytes,
-  EARLY_WAKE_MS,
-  wakePieceBytes,
-} from './pacing.js';
-
-/** The stream options a Throttle passes on to `Transform` (object mode and the simplified-constructor hooks are not among them). */
-export type ThrottleStreamOptions = Pick<
-  TransformOptions,
-  | 'highWaterMark'
-  | 'readableHighWaterMark'
-  | 'writableHighWaterMark'
-  | 'allowHalfOpen'
-  | 'emitClose'
-  | 'autoDestroy'
-  | 'signal'
-  | 'decodeStrings'
-  | 'defaultEncoding'
-  | 'encoding'
->;
-
-const STREAM_KEYS = [
-  'highWaterMark',
-  'readableHighWaterMark',
-  'writableHighWaterMark',
-  'allowHalfOpen',
-  'emitClose',
-  'autoDestroy',
-  'signal',
-  'decodeStrings',
-  'defaultEncoding',
-  'encoding',
-] as const;
-
-/** Options for {@link Throttle}. */
-export interface ThrottleOptions extends ThrottleStreamOptions {
-  /**
-   * The sustained rate, bytes per second: a number or a string such as
-   * `'1MiB/s'`, `'8mbit'`, `'100Mbps'`. Required, except for a member of a
-   * `group`, where it is the member's own cap under the group's (omit it to
-   * take whatever the group gives).
-   */
-  rate?: RateInput;
-  /**
-   * The bucket's capacity: the most bytes that pass at once after an idle
-   * spell, and the largest piece. A number of bytes or a size such as `'64KiB'`.
-   * Must be at least rate x 10 ms (`BurstTooSmallError` says the smallest that works).
-   * @default rate x 100 ms, but at least 128 KiB (two 64 KiB chunks) where that is at most rate x 250 ms, and at least 1 KiB
-   */
-  burst?: SizeInput;
-  /**
-   * TBF's peak rate: how fast a burst itself may drain, bytes per second.
-   * Must be above `rate`.
-   * @default none (a burst drains as fast as the reader takes it)
-   */
-  peakRate?: RateInput;
-  /**
-   * The peak bucket's capacity (TBF's `mtu`): the most bytes that pass back to
-   * back at the peak rate. At most `burst`, at least rate x 10 ms.
-   * @default peakRate x 10 ms, at least 1 KiB, at most `burst`
-   */
-  peakBurst?: SizeInput;
-  /** Share a cap with other streams (a `ThrottleGroup`): the group's rate bounds all its members together. */
-  group?: GroupHandle;
-  /** The time source. A member of a group uses the group's clock. @default systemClock */
-  clock?: Clock;
-  /** Not supported: a Throttle paces bytes, and objects have no size. */
-  objectMode?: false;
-  /** Not supported, as `objectMode`. */
-  readableObjectMode?: false;
-  /** Not supported, as `objectMode`. */
-  writableObjectMode?: false;
-}
-
-/** A cap's parsed parameters. */
-interface Cap {
-  ratePerSecond: number;
-  burstBytes: number;
-  burstExplicit: boolean;
-  peak: { ratePerSecond: number; burstBytes: number; burstExplicit: boolean } | undefined;
-}
-
-/** Parses and checks rate, burst, peakRate and peakBurst together. */
-function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, peakBurst?: SizeInput): Cap {
-  const ratePerSecond = parseRateOption(rate, 'rate');
-  checkRateLimit(ratePerSecond, rate);
-  const burstBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseSizeOption(burst, 'burst');
-  checkBurstLimit(burstBytes, burst);
-  checkBurst(ratePerSecond, burstBytes);
-  let peak: Cap['peak'];
-  if (peakRate !== undefined) {
-    const peakPerSecond = parseRateOption(peakRate, 'peakRate');
-    checkRateLimit(peakPerSecond, peakRate, 'peakRate');
-    if (!(peakPerSecond > ratePerSecond)) {
-      throw new InvalidOptionError(
-        'peakRate',
-        peakRate,
-        `peakRate ${describeRate(peakPerSecond)} must be above rate ${describeRate(ratePerSecond)}: ` +
-          'the peak bucket caps how fast a burst drains; to cap the rate itself, lower `rate`',
-      );
-    }
-    let peakBurstBytes: number;
-    if (peakBurst === undefined) {
-      peakBurstBytes = Math.min(burstBytes, defaultPeakBurstBytes(peakPerSecond));
-    } else {
-      peakBurstBytes = parseSizeOption(peakBurst, 'peakBurst');
-      if (peakBurstBytes > burstBytes) {
-        throw new InvalidOptionError(
-          'peakBurst',
-          peakBurst,
-          `peakBurst ${describeBytes(peakBurstBytes)} must not exceed burst ${describeBytes(burstBytes)}: ` +
-            'a piece must fit both buckets; lower peakBurst or raise burst',
-        );
-      }
-      checkPeakBurst(peakPerSecond, peakBurstBytes, burstBytes);
-    }
-    peak = { ratePerSecond: peakPerSecond, burstBytes: peakBurstBytes, burstExplicit: peakBurst !== undefined };
-  } else if (peakBurst !== undefined) {
-    throw new InvalidOptionError(
-      'peakBurst',
-      peakBurst,
-      'peakBurst is the peak bucket of `peakRate`: set peakRate too',
-    );
-  }
-  return { ratePerSecond, burstBytes, burstExplicit: burst !== undefined, peak };
-}
-
-/** The peak bucket's default: 10 ms of the peak rate, at least 1 KiB. */
-function defaultPeakBurstBytes(peakPerSecond: number): number {
-  return Math.max(1024, Math.ceil(peakPerSecond / 100));
-}
+  type Cap,
+  checkOptions,
+  ownCap,
+  resolveCap,
+  type ThrottleOptions,
+  transformOptions,
+} from './throttle-options.js';
 
 function wakePieceFor(cap: Cap, lateMs: number): number {
-  const piece = wakePieceBytes(cap.ratePerSecond, cap.burstBytes, lateMs);
-  return cap.peak === undefined ? piece : Math.max(1, Math.min(piece, cap.peak.burstBytes / 2));
+  const piece = wakePieceBytes(cap.ratePerSecond, cap.capacityBytes, lateMs);
+  return cap.peak === undefined ? piece : Math.max(1, Math.min(piece, cap.peak.capacityBytes / 2));
 }
 
 /**
@@ -214,73 +54,6 @@ function wakePieceFor(cap: Cap, lateMs: number): number {
 const RUN_MS = 1;
 /** ... and at least 64 KiB, a chunk, which at lower rates passes in far less than 1 ms of the rate. */
 const RUN_FLOOR_BYTES = 64 * 1024;
-
-/** A value Node accepts as a signal: an object with a boolean `aborted` and `addEventListener`. */
-function isAbortSignal(value: unknown): value is AbortSignal {
-  if (value === null || typeof value !== 'object') return false;
-  const candidate = value as Partial<AbortSignal>;
-  return typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function';
-}
-
-/** Checks the options that need no parsing; returns the group, if any. Nothing is made or armed yet. */
-function checkOptions(options: ThrottleOptions): GroupHandle | undefined {
-  if (options === null || typeof options !== 'object') {
-    throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "1MiB/s" }');
-  }
-  for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
-    if (options[key]) {
-      throw new InvalidOptionError(
-        key,
-        options[key],
-        `${key} is not supported: a Throttle paces bytes (one byte, one token), and objects have no size; ` +
-          'pipe Buffers or strings, or pace objects with a Scheduler and a cost per object',
-      );
-    }
-  }
-  const signal: unknown = options.signal;
-  if (signal !== undefined && !isAbortSignal(signal)) {
-    throw new InvalidOptionError(
-      'signal',
-      signal,
-      'expected `signal` to be an AbortSignal (pass `controller.signal`, not the AbortController)',
-    );
-  }
-  const group: unknown = options.group;
-  if (group !== undefined && (group === null || typeof (group as Partial<GroupHandle>)[kJoin] !== 'function')) {
-    throw new InvalidOptionError('group', group, 'expected `group` to be a ThrottleGroup');
-  }
-  return group as GroupHandle | undefined;
-}
-
-/** The member's own cap from rate, burst, peakRate and peakBurst (undefined: a group member without one). */
-function ownCap(options: ThrottleOptions, group: GroupHandle | undefined): Cap | undefined {
-  if (options.rate !== undefined) return resolveCap(options.rate, options.burst, options.peakRate, options.peakBurst);
-  if (group === undefined) {
-    throw new InvalidRateError(
-      undefined,
-      'a Throttle needs a `rate` (bytes per second, e.g. "1MiB/s"), or a `group` whose cap it shares',
-    );
-  }
-  for (const key of ['burst', 'peakRate', 'peakBurst'] as const) {
-    if (options[key] !== undefined) {
-      throw new InvalidOptionError(
-        key,
-        options[key],
-        `${key} applies to the member's own cap: set \`rate\` too, or set the group's ${key === 'burst' ? 'burst' : 'rate'}`,
-      );
-    }
-  }
-  return undefined;
-}
-
-/** The `Transform` options among ours (the signal is attached later, by the constructor). */
-function transformOptions(options: ThrottleOptions): TransformOptions {
-  const streamOptions: TransformOptions = {};
-  for (const key of STREAM_KEYS) {
-    if (key !== 'signal' && options[key] !== undefined) (streamOptions as Record<string, unknown>)[key] = options[key];
-  }
-  return streamOptions;
-}
 
 /**
  * A bandwidth cap for a byte stream: a `Transform` that passes bytes through
@@ -357,7 +130,7 @@ export class Throttle extends Transform {
     };
   }
 
-  /** Joins `group`; refuses a clock of its own (a member uses the group's). */
+  /** Joins `group`; throws `InvalidOptionError` for a clock of its own (a member uses the group's). */
   #joinGroup(group: GroupHandle, port: MemberPort, clock: Clock | undefined): GroupLink {
     const link = group[kJoin](port);
     if (clock !== undefined && clock !== link.clock) {
@@ -386,7 +159,7 @@ export class Throttle extends Transform {
 
   /** The own burst, bytes (undefined for a group member without a cap of its own). */
   get burst(): number | undefined {
-    return this.#cap?.burstBytes;
+    return this.#cap?.capacityBytes;
   }
 
   /** The peak rate, bytes per second, if one is set. */
@@ -396,7 +169,7 @@ export class Throttle extends Transform {
 
   /** The peak bucket's capacity, bytes, if a peak rate is set. */
   get peakBurst(): number | undefined {
-    return this.#cap?.peak?.burstBytes;
+    return this.#cap?.peak?.capacityBytes;
   }
 
   /** The group this stream shares a cap with (a `ThrottleGroup`), if any. */
@@ -423,9 +196,9 @@ export class Throttle extends Transform {
     const peak = cap?.peak;
     const next = resolveCap(
       rate,
-      cap?.burstExplicit ? cap.burstBytes : undefined,
+      cap?.burstExplicit ? cap.capacityBytes : undefined,
       peak?.ratePerSecond,
-      peak?.burstExplicit ? peak.burstBytes : undefined,
+      peak?.burstExplicit ? peak.capacityBytes : undefined,
     );
     this.#applyCap(next, cap);
   }
@@ -449,7 +222,7 @@ export class Throttle extends Transform {
       cap.ratePerSecond,
       burst,
       peak?.ratePerSecond,
-      peak?.burstExplicit ? peak.burstBytes : undefined,
+      peak?.burstExplicit ? peak.capacityBytes : undefined,
     );
     this.#applyCap(next, cap);
   }
@@ -457,11 +230,11 @@ export class Throttle extends Transform {
   #applyCap(next: Cap, previous: Cap | undefined): void {
     const nowMs = this.#clock.now();
     this.#endRun(nowMs);
-    const peak = next.peak && { ratePerSecond: next.peak.ratePerSecond, burstBytes: next.peak.burstBytes };
+    const peak = next.peak && { ratePerSecond: next.peak.ratePerSecond, burstBytes: next.peak.capacityBytes };
     if (this.#meter === undefined || previous === undefined) {
-      this.#meter = new ByteMeter(next.ratePerSecond, next.burstBytes, nowMs, peak);
+      this.#meter = new ByteMeter(next.ratePerSecond, next.capacityBytes, nowMs, peak);
     } else {
-      this.#meter.reconfigure(nowMs, next);
+      this.#meter.reconfigure(nowMs, { ratePerSecond: next.ratePerSecond, burstBytes: next.capacityBytes });
       if (peak !== undefined) this.#meter.reconfigurePeak(nowMs, peak);
     }
     this.#cap = next;
@@ -734,7 +507,7 @@ export class Throttle extends Transform {
   /**
    * Arms the one timer for about the instant `dueMs`: whole milliseconds, at
    * least 1 ms from now, and no earlier than {@link EARLY_WAKE_MS} before it
-   * (pacing.ts says why a wake-up a little early is welcome).
+   * (docs/internals/streams.md says why a wake-up a little early is welcome).
    */
   #armWake(nowMs: number, dueMs: number): void {
     this.#progress.waiting(nowMs);

@@ -7,7 +7,8 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import Fastify from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { rateLimit, rateLimitHook } from '../../src/http/middleware.js';
+import { rateLimitHook } from '../../src/http/fastify.js';
+import { rateLimit } from '../../src/http/middleware.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 import { agent, call } from './support.js';
 

@@ -9,8 +9,10 @@ import type { AddressInfo } from 'node:net';
 import type { Agent } from 'undici';
 import { afterEach, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { StoreUnavailableError, WaitTooLongError } from '../../src/errors.js';
-import type { DecisionMessage, ErrorMessage } from '../../src/http/messages.js';
-import { QUOTA_EXCEEDED, type RateLimitOptions, rateLimit } from '../../src/http/middleware.js';
+import type { HttpDecisionMessage, HttpErrorMessage } from '../../src/http/messages.js';
+import { rateLimit } from '../../src/http/middleware.js';
+import type { RateLimitOptions } from '../../src/http/rate-limit-options.js';
+import { QUOTA_EXCEEDED } from '../../src/http/response.js';
 import type { Decision, RateLimitDecider } from '../../src/http/types.js';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { type FakeClock, fakeClock } from '../helpers/fake-clock.js';
@@ -44,7 +46,7 @@ function calls(url: string, n: number, headers?: Record<string, string>) {
 function watchDecisions(): { keys: string[]; stop(): void } {
   const keys: string[] = [];
   const listener = (message: unknown): void => {
-    keys.push((message as DecisionMessage).key);
+    keys.push((message as HttpDecisionMessage).key);
   };
   subscribe('tokenpace:http:decision', listener);
   return { keys, stop: () => unsubscribe('tokenpace:http:decision', listener) };
@@ -366,9 +368,9 @@ describe('rateLimit: failures', () => {
   });
 
   it('answers 503 with Retry-After when the limiter rejects, and publishes the error', async () => {
-    const errors: ErrorMessage[] = [];
+    const errors: HttpErrorMessage[] = [];
     const listener = (m: unknown): void => {
-      errors.push(m as ErrorMessage);
+      errors.push(m as HttpErrorMessage);
     };
     subscribe('tokenpace:http:error', listener);
     try {

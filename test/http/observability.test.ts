@@ -54,7 +54,7 @@ describe('observability', () => {
       const response = await request(server.url, { dispatcher });
       await response.body.text();
     }
-    // The third got a 429 with Retry-After: 1, which paused the origin; with no queue (maxQueue 0), the next is refused.
+    // The third got a 429 with Retry-After: 1, which paused the origin; with no queue (maxQueue 0), the next is rejected.
     await expect(request(server.url, { dispatcher })).rejects.toMatchObject({ code: 'ERR_QUEUE_FULL' });
 
     const count = (name: string, attributes?: Attributes) =>
@@ -68,7 +68,7 @@ describe('observability', () => {
     expect(count('tokenpace.http.client.wait', { origin: server.url })).toBe(3);
     expect(count('tokenpace.http.client.pauses', { origin: server.url, status: 429, source: 'retry-after' })).toBe(1);
     expect(count('tokenpace.http.client.refused', { code: 'ERR_QUEUE_FULL' })).toBe(1);
-    // The interceptor's per-origin Scheduler publishes too: three starts, one queue-full refusal.
+    // The interceptor's per-origin Scheduler publishes too: three starts, one queue-full rejection.
     expect(count('tokenpace.scheduler.wait')).toBe(3);
     expect(count('tokenpace.scheduler.refusals', { reason: 'queueFull' })).toBe(1);
     // And a KeyedLimiter's refusal (the middleware's third request).

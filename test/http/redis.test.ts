@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import type { Agent } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channelNames } from '../../src/diagnostics.js';
-import type { ErrorMessage } from '../../src/http/messages.js';
+import type { HttpErrorMessage } from '../../src/http/messages.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { type FailurePolicy, RedisStore } from '../../src/keyed/redis-store.js';
@@ -89,7 +89,7 @@ describe('rateLimit on a RedisStore when Redis fails', () => {
           key: byHeader,
           ...(held ? { maxWait: 5000 } : {}),
         });
-        const onError = (message: unknown) => errors.push((message as ErrorMessage).error);
+        const onError = (message: unknown) => errors.push((message as HttpErrorMessage).error);
         subscribe(channelNames.error, onError);
         let server: Loopback | undefined;
         try {

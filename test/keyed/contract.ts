@@ -7,7 +7,13 @@
 
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
-import { isTokenpaceError } from '../../src/errors.js';
+import {
+  CostExceedsCapacityError,
+  InvalidOptionError,
+  InvalidSizeError,
+  isTokenpaceError,
+  WaitTooLongError,
+} from '../../src/errors.js';
 import { type BucketKeyedLimiterOptions, KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import type { KeyedStore } from '../../src/keyed/store.js';
 import { fakeClock } from '../helpers/fake-clock.js';
@@ -23,6 +29,32 @@ export async function armed(pending: () => number, n = 1): Promise<void> {
     await new Promise((r) => setTimeout(r, 1));
   }
 }
+
+/**
+ * Awaits `promise`'s rejection and checks it: an instance of `type` with these fields (its `code`
+ * among them) and, if given, a message matching `message`. A fulfilment fails, as does any other
+ * error: `rejects.toBeDefined()` would pass for every rejection.
+ */
+export async function expectRejection<E extends Error>(
+  promise: Promise<unknown>,
+  type: new (...args: never[]) => E,
+  fields: Partial<Record<keyof E, unknown>>,
+  message?: RegExp,
+): Promise<E> {
+  const error: unknown = await promise.then(
+    (value: unknown) => {
+      throw new Error(`expected a rejection with ${type.name}, got a fulfilment with ${JSON.stringify(value)}`);
+    },
+    (reason: unknown) => reason,
+  );
+  expect(error).toBeInstanceOf(type);
+  expect(error).toMatchObject(fields);
+  if (message !== undefined) expect((error as Error).message).toMatch(message);
+  return error as E;
+}
+
+/** The reason an `AbortSignal` aborted without one carries: a DOMException named AbortError. */
+const ABORT_REASON = { name: 'AbortError', code: DOMException.ABORT_ERR };
 
 export function storeContract(name: string, makeStore: StoreFactory): void {
   describe(`store contract: ${name}`, () => {
@@ -81,14 +113,28 @@ export function storeContract(name: string, makeStore: StoreFactory): void {
 
     it('cost above the burst is ERR_COST_EXCEEDS_CAPACITY; a bad key or cost rejects clearly', async () => {
       const { limiter } = setup({ rate: 10, burst: 10, global: { rate: 100, burst: 8 } });
-      await expect(limiter.tryTake('k', 11)).rejects.toMatchObject({ code: 'ERR_COST_EXCEEDS_CAPACITY', capacity: 10 });
-      await expect(limiter.tryTake('k', 9)).rejects.toMatchObject({ code: 'ERR_COST_EXCEEDS_CAPACITY', capacity: 8 });
-      await expect(limiter.take('k', 11)).rejects.toMatchObject({ code: 'ERR_COST_EXCEEDS_CAPACITY' });
-      await expect(limiter.tryTake('k', -1)).rejects.toMatchObject({ code: 'ERR_INVALID_SIZE' });
-      await expect(limiter.tryTake('k', Number.NaN)).rejects.toMatchObject({ code: 'ERR_INVALID_SIZE' });
-      await expect(limiter.tryTake('')).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION', option: 'key' });
-      await expect(limiter.tryTake(42 as unknown as string)).rejects.toThrow(/non-empty string, got number/);
-      await expect(limiter.reset('')).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
+      const tooLarge = { code: 'ERR_COST_EXCEEDS_CAPACITY' } as const;
+      // The key's bucket is checked first, then the global one; the message names both numbers.
+      await expectRejection(
+        limiter.tryTake('k', 11),
+        CostExceedsCapacityError,
+        { ...tooLarge, cost: 11, capacity: 10 },
+        /^cost 11 exceeds the bucket's capacity \(burst\) of 10: /,
+      );
+      await expectRejection(limiter.tryTake('k', 9), CostExceedsCapacityError, { ...tooLarge, cost: 9, capacity: 8 });
+      await expectRejection(limiter.take('k', 11), CostExceedsCapacityError, { ...tooLarge, cost: 11, capacity: 10 });
+      const badCost = { code: 'ERR_INVALID_SIZE' } as const;
+      await expectRejection(limiter.tryTake('k', -1), InvalidSizeError, { ...badCost, value: -1 }, /invalid cost -1/);
+      await expectRejection(limiter.tryTake('k', Number.NaN), InvalidSizeError, badCost, /invalid cost NaN/);
+      const badKey = { code: 'ERR_INVALID_OPTION', option: 'key' } as const;
+      await expectRejection(limiter.tryTake(''), InvalidOptionError, { ...badKey, value: '' }, /got an empty string/);
+      await expectRejection(
+        limiter.tryTake(42 as unknown as string),
+        InvalidOptionError,
+        { ...badKey, value: 42 },
+        /non-empty string, got number/,
+      );
+      await expectRejection(limiter.reset(''), InvalidOptionError, badKey, /non-empty string/);
       expect(await limiter.tryTake('k', 8)).toMatchObject({ allowed: true, remaining: 0 });
     });
 
@@ -173,9 +219,13 @@ export function storeContract(name: string, makeStore: StoreFactory): void {
     it('take over maxWait charges nothing and rejects with WaitTooLongError', async () => {
       const { limiter } = setup({ rate: 10, burst: 2 });
       await limiter.take('k', 2);
-      const error = await limiter.take('k', 1, { maxWait: 50 }).catch((e: unknown) => e);
+      const error = await expectRejection(limiter.take('k', 1, { maxWait: 50 }), WaitTooLongError, {
+        code: 'ERR_WAIT_TOO_LONG',
+        waitMs: 100,
+        maxWaitMs: 50,
+        retryAfterMs: 50,
+      });
       expect(isTokenpaceError(error, 'ERR_WAIT_TOO_LONG')).toBe(true);
-      expect(error).toMatchObject({ waitMs: 100, maxWaitMs: 50, retryAfterMs: 50 });
       // nothing charged: a reservation within maxWait still waits only 100 ms
       const d = await limiter.peek('k');
       expect(d.retryAfterMs).toBe(100);
@@ -189,8 +239,9 @@ export function storeContract(name: string, makeStore: StoreFactory): void {
       await armed(fc.pending, 1);
       const b = limiter.take('k', 1); // ready at +300 ms: counts on 1 token after a's
       await armed(fc.pending, 2);
-      first.abort(new Error('client went away'));
-      await expect(a).rejects.toThrow('client went away');
+      const gone = new Error('client went away');
+      first.abort(gone);
+      await expect(a).rejects.toBe(gone); // the signal's reason itself
       // a's 2 tokens: 1 is counted on by b, so 1 comes back. The bucket is at -3 + 1 = -2.
       const d = await limiter.peek('k');
       expect(d.retryAfterMs).toBe(300);
@@ -204,10 +255,14 @@ export function storeContract(name: string, makeStore: StoreFactory): void {
       const e = limiter.take('k', 2, { signal: alone.signal });
       await armed(fc.pending, 1);
       alone.abort();
-      await expect(e).rejects.toBeDefined();
+      await expect(e).rejects.toBe(alone.signal.reason);
+      await expectRejection(e, DOMException, ABORT_REASON);
       expect((await limiter.peek('k')).retryAfterMs).toBe(100); // back to 0 tokens: one token in 100 ms
       // an already-aborted signal charges nothing
-      await expect(limiter.take('k', 1, { signal: AbortSignal.abort() })).rejects.toBeDefined();
+      const already = AbortSignal.abort();
+      const late = limiter.take('k', 1, { signal: already });
+      await expect(late).rejects.toBe(already.reason);
+      await expectRejection(late, DOMException, ABORT_REASON);
       expect((await limiter.peek('k')).retryAfterMs).toBe(100);
     });
 
@@ -215,8 +270,9 @@ export function storeContract(name: string, makeStore: StoreFactory): void {
       const { limiter } = setup({ rate: 1, burst: 4, global: { rate: 1, burst: 6 } });
       const controller = new AbortController();
       const taking = limiter.take('k', 3, { signal: controller.signal });
-      controller.abort(new Error('gone'));
-      await expect(taking).rejects.toThrow('gone');
+      const gone = new Error('gone');
+      controller.abort(gone);
+      await expect(taking).rejects.toBe(gone);
       expect((await limiter.peek('k', 4)).allowed).toBe(true);
       expect(await limiter.tryTake('k', 4)).toMatchObject({ allowed: true, remaining: 0 });
       expect((await limiter.peek('other', 2)).allowed).toBe(true); // the global got its 3 back too: 6 - 4 = 2

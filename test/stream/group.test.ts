@@ -93,7 +93,7 @@ describe('ThrottleGroup: options', () => {
     expect(new ThrottleGroup({ rate: 1000, burst: 400, quantum: 50 }).quantum).toBe(50);
   });
 
-  it('refuses a burst too small and a quantum above half the burst', () => {
+  it('throws for a burst too small and a quantum above half the burst', () => {
     expect(() => new ThrottleGroup({ rate: '1GiB/s', burst: '1MiB' })).toThrow(BurstTooSmallError);
     expect(() => new ThrottleGroup({ rate: 1000, burst: 400, quantum: 300 })).toThrow(
       /quantum 300 bytes must be at most half the burst \(200 bytes\)/,
@@ -109,7 +109,7 @@ describe('ThrottleGroup: options', () => {
     expect(() => group.throttle({ burst: 100 })).toThrow(/applies to the member's own cap/);
     expect(() => new Throttle({ rate: 100, group, clock: fakeClock().clock })).toThrow(/uses the group's clock/);
     expect(() => new Throttle({ group: {} as ThrottleGroup })).toThrow(/expected `group` to be a ThrottleGroup/);
-    expect(group.size).toBe(0); // the refused member did not stay
+    expect(group.size).toBe(0); // the member that threw did not stay
     const member = group.throttle();
     expect(member.group).toBe(group);
     expect(member.rate).toBeUndefined();
@@ -654,7 +654,7 @@ describe('ThrottleGroup: live changes', () => {
     expect(fake.pending()).toBe(0);
   });
 
-  it('setBurst changes the bucket and the quantum; a burst too small is refused', async () => {
+  it('setBurst changes the bucket and the quantum; a burst too small throws', async () => {
     const { fake, group, busy } = groupSetup({ rate: 1000 });
     expect(() => group.setBurst(5)).toThrow(BurstTooSmallError);
     expect(() => group.setRate(1e9)).not.toThrow(); // a default burst follows the rate

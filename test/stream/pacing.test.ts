@@ -93,7 +93,7 @@ describe('burst rules and limits', () => {
     expect(() => checkBurst(1000, 9)).toThrow(BurstTooSmallError);
   });
 
-  it('the largest rate and burst are 2^53 (bytes per second, bytes); above is refused with a coded error', () => {
+  it('the largest rate and burst are 2^53 (bytes per second, bytes); above throws a coded error', () => {
     expect(MAX_RATE).toBe(2 ** 53);
     expect(MAX_BURST).toBe(2 ** 53);
     expect(() => checkRateLimit(2 ** 53, 2 ** 53)).not.toThrow();

@@ -40,7 +40,7 @@ function setup(options: Omit<ThrottleOptions, 'clock'>) {
 }
 
 describe('Throttle: options', () => {
-  it('refuses object mode with InvalidOptionError naming the option', () => {
+  it('throws InvalidOptionError for object mode, naming the option', () => {
     for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
       const make = () => new Throttle({ rate: 1000, [key]: true as unknown as false });
       expect(make).toThrow(InvalidOptionError);
@@ -79,7 +79,7 @@ describe('Throttle: options', () => {
     expect(defaultBurstBytes(100)).toBe(1024);
   });
 
-  it('refuses a burst too small for the timers, naming the smallest that works', () => {
+  it('throws BurstTooSmallError for a burst too small for the timers, naming the smallest that works', () => {
     const make = () => new Throttle({ rate: '1GiB/s', burst: '1MiB' });
     expect(make).toThrow(BurstTooSmallError);
     try {
@@ -130,7 +130,7 @@ describe('Throttle: options', () => {
   });
 });
 
-describe('Throttle: bad input is refused before anything is armed', () => {
+describe('Throttle: bad input throws before anything is armed', () => {
   it('a signal that is not an AbortSignal (the controller, say) is InvalidOptionError, and no group keeps the member', () => {
     const controller = new AbortController();
     for (const signal of [controller, {}, 'x', null, { aborted: true }]) {
@@ -154,7 +154,7 @@ describe('Throttle: bad input is refused before anything is armed', () => {
     );
   });
 
-  it('a rate or burst above 2^53 is refused (1e308 would make an infinite burst)', () => {
+  it('a rate or burst above 2^53 throws (1e308 would make an infinite burst)', () => {
     expect(() => new Throttle({ rate: 1e308 })).toThrow(InvalidRateError);
     expect(() => new Throttle({ rate: 1e308 })).toThrow(/largest supported is 2\^53 .* bytes per second/);
     expect(() => new Throttle({ rate: 1000, peakRate: 1e308 })).toThrow(InvalidRateError);
@@ -451,7 +451,7 @@ describe('Throttle: peakRate (the second bucket)', () => {
 });
 
 describe('Throttle: peakBurst against peakRate', () => {
-  it('refuses a peakBurst too small for the peak rate, naming the smallest that works', () => {
+  it('throws BurstTooSmallError for a peakBurst too small for the peak rate, naming the smallest that works', () => {
     const make = () => new Throttle({ rate: '10MiB/s', burst: '1MiB', peakRate: '64MiB/s', peakBurst: '16KiB' });
     expect(make).toThrow(BurstTooSmallError);
     try {
@@ -468,6 +468,8 @@ describe('Throttle: peakBurst against peakRate', () => {
           'or leave it unset for the default of 671089 bytes (~655 KiB)',
       );
     }
+    // The default the message names is the one an unset peakBurst gets.
+    expect(new Throttle({ rate: '10MiB/s', burst: '1MiB', peakRate: '64MiB/s' }).peakBurst).toBe(671089);
     // Exactly the smallest is accepted.
     expect(new Throttle({ rate: '10MiB/s', burst: '1MiB', peakRate: '64MiB/s', peakBurst: 671089 }).peakBurst).toBe(
       671089,
@@ -516,7 +518,7 @@ describe('Throttle: live changes', () => {
     expect(sink.pieces.at(-1)?.atMs).toBe(200 + 350); // 720 bytes, 20 of them earned by 200 ms, at 2000 B/s
   });
 
-  it('a default burst follows the rate; an explicit burst that cannot sustain it is refused', () => {
+  it('a default burst follows the rate; an explicit burst that cannot sustain it throws', () => {
     const throttle = new Throttle({ rate: '1MiB/s' });
     throttle.setRate('10MiB/s');
     expect(throttle.burst).toBe(defaultBurstBytes(10 * 1048576));

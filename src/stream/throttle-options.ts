@@ -1,0 +1,220 @@
+/**
+ * A Throttle's options: their types, the checks that need no parsing, and the
+ * parsing of `rate`, `burst`, `peakRate` and `peakBurst` into a {@link Cap},
+ * the stream's own bandwidth cap (TBF's rate and bucket, and its peak bucket).
+ *
+ * Invariants of a Cap: 0 < rate <= MAX_RATE; rate x 10 ms <= capacity <=
+ * MAX_BURST (pacing.ts); with a peak, peakRate > rate and the peak bucket's
+ * capacity <= the main one's (an explicit one also >= peakRate x 10 ms).
+ * Everything here throws before a stream is made or a timer armed, and keeps
+ * no state.
+ */
+
+import type { TransformOptions } from 'node:stream';
+import type { Clock } from '../clock.js';
+import { InvalidOptionError, InvalidRateError } from '../errors.js';
+import {
+  describeBytes,
+  describeRate,
+  parseRateOption,
+  parseSizeOption,
+  type RateInput,
+  type SizeInput,
+} from '../units.js';
+import { type GroupHandle, kJoin } from './link.js';
+import {
+  checkBurst,
+  checkBurstLimit,
+  checkPeakBurst,
+  checkRateLimit,
+  defaultBurstBytes,
+  defaultPeakBurstBytes,
+} from './pacing.js';
+
+/** The stream options a Throttle passes on to `Transform` (object mode and the simplified-constructor hooks are not among them). */
+export type ThrottleStreamOptions = Pick<
+  TransformOptions,
+  | 'highWaterMark'
+  | 'readableHighWaterMark'
+  | 'writableHighWaterMark'
+  | 'allowHalfOpen'
+  | 'emitClose'
+  | 'autoDestroy'
+  | 'signal'
+  | 'decodeStrings'
+  | 'defaultEncoding'
+  | 'encoding'
+>;
+
+const STREAM_KEYS = [
+  'highWaterMark',
+  'readableHighWaterMark',
+  'writableHighWaterMark',
+  'allowHalfOpen',
+  'emitClose',
+  'autoDestroy',
+  'signal',
+  'decodeStrings',
+  'defaultEncoding',
+  'encoding',
+] as const;
+
+/** Options for {@link Throttle}. */
+export interface ThrottleOptions extends ThrottleStreamOptions {
+  /**
+   * The sustained rate, bytes per second: a number or a string such as
+   * `'1MiB/s'`, `'8mbit'`, `'100Mbps'`. Required, except for a member of a
+   * `group`, where it is the member's own cap under the group's (omit it to
+   * take whatever the group gives).
+   */
+  rate?: RateInput;
+  /**
+   * The bucket's capacity: the most bytes that pass at once after an idle
+   * spell, and the largest piece. A number of bytes or a size such as `'64KiB'`.
+   * Must be at least rate x 10 ms (`BurstTooSmallError` says the smallest that works).
+   * @default rate x 100 ms, but at least 128 KiB (two 64 KiB chunks) where that is at most rate x 250 ms, and at least 1 KiB
+   */
+  burst?: SizeInput;
+  /**
+   * TBF's peak rate: how fast a burst itself may drain, bytes per second.
+   * Must be above `rate`.
+   * @default none (a burst drains as fast as the reader takes it)
+   */
+  peakRate?: RateInput;
+  /**
+   * The peak bucket's capacity (TBF's `mtu`): the most bytes that pass back to
+   * back at the peak rate. At most `burst`, at least rate x 10 ms.
+   * @default peakRate x 10 ms, at least 1 KiB, at most `burst`
+   */
+  peakBurst?: SizeInput;
+  /** Share a cap with other streams (a `ThrottleGroup`): the group's rate bounds all its members together. */
+  group?: GroupHandle;
+  /** The time source. A member of a group uses the group's clock. @default systemClock */
+  clock?: Clock;
+  /** Not supported: a Throttle paces bytes, and objects have no size. */
+  objectMode?: false;
+  /** Not supported, as `objectMode`. */
+  readableObjectMode?: false;
+  /** Not supported, as `objectMode`. */
+  writableObjectMode?: false;
+}
+
+/** A stream's own bandwidth cap, parsed: its rate and its bucket's capacity, and TBF's peak bucket if any; `burstExplicit`: the option was given. */
+export interface Cap {
+  ratePerSecond: number;
+  capacityBytes: number;
+  burstExplicit: boolean;
+  peak: { ratePerSecond: number; capacityBytes: number; burstExplicit: boolean } | undefined;
+}
+
+/** Parses and checks rate, burst, peakRate and peakBurst together. */
+export function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateInput, peakBurst?: SizeInput): Cap {
+  const ratePerSecond = parseRateOption(rate, 'rate');
+  checkRateLimit(ratePerSecond, rate);
+  const capacityBytes = burst === undefined ? defaultBurstBytes(ratePerSecond) : parseSizeOption(burst, 'burst');
+  checkBurstLimit(capacityBytes, burst);
+  checkBurst(ratePerSecond, capacityBytes);
+  let peak: Cap['peak'];
+  if (peakRate !== undefined) {
+    const peakPerSecond = parseRateOption(peakRate, 'peakRate');
+    checkRateLimit(peakPerSecond, peakRate, 'peakRate');
+    if (!(peakPerSecond > ratePerSecond)) {
+      throw new InvalidOptionError(
+        'peakRate',
+        peakRate,
+        `peakRate ${describeRate(peakPerSecond)} must be above rate ${describeRate(ratePerSecond)}: ` +
+          'the peak bucket caps how fast a burst drains; to cap the rate itself, lower `rate`',
+      );
+    }
+    let peakCapacityBytes: number;
+    if (peakBurst === undefined) {
+      peakCapacityBytes = Math.min(capacityBytes, defaultPeakBurstBytes(peakPerSecond));
+    } else {
+      peakCapacityBytes = parseSizeOption(peakBurst, 'peakBurst');
+      if (peakCapacityBytes > capacityBytes) {
+        throw new InvalidOptionError(
+          'peakBurst',
+          peakBurst,
+          `peakBurst ${describeBytes(peakCapacityBytes)} must not exceed burst ${describeBytes(capacityBytes)}: ` +
+            'a piece must fit both buckets; lower peakBurst or raise burst',
+        );
+      }
+      checkPeakBurst(peakPerSecond, peakCapacityBytes, capacityBytes);
+    }
+    peak = { ratePerSecond: peakPerSecond, capacityBytes: peakCapacityBytes, burstExplicit: peakBurst !== undefined };
+  } else if (peakBurst !== undefined) {
+    throw new InvalidOptionError(
+      'peakBurst',
+      peakBurst,
+      'peakBurst is the peak bucket of `peakRate`: set peakRate too',
+    );
+  }
+  return { ratePerSecond, capacityBytes, burstExplicit: burst !== undefined, peak };
+}
+
+/** A value Node accepts as a signal: an object with a boolean `aborted` and `addEventListener`. */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  if (value === null || typeof value !== 'object') return false;
+  const candidate = value as Partial<AbortSignal>;
+  return typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function';
+}
+
+/** Checks the options that need no parsing; returns the group, if any. Nothing is made or armed yet. */
+export function checkOptions(options: ThrottleOptions): GroupHandle | undefined {
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "1MiB/s" }');
+  }
+  for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
+    if (options[key]) {
+      throw new InvalidOptionError(
+        key,
+        options[key],
+        `${key} is not supported: a Throttle paces bytes (one byte, one token), and objects have no size; ` +
+          'pipe Buffers or strings, or pace objects with a Scheduler and a cost per object',
+      );
+    }
+  }
+  const signal: unknown = options.signal;
+  if (signal !== undefined && !isAbortSignal(signal)) {
+    throw new InvalidOptionError(
+      'signal',
+      signal,
+      'expected `signal` to be an AbortSignal (pass `controller.signal`, not the AbortController)',
+    );
+  }
+  const group: unknown = options.group;
+  if (group !== undefined && (group === null || typeof (group as Partial<GroupHandle>)[kJoin] !== 'function')) {
+    throw new InvalidOptionError('group', group, 'expected `group` to be a ThrottleGroup');
+  }
+  return group as GroupHandle | undefined;
+}
+
+/** The member's own cap from rate, burst, peakRate and peakBurst (undefined: a group member without one). */
+export function ownCap(options: ThrottleOptions, group: GroupHandle | undefined): Cap | undefined {
+  if (options.rate !== undefined) return resolveCap(options.rate, options.burst, options.peakRate, options.peakBurst);
+  if (group === undefined) {
+    throw new InvalidRateError(
+      undefined,
+      'a Throttle needs a `rate` (bytes per second, e.g. "1MiB/s"), or a `group` whose cap it shares',
+    );
+  }
+  for (const key of ['burst', 'peakRate', 'peakBurst'] as const) {
+    if (options[key] !== undefined) {
+      throw new InvalidOptionError(
+        key,
+        options[key],
+        `${key} applies to the member's own cap: set \`rate\` too, or set the group's ${key === 'burst' ? 'burst' : 'rate'}`,
+      );
+    }
+  }
+  return undefined;
+}
+
+/** The `Transform` options among ours (the signal is attached later, by the constructor). */
+export function transformOptions(options: ThrottleOptions): TransformOptions {
+  const streamOptions: TransformOptions = {};
+  for (const key of STREAM_KEYS) {
+    if (key !== 'signal' && options[key] !== undefined) (streamOptions as Record<string, unknown>)[key] = options[key];
+  }
+  return streamOptions;
+}
