@@ -1,44 +1,19 @@
 /**
- * srTCM (RFC 2697) and trTCM (RFC 2698) against sequences worked by hand from
- * the RFCs' text, and against a literal transcription of the RFCs' discrete
- * algorithms (the buckets updated one token at a time, CIR/PIR times a second).
+ * srTCM and trTCM: options, validation, the `refill` choice, and the edges of
+ * the whole-token clock (non-finite and epoch-sized times, the rate read as a
+ * fraction). The RFCs' behaviour is in tcm.rfc.test.ts (hand-worked sequences
+ * and a literal transcription of the RFCs); DPDK's cases in tcm.dpdk.test.ts.
  */
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Color, srTCM, trTCM } from '../../src/index.js';
+import { simplestFraction } from '../../src/meters/tcm.js';
 import { manualClock } from '../helpers/fake-clock.js';
 
-describe('srTCM (RFC 2697), colour-blind', () => {
-  it('the worked example: green while C lasts, yellow from E, then red; refill goes to C first', () => {
-    const clock = manualClock();
-    const m = new srTCM({ cir: 1000, cbs: 1500, ebs: 3000, clock });
-    expect([m.mark(1000), m.mark(1000), m.mark(1000), m.mark(1000)]).toEqual(['green', 'yellow', 'yellow', 'yellow']);
-    expect(m.tokens).toEqual({ tc: 500, te: 0 });
-    expect(m.mark(1000)).toBe('red');
-    expect(m.tokens).toEqual({ tc: 500, te: 0 }); // red decrements nothing
-    clock.set(1000);
-    expect(m.tokens).toEqual({ tc: 1500, te: 0 }); // C took all 1000, no overflow
-    expect(m.mark(1000)).toBe('green');
-    expect(m.mark(1000)).toBe('red'); // Tc 500, Te 0
-  });
-
-  it('E fills only with what overflows C', () => {
-    const clock = manualClock();
-    const m = new srTCM({ cir: 1000, cbs: 1500, ebs: 3000, clock });
-    m.mark(1500); // green, Tc 0
-    m.mark(3000); // yellow, Te 0
-    clock.set(1000);
-    expect(m.tokens).toEqual({ tc: 1000, te: 0 });
-    clock.set(2000);
-    expect(m.tokens).toEqual({ tc: 1500, te: 500 });
-    clock.set(100_000);
-    expect(m.tokens).toEqual({ tc: 1500, te: 3000 }); // both capped
-  });
-
-  it('a packet is checked against C, then E, never split across both', () => {
-    const clock = manualClock();
-    const m = new srTCM({ cir: 1000, cbs: 1000, ebs: 1000, clock });
+describe('srTCM', () => {
+  it('checks a packet against C, then E, never split across both', () => {
+    const m = new srTCM({ cir: 1000, cbs: 1000, ebs: 1000, clock: manualClock() });
     m.mark(600); // green: Tc 400
     m.mark(600); // yellow: Te 400
     expect(m.mark(500)).toBe('red'); // 400 + 400 would hold it, but neither bucket alone does
@@ -51,20 +26,15 @@ describe('srTCM (RFC 2697), colour-blind', () => {
     const e = new srTCM({ cir: 1000, cbs: 0, ebs: 3000, clock: manualClock() });
     expect(e.mark(1)).toBe('yellow');
   });
-});
 
-describe('srTCM (RFC 2697), colour-aware', () => {
-  it('pre-green follows the blind rules; pre-yellow uses only E; pre-red stays red and takes nothing', () => {
-    const m = new srTCM({ cir: 1000, cbs: 1000, ebs: 1000, mode: 'color-aware', clock: manualClock() });
-    expect(m.mark(100, 'red')).toBe('red');
-    expect(m.tokens).toEqual({ tc: 1000, te: 1000 });
-    expect(m.mark(300, 'yellow')).toBe('yellow'); // never greener, even with C full
-    expect(m.tokens).toEqual({ tc: 1000, te: 700 });
-    expect(m.mark(800, 'green')).toBe('green');
-    expect(m.mark(800, 'green')).toBe('red'); // Tc 200, Te 700: fits neither
-    expect(m.mark(700, 'green')).toBe('yellow'); // Tc 200 is short: E
-    expect(m.mark(100, 'yellow')).toBe('red'); // Te 0, and yellow may not use C
-    expect(m.mark(100, 'green')).toBe('green');
+  it('reads the time from its clock: mark and tokens are markAt and tokensAt now', () => {
+    const clock = manualClock(10_000);
+    const m = new srTCM({ cir: 1000, cbs: 10, ebs: 0, clock });
+    expect(m.mark(10)).toBe('green');
+    clock.advance(3.5);
+    expect(m.tokens).toEqual({ tc: 3, te: 0 });
+    expect(m.tokensAt(10_004)).toEqual({ tc: 4, te: 0 });
+    expect(m.tokens).toEqual({ tc: 3, te: 0 }); // looking ahead changed nothing
   });
 
   it('refuses a missing or unknown pre-colour, and a colour given to a colour-blind marker', () => {
@@ -73,11 +43,10 @@ describe('srTCM (RFC 2697), colour-aware', () => {
     expect(() => aware.mark(1, 'blue' as Color)).toThrow(/expected 'green', 'yellow' or 'red'/);
     const blind = new srTCM({ cir: 1000, cbs: 1000, ebs: 1000, clock: manualClock() });
     expect(() => blind.mark(1, 'green')).toThrow(/color-aware/);
+    expect(blind.tokens).toEqual({ tc: 1000, te: 1000 }); // a refused call takes nothing
   });
-});
 
-describe('srTCM options', () => {
-  it('validates with coded errors', () => {
+  it('validates its options with coded errors', () => {
     const clock = manualClock();
     expect(() => new srTCM({ cir: 0, cbs: 1, ebs: 1, clock })).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_RATE' }),
@@ -92,46 +61,9 @@ describe('srTCM options', () => {
     expect(() => m.mark(-1)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_SIZE' }));
     expect(() => m.mark(Number.NaN)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_SIZE' }));
   });
-
-  it('time going backwards adds no tokens', () => {
-    const clock = manualClock(5000);
-    const m = new srTCM({ cir: 1000, cbs: 1000, ebs: 1000, clock });
-    m.mark(1000);
-    clock.set(0);
-    expect(m.tokens).toEqual({ tc: 0, te: 1000 });
-    clock.set(5500);
-    expect(m.tokens).toEqual({ tc: 500, te: 1000 });
-  });
 });
 
-describe('trTCM (RFC 2698), colour-blind', () => {
-  it('red above the peak, yellow above the committed rate, green within both', () => {
-    const clock = manualClock();
-    const m = new trTCM({ pir: 2000, pbs: 2000, cir: 1000, cbs: 1000, clock });
-    expect(m.mark(600)).toBe('green'); // Tp 1400, Tc 400
-    expect(m.mark(600)).toBe('yellow'); // Tc short: Tp 800
-    expect(m.tokens).toEqual({ tp: 800, tc: 400 });
-    expect(m.mark(900)).toBe('red'); // Tp short: nothing taken
-    expect(m.mark(400)).toBe('green'); // Tp 400, Tc 0
-    clock.set(250); // P earns 500, C 250
-    expect(m.tokens).toEqual({ tp: 900, tc: 250 });
-    expect(m.mark(300)).toBe('yellow');
-    expect(m.mark(250)).toBe('green');
-    expect(m.tokens).toEqual({ tp: 350, tc: 0 });
-  });
-
-  it('colour-aware: never greener than the pre-colour; pre-red takes nothing; pre-yellow takes only from P', () => {
-    const m = new trTCM({ pir: 2000, pbs: 2000, cir: 1000, cbs: 1000, mode: 'color-aware', clock: manualClock() });
-    expect(m.mark(100, 'red')).toBe('red');
-    expect(m.tokens).toEqual({ tp: 2000, tc: 1000 });
-    expect(m.mark(500, 'yellow')).toBe('yellow');
-    expect(m.tokens).toEqual({ tp: 1500, tc: 1000 });
-    expect(m.mark(900, 'green')).toBe('green');
-    expect(m.mark(200, 'green')).toBe('yellow'); // Tc 100 is short
-    expect(m.mark(500, 'yellow')).toBe('red'); // Tp 400 is short
-    expect(m.tokens).toEqual({ tp: 400, tc: 100 });
-  });
-
+describe('trTCM', () => {
   it('refuses pir below cir, and zero bucket sizes', () => {
     const clock = manualClock();
     expect(() => new trTCM({ pir: 500, pbs: 1, cir: 1000, cbs: 1, clock })).toThrow(/at least cir/);
@@ -139,123 +71,108 @@ describe('trTCM (RFC 2698), colour-blind', () => {
       expect.objectContaining({ code: 'ERR_INVALID_SIZE' }),
     );
   });
+
+  it('reads the time from its clock', () => {
+    const clock = manualClock();
+    const m = new trTCM({ pir: 2000, pbs: 10, cir: 1000, cbs: 10, clock });
+    expect(m.mark(10)).toBe('green');
+    clock.advance(2.7);
+    expect(m.tokens).toEqual({ tp: 5, tc: 2 });
+    expect(m.mark(3)).toBe('yellow');
+  });
 });
 
-/** The RFCs' discrete algorithms, transcribed literally: tokens arrive one at a time. */
-class RfcSrTcm {
-  tc: number;
-  te: number;
-  constructor(
-    readonly cbs: number,
-    readonly ebs: number,
-  ) {
-    this.tc = cbs;
-    this.te = ebs;
-  }
-  /** One of the CIR updates a second. */
-  tick(): void {
-    if (this.tc < this.cbs) this.tc++;
-    else if (this.te < this.ebs) this.te++;
-  }
-  mark(b: number, pre: Color | undefined): Color {
-    // RFC 2697, section 3: blind mode is aware mode with every packet pre-green.
-    const colour = pre ?? 'green';
-    if (colour === 'green' && this.tc - b >= 0) {
-      this.tc -= b;
-      return 'green';
-    }
-    if ((colour === 'green' || colour === 'yellow') && this.te - b >= 0) {
-      this.te -= b;
-      return 'yellow';
-    }
-    return 'red';
-  }
-}
+describe('the refill option', () => {
+  it("defaults to 'discrete', the RFCs' whole tokens", () => {
+    const clock = manualClock();
+    expect(new srTCM({ cir: 1, cbs: 1, ebs: 1, clock }).refill).toBe('discrete');
+    expect(new trTCM({ pir: 1, pbs: 1, cir: 1, cbs: 1, refill: 'discrete', clock }).refill).toBe('discrete');
+  });
 
-class RfcTrTcm {
-  tp: number;
-  tc: number;
-  constructor(
-    readonly pbs: number,
-    readonly cbs: number,
-  ) {
-    this.tp = pbs;
-    this.tc = cbs;
-  }
-  tickP(): void {
-    if (this.tp < this.pbs) this.tp++;
-  }
-  tickC(): void {
-    if (this.tc < this.cbs) this.tc++;
-  }
-  mark(b: number, pre: Color | undefined): Color {
-    if (pre === 'red' || this.tp - b < 0) return 'red';
-    if (pre === 'yellow' || this.tc - b < 0) {
-      this.tp -= b;
-      return 'yellow';
-    }
-    this.tp -= b;
-    this.tc -= b;
-    return 'green';
-  }
-}
+  it("'continuous' adds fractions of a token: not the RFC form, stricter at fractional times (issue 22's examples)", () => {
+    const sr = new srTCM({ cir: 1250, cbs: 10, ebs: 20, refill: 'continuous', clock: manualClock() });
+    expect(sr.refill).toBe('continuous');
+    expect(sr.markAt(0, 20)).toBe('yellow');
+    expect(sr.markAt(1, 10)).toBe('green');
+    expect(sr.tokensAt(2.5)).toEqual({ tc: 1.875, te: 1.25 }); // the RFC has 2 and 1
+    expect(sr.markAt(2.5, 2)).toBe('red'); // the RFC: green
 
-const packet = fc.record({
-  gapMs: fc.integer({ min: 0, max: 40 }),
-  size: fc.integer({ min: 0, max: 120 }),
-  pre: fc.constantFrom<Color>('green', 'yellow', 'red'),
+    const tr = new trTCM({ pir: 1250, pbs: 10, cir: 1250, cbs: 10, refill: 'continuous', clock: manualClock() });
+    expect(tr.markAt(0.5, 10)).toBe('green');
+    expect(tr.tokensAt(1.75)).toEqual({ tp: 1.5625, tc: 1.5625 }); // the RFC has 2 and 2
+    expect(tr.markAt(1.75, 2)).toBe('red'); // the RFC: green
+  });
+
+  it('refuses anything else, with a coded error', () => {
+    const clock = manualClock();
+    expect(() => new srTCM({ cir: 1, cbs: 1, ebs: 1, refill: 'rfc' as 'discrete', clock })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'refill' }),
+    );
+    expect(() => new trTCM({ pir: 1, pbs: 1, cir: 1, cbs: 1, refill: 'lazy' as 'discrete', clock })).toThrow(
+      /'discrete' \(the RFCs' whole tokens\) or 'continuous'/,
+    );
+  });
 });
 
-describe('the lazy refill colours every packet exactly as the RFCs’ one-token-at-a-time updates do', () => {
-  it('srTCM, both modes (CIR 1000/s: one update per ms)', () => {
+describe('the whole-token clock', () => {
+  it('a time that is not a finite number counts as no time at all', () => {
+    const m = new srTCM({ cir: 1000, cbs: 2, ebs: 0, clock: manualClock() });
+    m.markAt(0, 2);
+    expect(m.markAt(Number.NaN, 1)).toBe('red');
+    expect(m.markAt(Number.POSITIVE_INFINITY, 1)).toBe('red');
+    expect(m.tokensAt(Number.POSITIVE_INFINITY)).toEqual({ tc: 0, te: 0 });
+    expect(m.markAt(1, 1)).toBe('green'); // the schedule is intact
+  });
+
+  it('an epoch-sized clock (Date.now()-style milliseconds) still gets a token every millisecond exactly', () => {
+    const start = 1_767_225_600_000; // 2026-01-01 in ms: above 2^53 ns
+    const m = new srTCM({ cir: 1000, cbs: 1, ebs: 0, clock: manualClock(start) });
+    m.markAt(start, 1);
+    for (let ms = 1; ms <= 10_000; ms++) {
+      expect(m.markAt(start + ms - 0.5, 1)).toBe('red');
+      expect(m.markAt(start + ms, 1)).toBe('green');
+    }
+  });
+
+  it('counts exactly across the step where doubles hand over to BigInt (about 2.1 s at 10 GiB/s)', () => {
+    // 10 GiB/s is 4194304 / 390625 tokens a ns: steps above ~2.1e9 ns leave the doubles' exact range.
     fc.assert(
-      fc.property(
-        fc.integer({ min: 0, max: 100 }),
-        fc.integer({ min: 0, max: 100 }),
-        fc.boolean(),
-        fc.array(packet, { maxLength: 60 }),
-        (cbs, ebs, aware, packets) => {
-          fc.pre(cbs + ebs > 0);
-          const clock = manualClock();
-          const m = new srTCM({ cir: 1000, cbs, ebs, mode: aware ? 'color-aware' : 'color-blind', clock });
-          const rfc = new RfcSrTcm(cbs, ebs);
-          for (const p of packets) {
-            for (let i = 0; i < p.gapMs; i++) rfc.tick();
-            clock.advance(p.gapMs);
-            const pre = aware ? p.pre : undefined;
-            expect(m.mark(p.size, pre)).toBe(rfc.mark(p.size, pre));
-          }
-          expect(m.tokens).toEqual({ tc: rfc.tc, te: rfc.te });
-        },
-      ),
+      fc.property(fc.array(fc.integer({ min: 1_900_000_000, max: 2_300_000_000 }), { maxLength: 20 }), (gaps) => {
+        const m = new srTCM({ cir: '10GiB/s', cbs: 1e15, ebs: 0, clock: manualClock(1000) });
+        m.markAt(1000, 1e15); // empty, so no token is capped away
+        let ns = 0n;
+        for (const gap of gaps) {
+          ns += BigInt(gap);
+          const due = (ns * 10_737_418_240n) / 1_000_000_000n;
+          expect(m.tokensAt(1000 + Number(ns) / 1e6)).toEqual({ tc: Number(due), te: 0 });
+          m.markAt(1000 + Number(ns) / 1e6, 0);
+        }
+      }),
     );
   });
 
-  it('trTCM, both modes (PIR 3000/s, CIR 1000/s: three P updates and one C update per ms)', () => {
+  it('reads a rate as the simplest fraction that the number stands for', () => {
+    expect(simplestFraction(1250)).toEqual([1250n, 1n]);
+    expect(simplestFraction(100 / 60)).toEqual([5n, 3n]);
+    expect(simplestFraction(0.1)).toEqual([1n, 10n]);
+    expect(simplestFraction(0.5)).toEqual([1n, 2n]);
+    expect(simplestFraction(2 ** 60)).toEqual([2n ** 60n, 1n]);
+    expect(simplestFraction(Number.MIN_VALUE)[1]).toBeGreaterThan(2n ** 1000n);
+  });
+
+  it('recovers p / q from the double p / q, and what it returns rounds back to the number', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 1, max: 150 }),
-        fc.integer({ min: 1, max: 100 }),
-        fc.boolean(),
-        fc.array(packet, { maxLength: 60 }),
-        (pbs, cbs, aware, packets) => {
-          const clock = manualClock();
-          const m = new trTCM({ pir: 3000, pbs, cir: 1000, cbs, mode: aware ? 'color-aware' : 'color-blind', clock });
-          const rfc = new RfcTrTcm(pbs, cbs);
-          for (const p of packets) {
-            for (let i = 0; i < p.gapMs; i++) {
-              rfc.tickP();
-              rfc.tickP();
-              rfc.tickP();
-              rfc.tickC();
-            }
-            clock.advance(p.gapMs);
-            const pre = aware ? p.pre : undefined;
-            expect(m.mark(p.size, pre)).toBe(rfc.mark(p.size, pre));
-          }
-          expect(m.tokens).toEqual({ tp: rfc.tp, tc: rfc.tc });
-        },
-      ),
+      fc.property(fc.integer({ min: 1, max: 1_000_000 }), fc.integer({ min: 1, max: 1_000_000 }), (p, q) => {
+        const [n, d] = simplestFraction(p / q);
+        expect(n * BigInt(q)).toBe(BigInt(p) * d); // the same fraction
+        expect(Number(n) / Number(d)).toBe(p / q);
+      }),
+    );
+    fc.assert(
+      fc.property(fc.double({ min: 1e-3, max: 1e6, noNaN: true }), (x) => {
+        const [n, d] = simplestFraction(x);
+        expect(Number(n) / Number(d)).toBe(x);
+      }),
     );
   });
 });
