@@ -102,6 +102,7 @@ export {
   type ColorMode,
   type SrTcmOptions,
   srTCM,
+  type TcmRefill,
   type TrTcmOptions,
   trTCM,
 } from './meters/tcm.js';
