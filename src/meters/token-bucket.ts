@@ -36,7 +36,6 @@ import {
 import { Watchdog } from '../timer.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import {
-  advance,
   type BucketParams,
   type BucketState,
   bucketParams,
@@ -44,12 +43,12 @@ import {
   charge,
   checkCost,
   checkTime,
+  conformsAt,
   credit,
   delayUntil,
   rateParam,
   reconfigure,
   refund,
-  slackFor,
   tokensAt,
   tryCharge,
 } from './bucket.js';
@@ -251,7 +250,7 @@ export class TokenBucket {
     const delayMs = delayUntil(state, params, nowMs, cost);
     const readyAtMs = nowMs + delayMs;
     // The bound is asked in tokens, like every comparison (see bucket.ts): would they be there at nowMs + maxWait?
-    if (delayMs > maxWaitMs && tokensAt(state, params, nowMs + maxWaitMs) + slackFor(params.capacity) < cost) {
+    if (delayMs > maxWaitMs && !conformsAt(state, params, nowMs + maxWaitMs, cost)) {
       return { ok: false, delayMs, readyAtMs, ...REFUSED_CANCEL };
     }
     charge(state, params, nowMs, cost);
