@@ -4,7 +4,9 @@
  * around a bucket (`TokenBucket`, the `Scheduler`, the streams' meter, the
  * keyed and fleet stores) loads and saves the state and calls these steps; in
  * Redis the scripts call their Lua twin, src/redis/bucket-lua.ts, held to this
- * file's test tables on a real redis-server. Nowhere else are the sums written.
+ * file's test tables on a real redis-server. This file and that twin are the
+ * only places the sums are written (tcm.ts's three-colour markers are RFC
+ * 2697/2698's coupled buckets, another model).
  *
  * A flow conforms to a token bucket of rate R and capacity B if, over any
  * interval of length T, the cost it is admitted does not exceed B + R * T.

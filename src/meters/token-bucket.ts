@@ -53,32 +53,8 @@ import {
   tryCharge,
 } from './bucket.js';
 
-// The pure arithmetic, re-exported: stores and streams import it from here.
-export {
-  advance,
-  type BucketParams,
-  type BucketState,
-  bucketParams,
-  burstParam,
-  charge,
-  checkCost,
-  checkTime,
-  conforms,
-  credit,
-  delayUntil,
-  MAX_BURST,
-  MAX_RATE,
-  msUntil,
-  rateParam,
-  readyAt,
-  rebill,
-  reconfigure,
-  refund,
-  slackFor,
-  startAt,
-  tokensAt,
-  tryCharge,
-} from './bucket.js';
+// The class's types and limits, with it (src/index.ts exports them from here); the steps are imported from ./bucket.ts.
+export { type BucketParams, type BucketState, MAX_BURST, MAX_RATE } from './bucket.js';
 
 /** Options for {@link TokenBucket}. */
 export interface TokenBucketOptions {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isTokenpaceError } from '../../src/index.js';
-import { bucketParams, checkCost, TokenBucket } from '../../src/meters/token-bucket.js';
+import { bucketParams, checkCost } from '../../src/meters/bucket.js';
+import { TokenBucket } from '../../src/meters/token-bucket.js';
 import { fakeClock, manualClock } from '../helpers/fake-clock.js';
 
 describe('bucket options and costs', () => {
