@@ -3,9 +3,9 @@
  * concurrency budget, changed in ONE atomic step per call.
  *
  * The bucket is the meter's arithmetic (`src/meters/bucket.ts`: `tokensAt`,
- * `delayUntil`, `charge`, `refund`, `reconfigure`, `slackFor`) written in
- * Lua, with the time from Redis's `TIME`, so workers with skewed clocks
- * agree. The concurrency budget is a set of leases: a sorted set of lease ids
+ * `delayUntil`, `charge`, `refund`, `rebill`, `reconfigure`, `slackFor`), by
+ * its Lua twin (src/redis/bucket-lua.ts), with the time from Redis's `TIME`,
+ * so workers with skewed clocks agree. The concurrency budget is a set of leases: a sorted set of lease ids
  * scored by expiry (ms, Redis time) and a hash of their weights; the sum of
  * the weights is kept in the state hash (`inf`), and leases whose expiry has
  * passed are purged at the start of every call, so a crashed worker's units
@@ -46,9 +46,9 @@
  *   expiry to now + leaseMs; a lease Redis no longer has (it restarted, or
  *   the lease expired while its job still ran) is added back, so the budget
  *   counts what really runs.
- * - `j` adjust: delta: a running job's charge changes by delta tokens, taken
- *   now (into debt) when positive, given back now (never above the burst)
- *   when negative, as the Scheduler's `ctx.adjust`.
+ * - `j` adjust: delta: a running job's charge changes by delta tokens
+ *   (bucket.ts `rebill`): taken now (into debt) when positive, given back now
+ *   (never above the burst) when negative, as the Scheduler's `ctx.adjust`.
  * - `s` set: rate, burst, concurrency ('' = unchanged): `reconfigure`.
  * - `g` get: nothing.
  *
@@ -57,6 +57,7 @@
  * for `b`, then status, delayMs, readyAtMs per job.
  */
 
+import { bucketLua } from '../redis/bucket-lua.js';
 import { luaNow } from '../redis/client.js';
 
 export const FLEET_SCRIPT = `
@@ -64,45 +65,17 @@ local KS, KL, KW, KQ, KC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
 ${luaNow(2)}
 local TTL = tonumber(ARGV[3])
-local EPS = 2 ^ -52
-local SLACK = 2 ^ -36
-local function fmt(x) return string.format('%.17g', x) end
+${bucketLua('fmt', 'slack_for', 'tokens_at', 'delay_until', 'charge', 'refund', 'rebill', 'reconfigure', 'clamp_to_capacity')}
 
-local rate, burst, conc, tok, upd, inf
+-- the parameters, and the bucket b (rate -1: none; then b is kept but not used)
+local rate, burst, conc, b, inf
 local v = redis.call('HMGET', KS, 'rate', 'burst', 'conc', 'tok', 'upd', 'inf')
 if not v[1] then
   rate = tonumber(ARGV[4]); burst = tonumber(ARGV[5]); conc = tonumber(ARGV[6])
-  tok = burst; upd = now; inf = 0
+  b = { tokens = burst, upd = now }; inf = 0
 else
   rate = tonumber(v[1]); burst = tonumber(v[2]); conc = tonumber(v[3])
-  tok = tonumber(v[4]); upd = tonumber(v[5]); inf = tonumber(v[6])
-end
-
-local function tokens_at(at)
-  local el = at - upd
-  if not (el > 0) then return tok end
-  local t = tok + (el * rate) / 1000
-  if t > burst then return burst end
-  return t
-end
-
-local function delay_until(at, cost)
-  local slack = burst * SLACK
-  if tokens_at(at) + slack >= cost then return 0 end
-  local d = ((cost - tok) * 1000) / rate + (upd - at)
-  if d < 0 then d = 0 end
-  local nudge = math.max(math.abs(at), d) * EPS
-  for i = 1, 64 do
-    if tokens_at(at + d) + slack >= cost then break end
-    d = d + nudge
-    nudge = nudge * 2
-  end
-  return d
-end
-
-local function advance(at)
-  tok = tokens_at(at)
-  if at > upd then upd = at end
+  b = { tokens = tonumber(v[4]), upd = tonumber(v[5]) }; inf = tonumber(v[6])
 end
 
 local function drop(ids)
@@ -160,7 +133,7 @@ if op == 'b' then
           redis.call('HDEL', KC, head[1])
         end
       end
-      if conc >= 0 and inf + cost + ahead > conc + conc * SLACK then
+      if conc >= 0 and inf + cost + ahead > conc + slack_for(conc) then
         st = 2
         stop = true
         -- claims in order of first refusal (a counter, not the time: two in one ms keep their order)
@@ -169,7 +142,7 @@ if op == 'b' then
         end
         redis.call('HSET', KC, me, fmt(cost) .. ' ' .. fmt(now))
       else
-        if rate >= 0 then d = delay_until(now, cost) end
+        if rate >= 0 then d = delay_until(b, rate, burst, now, cost) end
         if d > 0 and granted > 0 then
           st = 4
           d = 0
@@ -179,10 +152,7 @@ if op == 'b' then
         else
           st = 1
           r = now + d
-          if rate >= 0 then
-            tok = tokens_at(now) - cost
-            if now > upd then upd = now end
-          end
+          if rate >= 0 then charge(b, rate, burst, now, cost) end
           redis.call('ZADD', KL, r + leasems, me)
           redis.call('HSET', KW, me, ARGV[i])
           inf = inf + cost
@@ -200,17 +170,7 @@ if op == 'b' then
     grants[#grants + 1] = fmt(r)
   end
 elseif op == 'c' then
-  local cost = tonumber(ARGV[8])
-  local readyat = tonumber(ARGV[9])
-  if rate >= 0 and not (readyat < now) then
-    local debt = -tokens_at(readyat)
-    local back = cost
-    if debt > 0 then back = cost - debt end
-    if back > 0 then
-      advance(now)
-      tok = math.min(burst, tok + back)
-    end
-  end
+  if rate >= 0 then refund(b, rate, burst, now, tonumber(ARGV[8]), tonumber(ARGV[9])) end
   drop({ ARGV[7] })
 elseif op == 'r' then
   local expiry = now + tonumber(ARGV[7])
@@ -223,25 +183,25 @@ elseif op == 'r' then
     redis.call('ZADD', KL, expiry, id)
   end
 elseif op == 'j' then
-  if rate >= 0 then
-    local delta = tonumber(ARGV[7])
-    advance(now)
-    if delta > 0 then tok = tok - delta else tok = math.min(burst, tok - delta) end
-  end
+  if rate >= 0 then rebill(b, rate, burst, now, tonumber(ARGV[7])) end
 elseif op == 's' then
-  if rate >= 0 then advance(now) end
-  if ARGV[7] ~= '' then
-    local nrate = tonumber(ARGV[7])
-    if rate < 0 and nrate >= 0 then tok = burst; upd = now end
-    rate = nrate
-  end
-  if ARGV[8] ~= '' then burst = tonumber(ARGV[8]) end
+  local nrate, nburst = rate, burst
+  if ARGV[7] ~= '' then nrate = tonumber(ARGV[7]) end
+  if ARGV[8] ~= '' then nburst = tonumber(ARGV[8]) end
   if ARGV[9] ~= '' then conc = tonumber(ARGV[9]) end
-  if tok > burst then tok = burst end
+  if rate >= 0 then
+    reconfigure(b, rate, burst, now, nburst)
+  else
+    -- a first rate: the bucket starts full (at the burst it had), then takes the new one
+    if nrate >= 0 then b = { tokens = burst, upd = now } end
+    clamp_to_capacity(b, nburst)
+  end
+  rate = nrate
+  burst = nburst
 end
 
 if redis.call('ZCARD', KL) == 0 then inf = 0 end
-redis.call('HSET', KS, 'rate', fmt(rate), 'burst', fmt(burst), 'conc', fmt(conc), 'tok', fmt(tok), 'upd', fmt(upd), 'inf', fmt(inf))
+redis.call('HSET', KS, 'rate', fmt(rate), 'burst', fmt(burst), 'conc', fmt(conc), 'tok', fmt(b.tokens), 'upd', fmt(b.upd), 'inf', fmt(inf))
 redis.call('PEXPIRE', KS, TTL)
 local first = redis.call('ZRANGE', KL, 0, 0, 'WITHSCORES')
 local untilexp = -1
@@ -256,8 +216,8 @@ if redis.call('EXISTS', KQ) == 1 then
   redis.call('PEXPIRE', KQ, TTL)
   redis.call('PEXPIRE', KC, TTL)
 end
-local shown = tok
-if rate >= 0 then shown = tokens_at(now) end
+local shown = b.tokens
+if rate >= 0 then shown = tokens_at(b, rate, burst, now) end
 local reply = { fmt(now), tostring(status), fmt(delay), fmt(ready), fmt(shown), fmt(inf), fmt(rate), fmt(burst), fmt(conc), fmt(untilexp) }
 for i = 1, #grants do reply[10 + i] = grants[i] end
 return reply

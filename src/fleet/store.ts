@@ -28,13 +28,15 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import {
-  advance,
   type BucketParams,
   type BucketState,
   charge,
+  clampToCapacity,
   delayUntil,
   rebill,
+  reconfigure,
   refund,
+  slackFor,
   tokensAt,
 } from '../meters/bucket.js';
 
@@ -177,9 +179,6 @@ interface KeyState {
   claims: Map<string, [number, number]>;
 }
 
-/** The tolerance of bucket.ts, for a concurrency budget. */
-const SLACK = 2 ** -36;
-
 /**
  * A fleet store in this process's memory: the same contract as the Redis one,
  * for one process (tests, a single worker, and the `'local'`/`'allow'`
@@ -209,7 +208,7 @@ export class MemoryFleetStore implements FleetStore {
     for (const lease of op.release) this.#drop(state, lease.leaseId);
     const { params } = state;
     const bucket = bucketOf(params);
-    const limit = params.concurrency + params.concurrency * SLACK;
+    const limit = params.concurrency + slackFor(params.concurrency); // bucket.ts's tolerance, for a budget
     const grants: ExchangeGrant[] = [];
     let granted = 0;
     let stop = false;
@@ -321,21 +320,18 @@ export class MemoryFleetStore implements FleetStore {
   configure(key: string, change: Partial<FleetParams>, defaults: FleetParams): Promise<FleetSnapshot> {
     const now = this.#clock.now();
     const state = this.#load(key, defaults, now);
-    const before = bucketOf(state.params);
-    if (before !== undefined) {
-      state.bucket.tokens = tokensAt(state.bucket, before, now);
-      if (now > state.bucket.updatedAtMs) state.bucket.updatedAtMs = now;
-    }
     const next = { ...state.params };
-    if (change.ratePerSecond !== undefined) {
-      if (before === undefined && change.ratePerSecond < Number.POSITIVE_INFINITY) {
-        state.bucket = { tokens: next.capacity, updatedAtMs: now };
-      }
-      next.ratePerSecond = change.ratePerSecond;
-    }
+    if (change.ratePerSecond !== undefined) next.ratePerSecond = change.ratePerSecond;
     if (change.capacity !== undefined) next.capacity = change.capacity;
     if (change.concurrency !== undefined) next.concurrency = change.concurrency;
-    if (state.bucket.tokens > next.capacity) state.bucket.tokens = next.capacity;
+    const before = bucketOf(state.params);
+    if (before !== undefined) {
+      reconfigure(state.bucket, before, now, next);
+    } else {
+      // A first rate: the bucket starts full (at the capacity it had), then takes the new one.
+      if (bucketOf(next) !== undefined) state.bucket = { tokens: state.params.capacity, updatedAtMs: now };
+      clampToCapacity(state.bucket, next);
+    }
     state.params = next;
     return Promise.resolve(this.#snapshot(state, now));
   }

@@ -32,7 +32,14 @@
 import { type Clock, systemClock } from '../clock.js';
 import { keyedDecisionChannel, keyedRefusalChannel } from '../diagnostics.js';
 import { InvalidOptionError, NotSupportedError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
-import { type BucketParams, bucketParams, checkCost, slackFor, timeToFullMs, tokensAt } from '../meters/bucket.js';
+import {
+  type BucketParams,
+  bucketParams,
+  checkCost,
+  largestConforming,
+  timeToFullMs,
+  tokensAt,
+} from '../meters/bucket.js';
 import type { Decision } from '../meters/decision.js';
 import { checkWindowCost, type WindowParams, windowParams } from '../meters/windows.js';
 import {
@@ -514,7 +521,7 @@ export class KeyedLimiter {
 
   #remaining(result: Pick<StoreResult, 'tokens' | 'globalTokens'>): number {
     const tokens = Math.min(result.tokens, result.globalTokens);
-    const whole = Math.floor(tokens + slackFor(this.#bucket.capacity));
+    const whole = Math.floor(largestConforming(tokens, this.#bucket.capacity));
     return Math.max(whole, 0);
   }
 

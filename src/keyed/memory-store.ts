@@ -37,6 +37,7 @@ import {
   type BucketParams,
   type BucketState,
   charge,
+  chargeNew,
   clampToCapacity,
   conformsAt,
   delayUntil,
@@ -167,8 +168,8 @@ export class MemoryStore implements KeyedStore {
     if (slot === undefined && global === undefined && mode !== 'peek' && cost <= bucket.capacity) {
       // A new key: its bucket is full, so any cost up to the capacity is admitted at once. This is
       // the general path below with its answers known (delayUntil is 0, and charge, with no time
-      // elapsed, leaves capacity - cost): the same floats, without the scratch state.
-      const tokens = bucket.capacity - cost;
+      // elapsed, leaves chargeNew's tokens): the same floats, without the scratch state.
+      const tokens = chargeNew(bucket, cost);
       slot = this.#insert(key, nowMs, bucket);
       const state = this.#state;
       state[2 * slot] = tokens;

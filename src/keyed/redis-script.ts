@@ -1,16 +1,15 @@
 /**
- * The Lua script a RedisStore runs: the bucket arithmetic of
- * `src/meters/bucket.ts` line by line in Lua (each function below names the
- * one it mirrors), and MemoryStore's decision and refund steps over it, for a
- * batch of decisions in one atomic call.
+ * The Lua script a RedisStore runs: MemoryStore's decision and refund
+ * steps over the bucket arithmetic's Lua twin (src/redis/bucket-lua.ts, the
+ * steps of `src/meters/bucket.ts`), for a batch of decisions in one atomic
+ * call.
  *
  * Redis runs a script to completion before anything else, so each decision
  * (read the key's bucket and the global one, decide, charge both or neither)
- * is atomic, and so is the batch. Lua numbers are IEEE doubles like
- * JavaScript's, and + - * / round the same way, so the script and the memory
- * store agree to the last bit as long as they do the same operations in the
- * same order: keep them in step with bucket.ts. Values cross as strings in
- * `%.17g`, which round-trips a double exactly.
+ * is atomic, and so is the batch. The steps agree with bucket.ts to the last
+ * bit, so the script and the memory store do as long as they call the same
+ * steps in the same order. Values cross as strings in `%.17g`, which
+ * round-trips a double exactly.
  *
  * Time is the server's `TIME` (microseconds), read once per call, so every
  * instance of a fleet agrees whatever their own clocks say. `ARGV[2]`, when
@@ -35,6 +34,7 @@
  * bucket holds the cost, and with a global bucket its tokens and its wait.
  */
 
+import { bucketLua } from '../redis/bucket-lua.js';
 import { luaNow } from '../redis/client.js';
 
 export const KEYED_SCRIPT = `
@@ -49,106 +49,7 @@ if has_g then
   grate = tonumber(ARGV[6])
   gcap = tonumber(ARGV[7])
 end
-local EPSILON = 2 ^ -52 -- Number.EPSILON
-
-local format = string.format
--- 0 is by far the most common wait, and '%.17g' writes +0 as '0' too (not -0: 1 / -0 < 0).
-local function fmt(x) if x == 0 and 1 / x > 0 then return '0' end return format('%.17g', x) end
-
--- A bucket is a table { tokens = ..., upd = ... } (bucket.ts's BucketState);
--- r and c are its rate per second and capacity (BucketParams).
-
--- bucket.ts slackFor
-local function slack_for(c)
-  return c * 2 ^ -36
-end
-
--- bucket.ts conforms
-local function conforms(available, cost, c)
-  return available + slack_for(c) >= cost
-end
-
--- bucket.ts tokensAt
-local function tokens_at(b, r, c, at)
-  local elapsed = at - b.upd
-  if not (elapsed > 0) then return b.tokens end
-  local tokens = b.tokens + (elapsed * r) / 1000
-  return math.min(tokens, c)
-end
-
--- bucket.ts advance
-local function advance(b, r, c, at)
-  b.tokens = tokens_at(b, r, c, at)
-  if at > b.upd then b.upd = at end
-end
-
--- bucket.ts msUntil
-local function ms_until(tokens, cost, r, c)
-  local deficit = cost - tokens
-  if deficit > slack_for(c) then return (deficit * 1000) / r end
-  return 0
-end
-
--- bucket.ts firstConforming
-local function first_conforming(b, r, c, cost, from, estimate)
-  local delay = estimate
-  local nudge = math.max(math.abs(from), delay) * EPSILON
-  local i = 0
-  while i < 64 and not conforms(tokens_at(b, r, c, from + delay), cost, c) do
-    delay = delay + nudge
-    nudge = nudge * 2
-    i = i + 1
-  end
-  return delay
-end
-
--- bucket.ts readyAt
-local function ready_at(b, r, c, cost)
-  local from = b.upd
-  return from + first_conforming(b, r, c, cost, from, ms_until(b.tokens, cost, r, c))
-end
-
--- bucket.ts delayUntil
-local function delay_until(b, r, c, at, cost)
-  if conforms(tokens_at(b, r, c, at), cost, c) then return 0 end
-  return first_conforming(b, r, c, cost, at, ready_at(b, r, c, cost) - at)
-end
-
--- bucket.ts conformsAt
-local function conforms_at(b, r, c, at, cost)
-  return conforms(tokens_at(b, r, c, at), cost, c)
-end
-
--- bucket.ts charge
-local function charge(b, r, c, at, cost)
-  b.tokens = tokens_at(b, r, c, at) - cost
-  if at > b.upd then b.upd = at end
-end
-
--- bucket.ts refund (x/time's CancelAt)
-local function refund(b, r, c, at, cost, ready)
-  if ready < at then return 0 end
-  local debt_at_ready = -tokens_at(b, r, c, ready)
-  local back = cost
-  if debt_at_ready > 0 then back = cost - debt_at_ready end
-  if not (back > 0) then return 0 end
-  advance(b, r, c, at)
-  local before = b.tokens
-  b.tokens = math.min(c, before + back)
-  return math.max(0, b.tokens - before)
-end
-
--- bucket.ts clampToCapacity
-local function clamp_to_capacity(b, c)
-  if b.tokens > c then b.tokens = c end
-end
-
--- bucket.ts timeToFullMs
-local function time_to_full_ms(tokens, r, c)
-  local missing = c - tokens
-  if missing > 0 then return (missing * 1000) / r end
-  return 0
-end
+${bucketLua('fmt', 'tokens_at', 'delay_until', 'conforms_at', 'charge', 'refund', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
 local function load(k, r, c)

@@ -1,8 +1,12 @@
 /**
- * The bucket arithmetic: the only code in tokenpace that changes a bucket's
- * tokens and time. Pure functions over plain state, no timers, no I/O, so that
- * `TokenBucket`, the `Scheduler`, a keyed store and a Redis script all run the
- * same steps.
+ * The bucket arithmetic: every step that computes a token bucket's tokens or
+ * times, as pure functions over plain state (no timers, no I/O). The code
+ * around a bucket (`TokenBucket`, the `Scheduler`, the streams' meter, the
+ * keyed and fleet stores) loads and saves the state and calls these steps; in
+ * Redis the scripts call their Lua twin, src/redis/bucket-lua.ts, held to this
+ * file's test tables on a real redis-server. This file and that twin are the
+ * only places the sums are written (tcm.ts's three-colour markers are RFC
+ * 2697/2698's coupled buckets, another model).
  *
  * A flow conforms to a token bucket of rate R and capacity B if, over any
  * interval of length T, the cost it is admitted does not exceed B + R * T.
@@ -19,10 +23,13 @@
  *
  * The steps, each one function:
  *
+ * - {@link tokensAt}, {@link advance}: the refill above, read or applied.
  * - {@link charge}: take `cost` at time t, in debt if need be
  *   (`tokens = tokens(t) - cost`). {@link tryCharge}: only if it conforms.
- * - {@link readyAt}: the first instant the bucket holds `cost`; the
- *   scheduler's theoretical start ({@link startAt}) is built on it.
+ *   {@link chargeNew}: the first charge of a new (full) bucket, stateless.
+ * - {@link readyAt}, {@link delayUntil}, {@link msUntil}: when the bucket
+ *   holds `cost`; the scheduler's theoretical start ({@link startAt}) is built
+ *   on them.
  * - {@link refund}: give back a cancelled reservation, as x/time's
  *   `Reservation.CancelAt` does: only what no later reservation counts on,
  *   and never above the capacity.
@@ -33,18 +40,16 @@
  *   same cap for a store, which keeps state but no parameters.
  * - {@link timeToFullMs}: when the bucket is full again, so holds no
  *   information (a store may forget it, a Redis key may expire).
+ * - {@link slackFor}, {@link conforms}, {@link conformsAt},
+ *   {@link largestConforming}: the one tolerance rule.
  *
- * The one tolerance rule. Floating point is exact for integer times and
- * rates, but sums of fractional costs and times drift by ulps. Everywhere in
- * tokenpace, an amount conforms when it is short by at most `capacity * 2^-36`
- * ({@link slackFor}, {@link conforms}): a refill that is exactly the cost in
- * real arithmetic but one ulp short still conforms, so a million tiny takes
- * match the exact count. Every question about time is asked in tokens ("does
- * the bucket hold the cost at t?"), never by comparing two computed instants;
- * and every computed instant ({@link readyAt}, {@link delayUntil}) is the
- * first one at which that question says yes, so a timer armed for it never
- * wakes to find the tokens missing. A take admitted within the slack leaves
- * the bucket that much in debt, so rounding never creates a token.
+ * The one tolerance rule: an amount conforms when it is short by at most
+ * `capacity * 2^-36`, so float rounding neither refuses an exact refill nor
+ * creates a token. Every question about time is asked in tokens ("does the
+ * bucket hold the cost at t?"), and every computed instant is the first at
+ * which that question says yes, so a timer armed for it never wakes early.
+ * Why, and how the Lua twin stays equal to the last bit:
+ * docs/internals/arithmetic.md.
  *
  * Worked example: rate 10/s, capacity 2, empty at t = 0 (`{ tokens: 0,
  * updatedAtMs: 0 }`). A reservation B of 2 is charged at 0 (tokens -2) and is
@@ -87,6 +92,11 @@ export function slackFor(capacity: number): number {
 /** True if `available` covers `cost` within the tolerance of a quantity of size `capacity`. */
 export function conforms(available: number, cost: number, capacity: number): boolean {
   return available + slackFor(capacity) >= cost;
+}
+
+/** The largest cost that `available` tokens cover by {@link conforms} (fractional; floor it for whole tokens). */
+export function largestConforming(available: number, capacity: number): number {
+  return available + slackFor(capacity);
 }
 
 /**
@@ -162,6 +172,14 @@ export function delayUntil(state: BucketState, params: BucketParams, nowMs: numb
 export function charge(state: BucketState, params: BucketParams, atMs: number, cost: number): void {
   state.tokens = tokensAt(state, params, atMs) - cost;
   if (atMs > state.updatedAtMs) state.updatedAtMs = atMs;
+}
+
+/**
+ * The tokens a new bucket (full) has left after `cost` is charged at its
+ * creation: what {@link charge} leaves with no time elapsed, without a state.
+ */
+export function chargeNew(params: BucketParams, cost: number): number {
+  return params.capacity - cost;
 }
 
 /** Takes `cost` at `atMs` if the bucket holds it then; returns false and changes nothing if not. */

@@ -26,9 +26,9 @@ import {
   type BucketState,
   charge,
   conforms,
+  largestConforming,
   readyAt,
   reconfigure,
-  slackFor,
 } from './bucket.js';
 
 /** A bucket's rate and capacity, in bytes. */
@@ -49,7 +49,7 @@ function bucket(ratePerSecond: number, capacity: number, nowMs: number): Bucket 
 
 /** The largest piece `b` lets pass now (fractional): every n up to it conforms by the one tolerance rule. */
 function room(b: Bucket): number {
-  return b.state.tokens + slackFor(b.params.capacity);
+  return largestConforming(b.state.tokens, b.params.capacity);
 }
 
 /** TBF's two buckets over bytes; see the file's opening comment. */

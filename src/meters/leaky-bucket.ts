@@ -37,6 +37,7 @@
 import { type Clock, systemClock } from '../clock.js';
 import { CostExceedsCapacityError, InvalidOptionError, InvalidSizeError } from '../errors.js';
 import { parseRate, type RateInput } from '../units.js';
+import { slackFor } from './bucket.js';
 import type { Decision } from './decision.js';
 
 /** The parameters of a leaky bucket. */
@@ -61,9 +62,9 @@ export interface LeakyDecision extends Decision {
   delayMs: number;
 }
 
-/** The comparison slack (as the token bucket's): a refill exact in real arithmetic still conforms. */
+/** The comparison slack, the token bucket's ({@link slackFor}): a leak exact in real arithmetic still conforms. */
 function slack(params: LeakyParams): number {
-  return params.maxQueue * 2 ** -36;
+  return slackFor(params.maxQueue);
 }
 
 /** Cost still in the bucket at `nowMs`. */

@@ -36,7 +36,6 @@ import {
 import { Watchdog } from '../timer.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import {
-  advance,
   type BucketParams,
   type BucketState,
   bucketParams,
@@ -44,42 +43,18 @@ import {
   charge,
   checkCost,
   checkTime,
+  conformsAt,
   credit,
   delayUntil,
   rateParam,
   reconfigure,
   refund,
-  slackFor,
   tokensAt,
   tryCharge,
 } from './bucket.js';
 
-// The pure arithmetic, re-exported: stores and streams import it from here.
-export {
-  advance,
-  type BucketParams,
-  type BucketState,
-  bucketParams,
-  burstParam,
-  charge,
-  checkCost,
-  checkTime,
-  conforms,
-  credit,
-  delayUntil,
-  MAX_BURST,
-  MAX_RATE,
-  msUntil,
-  rateParam,
-  readyAt,
-  rebill,
-  reconfigure,
-  refund,
-  slackFor,
-  startAt,
-  tokensAt,
-  tryCharge,
-} from './bucket.js';
+// The class's types and limits, with it (src/index.ts exports them from here); the steps are imported from ./bucket.ts.
+export { type BucketParams, type BucketState, MAX_BURST, MAX_RATE } from './bucket.js';
 
 /** Options for {@link TokenBucket}. */
 export interface TokenBucketOptions {
@@ -251,7 +226,7 @@ export class TokenBucket {
     const delayMs = delayUntil(state, params, nowMs, cost);
     const readyAtMs = nowMs + delayMs;
     // The bound is asked in tokens, like every comparison (see bucket.ts): would they be there at nowMs + maxWait?
-    if (delayMs > maxWaitMs && tokensAt(state, params, nowMs + maxWaitMs) + slackFor(params.capacity) < cost) {
+    if (delayMs > maxWaitMs && !conformsAt(state, params, nowMs + maxWaitMs, cost)) {
       return { ok: false, delayMs, readyAtMs, ...REFUSED_CANCEL };
     }
     charge(state, params, nowMs, cost);

@@ -1,0 +1,231 @@
+/**
+ * The Lua twin of the bucket arithmetic (src/redis/bucket-lua.ts) held to
+ * bucket.ts on a real redis-server: every row of bucket.ts's test tables
+ * (test/meters/bucket-cases.ts), and random calls of every step, are run
+ * through `EVAL` of a harness (every Lua step, and a dispatcher that calls
+ * one step per call and answers with its value and the bucket's state), and
+ * must give bucket.ts's answers exactly: the same doubles, sign of zero
+ * included. Numbers go in as JavaScript's shortest round-trip strings and come
+ * back as `%.17g`, both exact, so no ulp is lost in transit.
+ */
+
+import fc from 'fast-check';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import type { BucketParams, BucketState } from '../../src/meters/bucket.js';
+import * as bucket from '../../src/meters/bucket.js';
+import { BUCKET_LUA_STEPS, bucketLua } from '../../src/redis/bucket-lua.js';
+import { type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
+
+type StepResult = unknown; // a number, a boolean, or undefined (a step that only changes the state)
+
+/** bucket.ts's steps, called the way a {@link StepCall} says. */
+const TS_STEPS: Record<StepName, (s: BucketState, p: BucketParams, a: readonly number[]) => StepResult> = {
+  slackFor: (_s, p) => bucket.slackFor(p.capacity),
+  conforms: (_s, p, a) => bucket.conforms(n(a[0]), n(a[1]), p.capacity),
+  largestConforming: (_s, p, a) => bucket.largestConforming(n(a[0]), p.capacity),
+  tokensAt: (s, p, a) => bucket.tokensAt(s, p, n(a[0])),
+  advance: (s, p, a) => bucket.advance(s, p, n(a[0])),
+  msUntil: (_s, p, a) => bucket.msUntil(n(a[0]), n(a[1]), p),
+  readyAt: (s, p, a) => bucket.readyAt(s, p, n(a[0])),
+  delayUntil: (s, p, a) => bucket.delayUntil(s, p, n(a[0]), n(a[1])),
+  charge: (s, p, a) => bucket.charge(s, p, n(a[0]), n(a[1])),
+  chargeNew: (_s, p, a) => bucket.chargeNew(p, n(a[0])),
+  tryCharge: (s, p, a) => bucket.tryCharge(s, p, n(a[0]), n(a[1])),
+  refund: (s, p, a) => bucket.refund(s, p, n(a[0]), n(a[1]), n(a[2])),
+  credit: (s, p, a) => bucket.credit(s, p, n(a[0]), n(a[1])),
+  rebill: (s, p, a) => bucket.rebill(s, p, n(a[0]), n(a[1])),
+  reconfigure: (s, p, a) => bucket.reconfigure(s, p, n(a[0]), { ratePerSecond: n(a[1]), capacity: n(a[2]) }),
+  clampToCapacity: (s, p) => bucket.clampToCapacity(s, p),
+  conformsAt: (s, p, a) => bucket.conformsAt(s, p, n(a[0]), n(a[1])),
+  timeToFullMs: (_s, p, a) => bucket.timeToFullMs(n(a[0]), p),
+  startAt: (s, p, a) => bucket.startAt(s, p, n(a[0]), n(a[1]), n(a[2]), n(a[3])),
+};
+
+function n(x: number | undefined): number {
+  if (x === undefined) throw new Error('a step call is missing an argument');
+  return x;
+}
+
+/** bucket.ts's exports that are not arithmetic (validation and limits): no Lua twin. */
+const NOT_STEPS = ['checkCost', 'rateParam', 'burstParam', 'checkTime', 'bucketParams', 'MAX_RATE', 'MAX_BURST'];
+
+/** Every Lua step, then a dispatcher: ARGV per call is step, number of args, tokens, upd, rate, capacity, args. */
+const HARNESS = `
+${bucketLua(...BUCKET_LUA_STEPS)}
+
+local function num(s)
+  if s == 'inf' then return math.huge elseif s == '-inf' then return -math.huge end
+  return tonumber(s)
+end
+local function out_num(x)
+  if x ~= x then return 'nan' elseif x == math.huge then return 'inf' elseif x == -math.huge then return '-inf' end
+  return fmt(x)
+end
+local steps = {
+  slackFor = function(b, r, c, a) return slack_for(c) end,
+  conforms = function(b, r, c, a) return conforms(a[1], a[2], c) end,
+  largestConforming = function(b, r, c, a) return largest_conforming(a[1], c) end,
+  tokensAt = function(b, r, c, a) return tokens_at(b, r, c, a[1]) end,
+  advance = function(b, r, c, a) advance(b, r, c, a[1]) end,
+  msUntil = function(b, r, c, a) return ms_until(a[1], a[2], r, c) end,
+  readyAt = function(b, r, c, a) return ready_at(b, r, c, a[1]) end,
+  delayUntil = function(b, r, c, a) return delay_until(b, r, c, a[1], a[2]) end,
+  charge = function(b, r, c, a) charge(b, r, c, a[1], a[2]) end,
+  chargeNew = function(b, r, c, a) return charge_new(c, a[1]) end,
+  tryCharge = function(b, r, c, a) return try_charge(b, r, c, a[1], a[2]) end,
+  refund = function(b, r, c, a) return refund(b, r, c, a[1], a[2], a[3]) end,
+  credit = function(b, r, c, a) return credit(b, r, c, a[1], a[2]) end,
+  rebill = function(b, r, c, a) rebill(b, r, c, a[1], a[2]) end,
+  reconfigure = function(b, r, c, a) reconfigure(b, r, c, a[1], a[3]) end,
+  clampToCapacity = function(b, r, c, a) clamp_to_capacity(b, c) end,
+  conformsAt = function(b, r, c, a) return conforms_at(b, r, c, a[1], a[2]) end,
+  timeToFullMs = function(b, r, c, a) return time_to_full_ms(a[1], r, c) end,
+  startAt = function(b, r, c, a) return start_at(b, r, c, a[1], a[2], a[3], a[4]) end,
+}
+local out = {}
+local i = 1
+while i <= #ARGV do
+  local nargs = tonumber(ARGV[i + 1])
+  local b = { tokens = num(ARGV[i + 2]), upd = num(ARGV[i + 3]) }
+  local r, c = num(ARGV[i + 4]), num(ARGV[i + 5])
+  local a = {}
+  for j = 1, nargs do a[j] = num(ARGV[i + 5 + j]) end
+  local v = steps[ARGV[i]](b, r, c, a)
+  if v == nil then out[#out + 1] = '' elseif v == true then out[#out + 1] = '1'
+  elseif v == false then out[#out + 1] = '0' else out[#out + 1] = out_num(v) end
+  out[#out + 1] = out_num(b.tokens)
+  out[#out + 1] = out_num(b.upd)
+  i = i + 6 + nargs
+end
+return out
+`;
+
+/** A double as a string Lua's tonumber reads back exactly (-0 kept). */
+function str(x: number): string {
+  if (x === Number.POSITIVE_INFINITY) return 'inf';
+  if (x === Number.NEGATIVE_INFINITY) return '-inf';
+  return Object.is(x, -0) ? '-0' : String(x);
+}
+
+function parse(s: string): number {
+  if (s === 'inf') return Number.POSITIVE_INFINITY;
+  if (s === '-inf') return Number.NEGATIVE_INFINITY;
+  if (s === 'nan' || s === '-nan') return Number.NaN;
+  return Number(s);
+}
+
+interface Answer {
+  value: StepResult;
+  tokens: number;
+  updatedAtMs: number;
+}
+
+function runTs(c: StepCall): Answer {
+  const s = { tokens: c.state[0], updatedAtMs: c.state[1] };
+  const value = TS_STEPS[c.step](s, c.params, c.args);
+  return { value, tokens: s.tokens, updatedAtMs: s.updatedAtMs };
+}
+
+const client = new Redis({ port: inject('redisPort'), host: '127.0.0.1' });
+afterAll(() => client.disconnect());
+
+/** The calls through the Lua harness, in batches of one EVAL each. */
+async function runLua(calls: readonly StepCall[]): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  for (let from = 0; from < calls.length; from += 200) {
+    const batch = calls.slice(from, from + 200);
+    const args = batch.flatMap((c) => [
+      c.step,
+      String(c.args.length),
+      str(c.state[0]),
+      str(c.state[1]),
+      str(c.params.ratePerSecond),
+      str(c.params.capacity),
+      ...c.args.map(str),
+    ]);
+    const reply = (await client.eval(HARNESS, 0, ...args)) as string[];
+    for (let i = 0; i < batch.length; i++) {
+      const [v, tokens, upd] = reply.slice(3 * i, 3 * i + 3) as [string, string, string];
+      const value =
+        v === '' ? undefined : typeof runTs(batch[i] as StepCall).value === 'boolean' ? v === '1' : parse(v);
+      answers.push({ value, tokens: parse(tokens), updatedAtMs: parse(upd) });
+    }
+  }
+  return answers;
+}
+
+/** Each call's Lua answer is bucket.ts's, bit for bit (toEqual compares numbers with Object.is). */
+async function expectSame(calls: readonly StepCall[]): Promise<void> {
+  const lua = await runLua(calls);
+  for (const [i, c] of calls.entries()) {
+    expect({ call: c, answer: lua[i] }).toEqual({ call: c, answer: runTs(c) });
+  }
+}
+
+describe('the Lua twin of bucket.ts', () => {
+  it('has a step for every step of bucket.ts, and the harness calls each', () => {
+    const exported = Object.keys(bucket).filter((name) => !NOT_STEPS.includes(name));
+    // A new step in bucket.ts needs its twin in src/redis/bucket-lua.ts, a StepName, and a table row.
+    expect(exported.sort()).toEqual(Object.keys(TS_STEPS).sort());
+    expect(new Set(tableCalls().map((c) => c.step))).toEqual(new Set(Object.keys(TS_STEPS)));
+    for (const name of Object.keys(TS_STEPS)) {
+      expect(BUCKET_LUA_STEPS).toContain(name.replace(/[A-Z]/g, (ch) => `_${ch.toLowerCase()}`));
+    }
+  });
+
+  it("answers every row of bucket.ts's tables exactly as bucket.ts does", async () => {
+    const calls = tableCalls();
+    expect(calls.length).toBeGreaterThan(100);
+    await expectSame(calls);
+  });
+
+  const double = (min: number, max: number) => fc.double({ min, max, noNaN: true, noDefaultInfinity: true });
+  const paramsArb: fc.Arbitrary<BucketParams> = fc.record({
+    ratePerSecond: fc.oneof(fc.constantFrom(1, 10, 1000, 1024 * 1024), double(1e-3, 1e7)),
+    capacity: fc.oneof(fc.constantFrom(1, 7, 20, 65536), double(1e-3, 1e7)),
+  });
+  const callArb: fc.Arbitrary<StepCall> = fc
+    .tuple(
+      fc.constantFrom(...(Object.keys(TS_STEPS) as StepName[])),
+      paramsArb,
+      fc.oneof(fc.constantFrom(0, 1e6, 1.7e12), double(0, 2e12)), // the last update
+      fc.array(fc.double({ min: -1.5, max: 1.5, noNaN: true }), { minLength: 6, maxLength: 6 }),
+    )
+    .map(([step, params, upd, [t, x, y, z, w, v]]): StepCall => {
+      const { capacity: cap, ratePerSecond: rate } = params;
+      const tokens = n(t) * cap; // debt to full, and a little above (a capacity lowered since)
+      const fillMs = (cap * 1000) / rate;
+      const time = (f: number | undefined) => upd + n(f) * 3 * fillMs; // before and after the update
+      const cost = Math.abs(n(x)) * cap * (2 / 3); // at most the capacity
+      const args: Record<StepName, number[]> = {
+        slackFor: [],
+        conforms: [tokens, cost],
+        largestConforming: [tokens],
+        tokensAt: [time(y)],
+        advance: [time(y)],
+        msUntil: [tokens, cost],
+        readyAt: [cost],
+        delayUntil: [time(y), cost],
+        charge: [time(y), cost],
+        chargeNew: [cost],
+        tryCharge: [time(y), cost],
+        refund: [time(y), cost, time(z)],
+        credit: [time(y), Math.abs(n(z)) * cap],
+        rebill: [time(y), n(z) === 0 ? 0 : n(z) * cap],
+        reconfigure: [time(y), rate * (1 + n(z)), cap * (1 + Math.abs(n(w)))],
+        clampToCapacity: [],
+        conformsAt: [time(y), cost],
+        timeToFullMs: [tokens],
+        startAt: [time(y), cost, time(z), Math.abs(n(v)) * 10],
+      };
+      return { step, state: [tokens, upd], params, args: args[step] };
+    });
+
+  it('answers random calls of every step exactly as bucket.ts does', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(callArb, { minLength: 50, maxLength: 200 }), (calls) => expectSame(calls)),
+      { numRuns: 40 },
+    );
+  });
+});
