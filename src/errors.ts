@@ -376,3 +376,75 @@ export function retryHintMs(exactMs: number): number {
   if (exactMs === Number.POSITIVE_INFINITY) return exactMs;
   return Math.ceil(exactMs) + TIMER_EARLY_MS;
 }
+
+/**
+ * Refuses an option name that `known` does not list, as TypeScript would and plain JavaScript
+ * cannot: a misspelt `brust` or an express-rate-limit `keyGenerator` must not be ignored in silence.
+ * `peers` maps names that users bring from other libraries to what to write here instead; any
+ * other unknown name is answered with the closest known one ("did you mean `burst`?"). The check
+ * reads the object's own enumerable string keys once: a few property reads per constructor.
+ * @internal
+ */
+export function checkKnownOptions(
+  options: object,
+  known: ReadonlySet<string>,
+  what: string,
+  peers?: Readonly<Record<string, string>>,
+): void {
+  for (const name in options) {
+    if (!Object.hasOwn(options, name) || known.has(name)) continue;
+    if ((options as Record<string, unknown>)[name] === undefined && peers?.[name] === undefined) continue;
+    const instead = peers !== undefined && Object.hasOwn(peers, name) ? peers[name] : undefined;
+    const closest = instead === undefined ? closestName(name, known) : undefined;
+    const hint = instead !== undefined ? `: ${instead}` : closest !== undefined ? `: did you mean \`${closest}\`?` : '';
+    throw new InvalidOptionError(
+      name,
+      (options as Record<string, unknown>)[name],
+      `Unknown option \`${name}\` for ${what}${hint} (known: ${[...known].sort().join(', ')})`,
+    );
+  }
+}
+
+/**
+ * The known name closest to `name`: the same letters in another case, else the fewest single-letter
+ * edits (insert, delete, substitute, swap two neighbours), at most 2 and less than half the name.
+ * @internal
+ */
+export function closestName(name: string, known: Iterable<string>): string | undefined {
+  const lower = name.toLowerCase();
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of known) {
+    if (candidate.toLowerCase() === lower) return candidate;
+    const distance = editDistance(lower, candidate.toLowerCase());
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return bestDistance <= 2 && bestDistance * 2 < name.length ? best : undefined;
+}
+
+/** Optimal string alignment distance (Damerau-Levenshtein without repeated edits of a substring). */
+function editDistance(a: string, b: string): number {
+  const rows = a.length + 1;
+  const cols = b.length + 1;
+  const d: number[] = new Array(rows * cols).fill(0);
+  for (let i = 0; i < rows; i++) d[i * cols] = i;
+  for (let j = 0; j < cols; j++) d[j] = j;
+  for (let i = 1; i < rows; i++) {
+    for (let j = 1; j < cols; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min(
+        (d[(i - 1) * cols + j] as number) + 1,
+        (d[i * cols + j - 1] as number) + 1,
+        (d[(i - 1) * cols + j - 1] as number) + cost,
+      );
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        v = Math.min(v, (d[(i - 2) * cols + j - 2] as number) + 1);
+      }
+      d[i * cols + j] = v;
+    }
+  }
+  return d[rows * cols - 1] as number;
+}
