@@ -267,21 +267,15 @@ export function parseDuration(input: DurationInput): number {
   return ms;
 }
 
-/** `value` with at most `digits` significant digits and no trailing zeros, unless that loses exactness. */
-function compact(value: number, scale: number, exact: number, digits = 4): string {
-  const short = Number(value.toPrecision(digits));
-  return short * scale === exact ? String(short) : String(value);
-}
-
 const BINARY_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
 const DECIMAL_UNITS = ['B', 'kB', 'MB', 'GB', 'TB'] as const;
 
-/** Significant digits {@link formatSize} shows; the whole part of a number is never cut. */
-const SIZE_DIGITS = 3;
+/** Significant digits {@link formatSize} and {@link formatDuration} show; the whole part of a number is never cut. */
+const DIGITS = 3;
 
 /**
  * `bytes` in the largest of `units` (steps of `base`) that keeps the number at least 1, rounded to
- * {@link SIZE_DIGITS} significant digits (`1023 KiB` keeps its four), and whether that is exact.
+ * {@link DIGITS} significant digits (`1023 KiB` keeps its four), and whether that is exact.
  */
 function inUnits(bytes: number, base: number, units: readonly string[]): { text: string; exact: boolean } {
   let index = 0;
@@ -296,7 +290,7 @@ function inUnits(bytes: number, base: number, units: readonly string[]): { text:
 
 function roundTo(value: number): number {
   const wholeDigits = Math.abs(value) < 1 ? 1 : Math.floor(Math.log10(Math.abs(value))) + 1;
-  return Number(value.toPrecision(Math.min(100, Math.max(SIZE_DIGITS, wholeDigits))));
+  return Number(value.toPrecision(Math.min(100, Math.max(DIGITS, wholeDigits))));
 }
 
 /**
@@ -357,9 +351,23 @@ export function formatRate(perSecond: number, kind: 'count' | 'bytes' = 'count')
   return `${Number(perSecond.toPrecision(6))}/s`; // six significant digits: for people, not for round trips
 }
 
+/** {@link formatDuration}'s units, smallest first: milliseconds in each, and how many make the next. */
+const DURATION_UNITS = [
+  ['ms', 1, 1000],
+  ['s', 1000, 60],
+  ['min', 60_000, 60],
+  ['h', 3_600_000, Number.POSITIVE_INFINITY],
+] as const;
+
 /**
- * Formats milliseconds: `250 -> '250 ms'`, `2000 -> '2 s'`, `90000 -> '1.5 min'`,
+ * Formats milliseconds for people, the way {@link formatSize} writes bytes: `250 -> '250 ms'`,
+ * `2000 -> '2 s'`, `90000 -> '1.5 min'`, `1000 / 7 -> '~143 ms'`, `0.9765625 -> '~0.977 ms'`,
  * `Infinity -> 'forever'`.
+ *
+ * - The largest of `ms`, `s`, `min`, `h` that keeps the number at least 1 (`ms` below 1 ms).
+ * - Three significant digits; the whole part is never cut (`2778 h`).
+ * - A `~` in front when the number was rounded: `parseDuration(formatDuration(ms)) === ms`
+ *   whenever there is no `~`.
  *
  * @throws InvalidDurationError (`ERR_INVALID_DURATION`) for NaN, `-Infinity` and anything but a number.
  */
@@ -368,11 +376,16 @@ export function formatDuration(ms: number): string {
     throw new InvalidDurationError(ms, `formatDuration expects a number of milliseconds, got ${describe(ms)}`);
   }
   if (ms === Number.POSITIVE_INFINITY) return 'forever';
-  const abs = Math.abs(ms);
-  if (abs < 1000) return `${compact(ms, 1, ms)} ms`;
-  if (abs < 60_000) return `${compact(ms / 1000, 1000, ms)} s`;
-  if (abs < 3_600_000) return `${compact(ms / 60_000, 60_000, ms)} min`;
-  return `${compact(ms / 3_600_000, 3_600_000, ms)} h`;
+  let index = 0;
+  while (index < DURATION_UNITS.length - 1 && Math.abs(ms) >= (DURATION_UNITS[index + 1]?.[1] ?? 0)) index++;
+  let [unit, msPer, next] = DURATION_UNITS[index] ?? DURATION_UNITS[0];
+  let rounded = roundTo(ms / msPer);
+  if (Math.abs(rounded) >= next) {
+    [unit, msPer, next] = DURATION_UNITS[index + 1] ?? DURATION_UNITS[0]; // 59.99 s rounds to 60 s: write it as 1 min
+    rounded = roundTo(ms / msPer);
+  }
+  // parseDuration multiplies by the same factor, so "exact" here means it reads back the same number.
+  return `${rounded * msPer === ms ? '' : '~'}${rounded} ${unit}`;
 }
 
 /**

@@ -175,6 +175,13 @@ describe('formatters', () => {
     [formatDuration(90_000), '1.5 min'],
     [formatDuration(7_200_000), '2 h'],
     [formatDuration(Number.POSITIVE_INFINITY), 'forever'],
+    [formatDuration(0.5), '0.5 ms'],
+    [formatDuration((1024 * 1000) / 1024 ** 2), '~0.977 ms'], // 1 KiB at 1 MiB/s
+    [formatDuration(1000 / 7), '~143 ms'],
+    [formatDuration(1234), '~1.23 s'],
+    [formatDuration(999.6), '~1 s'], // rounds up into the next unit
+    [formatDuration(59_999), '~1 min'],
+    [formatDuration(1e10), '~2778 h'], // the whole part is never cut
   ])('%s === %s', (actual, expected) => {
     expect(actual).toBe(expected);
   });
@@ -254,10 +261,21 @@ describe('formatters', () => {
     expect(formatSize(-1500000)).toBe('-1.5 MB');
   });
 
-  it('parseDuration(formatDuration(ms)) round-trips within 1e-9', () => {
+  it('formatDuration shows three significant digits, exact unless marked ~, and parseDuration reads it back', () => {
     fc.assert(
-      fc.property(fc.double({ min: 0, max: 1e10, noNaN: true }), (ms) => {
-        expect(Math.abs(parseDuration(formatDuration(ms)) - ms)).toBeLessThanOrEqual(ms * 1e-9);
+      fc.property(fc.oneof(fc.double({ min: 0, max: 1e10, noNaN: true }), fc.integer({ min: 0, max: 1e9 })), (ms) => {
+        const text = formatDuration(ms);
+        const [number = '', unit] = text.replace(/^~/, '').split(' ');
+        expect(unit).toMatch(/^(ms|s|min|h)$/);
+        const digits = number.replace('.', '').replace(/^0+/, '').length;
+        expect(digits <= 3 || !number.includes('.') || number.includes('e')).toBe(true);
+        if (text.startsWith('~')) {
+          const parsed = parseDuration(text.slice(1));
+          expect(parsed).not.toBe(ms);
+          expect(Math.abs(parsed - ms)).toBeLessThanOrEqual(ms * 5e-3);
+        } else {
+          expect(parseDuration(text)).toBe(ms);
+        }
       }),
       { numRuns: 2000 },
     );
