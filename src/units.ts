@@ -132,6 +132,16 @@ function parseNumber(mantissa: string, exponent: string | undefined): number {
 }
 
 /**
+ * How a parse error opens: `invalid rate "fast"`, `invalid burst -1`, `invalid burst (a value of
+ * type null)`, and `missing burst` for undefined (an option left out), so the sentence reads.
+ */
+function invalid(option: string, input: unknown): string {
+  if (input === undefined) return `missing ${option}`;
+  if (typeof input === 'string' || typeof input === 'number') return `invalid ${option} ${describe(input)}`;
+  return `invalid ${option} (${describe(input)})`;
+}
+
+/**
  * Parses a rate into tokens (or bytes) per second.
  *
  * @example parseRate('10MiB/s') === 10485760; parseRate('100/min') === 100 / 60
@@ -151,9 +161,9 @@ export function parseRateOption(input: RateInput, option: string): number {
     'expected a positive number of tokens per second or a string like "100/s", "6000/min", "10MiB/s" or "8mbit"';
   if (typeof input === 'number') {
     if (Number.isFinite(input) && input > 0) return input;
-    throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+    throw new InvalidRateError(input, `${invalid(option, input)}: ${expected}`);
   }
-  if (typeof input !== 'string') throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+  if (typeof input !== 'string') throw new InvalidRateError(input, `${invalid(option, input)}: ${expected}`);
 
   let text = input.trim();
   let periodText = 's';
@@ -171,15 +181,15 @@ export function parseRateOption(input: RateInput, option: string): number {
 
   const quantity = QUANTITY.exec(text.trim());
   const period = PERIOD.exec(periodText.trim());
-  if (!quantity || !period) throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+  if (!quantity || !period) throw new InvalidRateError(input, `${invalid(option, input)}: ${expected}`);
 
   const amount = parseNumber(quantity[1] ?? '', quantity[2]);
   const factor = unitFactor(quantity[3] ?? '');
-  if (typeof factor === 'string') throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${factor}`);
+  if (typeof factor === 'string') throw new InvalidRateError(input, `${invalid(option, input)}: ${factor}`);
   if (factor === undefined) {
     throw new InvalidRateError(
       input,
-      `invalid ${option} ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit/gbit`,
+      `${invalid(option, input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit/gbit`,
     );
   }
   const periodCount = period[1] === undefined ? 1 : Number(period[1]);
@@ -187,12 +197,12 @@ export function parseRateOption(input: RateInput, option: string): number {
   if (periodSeconds === undefined) {
     throw new InvalidRateError(
       input,
-      `invalid ${option} ${describe(input)}: unknown period "${period[2]}"; use ms, s, min, h or d`,
+      `${invalid(option, input)}: unknown period "${period[2]}"; use ms, s, min, h or d`,
     );
   }
   const perSecond = (amount * factor) / (periodCount * periodSeconds);
   if (!(Number.isFinite(perSecond) && perSecond > 0)) {
-    throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: the rate must be positive and finite`);
+    throw new InvalidRateError(input, `${invalid(option, input)}: the rate must be positive and finite`);
   }
   return perSecond;
 }
@@ -216,22 +226,22 @@ export function parseSizeOption(input: SizeInput, option: string): number {
   const expected = 'expected a positive number or a string like "200", "64KiB", "1.5MB" or "512kbit"';
   if (typeof input === 'number') {
     if (Number.isFinite(input) && input > 0) return input;
-    throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+    throw new InvalidSizeError(input, `${invalid(option, input)}: ${expected}`);
   }
-  if (typeof input !== 'string') throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+  if (typeof input !== 'string') throw new InvalidSizeError(input, `${invalid(option, input)}: ${expected}`);
   const quantity = QUANTITY.exec(input.trim());
-  if (!quantity) throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+  if (!quantity) throw new InvalidSizeError(input, `${invalid(option, input)}: ${expected}`);
   const factor = unitFactor(quantity[3] ?? '');
-  if (typeof factor === 'string') throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${factor}`);
+  if (typeof factor === 'string') throw new InvalidSizeError(input, `${invalid(option, input)}: ${factor}`);
   if (factor === undefined) {
     throw new InvalidSizeError(
       input,
-      `invalid ${option} ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit`,
+      `${invalid(option, input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit`,
     );
   }
   const size = parseNumber(quantity[1] ?? '', quantity[2]) * factor;
   if (!(Number.isFinite(size) && size > 0)) {
-    throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: the size must be positive and finite`);
+    throw new InvalidSizeError(input, `${invalid(option, input)}: the size must be positive and finite`);
   }
   return size;
 }
@@ -247,23 +257,23 @@ export function parseDuration(input: DurationInput): number {
   const expected = 'expected milliseconds >= 0 or a string like "250ms", "2s", "1.5min" or "1h"';
   if (typeof input === 'number') {
     if (input >= 0) return input; // NaN fails this comparison too
-    throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+    throw new InvalidDurationError(input, `${invalid('duration', input)}: ${expected}`);
   }
   if (typeof input !== 'string') {
-    throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+    throw new InvalidDurationError(input, `${invalid('duration', input)}: ${expected}`);
   }
   const match = new RegExp(`^${NUMBER}\\s*([A-Za-zµ]*)$`).exec(input.trim());
-  if (!match) throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+  if (!match) throw new InvalidDurationError(input, `${invalid('duration', input)}: ${expected}`);
   const unit = match[3] ?? '';
   const factor = unit === '' ? 1 : MS_PER[unit.toLowerCase()];
   if (factor === undefined) {
     throw new InvalidDurationError(
       input,
-      `invalid duration ${describe(input)}: unknown unit "${unit}"; use ns, us, ms, s, min, h or d`,
+      `${invalid('duration', input)}: unknown unit "${unit}"; use ns, us, ms, s, min, h or d`,
     );
   }
   const ms = parseNumber(match[1] ?? '', match[2]) * factor;
-  if (!Number.isFinite(ms)) throw new InvalidDurationError(input, `invalid duration ${describe(input)}: too large`);
+  if (!Number.isFinite(ms)) throw new InvalidDurationError(input, `${invalid('duration', input)}: too large`);
   return ms;
 }
 

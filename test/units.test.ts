@@ -106,7 +106,7 @@ describe('parseSize', () => {
     ['1k', /ambiguous/],
     ['1 furlong', /unknown unit "furlong"/],
     ['many', /expected/],
-    [undefined, /a value of type undefined/],
+    [undefined, /^missing size: expected a positive number/],
   ])('%j is refused with ERR_INVALID_SIZE (%s)', (input, message) => {
     expect(() => parseSize(input as number)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_SIZE' }));
     expect(() => parseSize(input as number)).toThrow(message);
@@ -141,6 +141,32 @@ describe('parseDuration', () => {
   ])('%j is refused with ERR_INVALID_DURATION (%s)', (input, message) => {
     expect(() => parseDuration(input as number)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_DURATION' }));
     expect(() => parseDuration(input as number)).toThrow(message);
+  });
+});
+
+describe('parse errors read as sentences', () => {
+  it('name the option, then the value: quoted if a string, its type otherwise, "missing" if left out', async () => {
+    const { parseRateOption, parseSizeOption } = await import('../src/units.js');
+    const message = (call: () => unknown): string => {
+      try {
+        call();
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return '';
+    };
+    expect(message(() => parseSizeOption(undefined as unknown as number, 'burst'))).toMatch(
+      /^missing burst: expected a positive number or a string like "200"/,
+    );
+    expect(message(() => parseSizeOption(null as unknown as number, 'global.burst'))).toMatch(
+      /^invalid global\.burst \(a value of type null\): expected/,
+    );
+    expect(message(() => parseSizeOption(-1, 'burst'))).toMatch(/^invalid burst -1: expected/);
+    expect(message(() => parseRateOption('fast', 'rate'))).toMatch(/^invalid rate "fast": expected/);
+    expect(message(() => parseRateOption({} as unknown as number, 'peakRate'))).toMatch(
+      /^invalid peakRate \(a value of type object\): expected/,
+    );
+    expect(message(() => parseDuration(undefined as unknown as number))).toMatch(/^missing duration: expected/);
   });
 });
 
