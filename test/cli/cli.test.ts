@@ -357,4 +357,30 @@ describe('tokenpace in-process: flags and help', () => {
     expect(width(40)).toBe(12);
     expect(width(90)).toBeGreaterThan(width(80));
   });
+
+  it("pipe takes pv's short sizes: --rate 10m is 10 MiB/s and --burst 64k is 64 KiB (powers of 1024, either case)", async () => {
+    const { pvBytes } = await import('../../src/cli/args.js');
+    expect(pvBytes('10m')).toBe(10 * 1024 ** 2);
+    expect(pvBytes('10M')).toBe(10 * 1024 ** 2);
+    expect(pvBytes('64k')).toBe(64 * 1024);
+    expect(pvBytes('1.5g')).toBe(1.5 * 1024 ** 3);
+    expect(pvBytes('2T')).toBe(2 * 1024 ** 4);
+    for (const other of ['10', '10MiB', '10MB', '10m/s', '10mb', 'm', '10x']) expect(pvBytes(other)).toBeUndefined();
+    const data = randomBytes(100 * 1024);
+    const p = await inProcess(['pipe', '--rate', '64m', '--burst', '1M', '--peak-rate', '1g'], { stdin: data });
+    expect(p.code).toBe(0);
+    expect(sha(p.bytes)).toBe(sha(data));
+    const zero = await inProcess(['pipe', '--rate', '0k']);
+    expect(zero.code).toBe(2);
+    expect(zero.stderr.split('\n')[0]).toBe(
+      'tokenpace pipe: --rate: invalid value "0k": it must be positive and finite',
+    );
+    // The library, and so the other commands, keep refusing the short form: there 10m could be 10 per minute.
+    const explain = await inProcess(['explain', '--rate', '10m', '--burst', '20']);
+    expect(explain.code).toBe(2);
+    expect(explain.stderr.split('\n')[0]).toMatch(/--rate: invalid value "10m": "m" is ambiguous/);
+    const help = await inProcess(['pipe', '--help']);
+    expect(help.stdout).toContain("pv's 10m");
+    expect(help.stdout).toContain('--rate 10m is 10 MiB/s');
+  });
 });
