@@ -133,9 +133,9 @@ describe('tokenpace as a process', () => {
     expect(text).toContain('Time is simulated');
     expect(text).toContain('What to look at');
     // The first burst second: 180 offered; the token bucket passes all, the fixed window 100 and refuses 80.
-    const row = text.split('\n').find((line) => line.startsWith('  10s'));
+    const row = text.split('\n').find((line) => line.startsWith('  10 s'));
     const cells = (row ?? '').split('│').map((cell) => cell.trim().split(/\s+/));
-    expect(cells[0]).toEqual(['10s', '180']);
+    expect(cells[0]).toEqual(['10', 's', '180']);
     expect(cells[1]).toEqual(['180', '0']);
     expect(cells[2]).toEqual(['100', '80']);
     expect(text).toContain('unbounded queue');
