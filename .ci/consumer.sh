@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# The package as a user gets it: `npm pack` (which builds dist/ through `prepare`), then install the
+# The package as a user gets it: `npm pack` (which builds dist/ through `prepack`), then install the
 # tarball into a scratch project in a temporary folder and use it from there:
-#   - the tarball holds dist/ with .d.ts, the sources its maps point at, LICENSE, README, CHANGELOG,
-#     and nothing of test/, bench/ or examples/;
+#   - the tarball holds dist/'s JavaScript and .d.ts, LICENSE, README, CHANGELOG, and nothing else:
+#     no src/, no source maps, nothing of test/, bench/ or examples/ (the JavaScript is tsc's, with
+#     its comments, and reads as the source does);
+#   - its package.json has no install-time script (`prepare`, `install`, ...), and installing it
+#     prints no npm warning;
 #   - ESM: `import { ... } from 'tokenpace'` runs;
 #   - CommonJS: `require('tokenpace')` runs where Node can require ES modules (20.19+, 22.12+), and
 #     fails with Node's ERR_REQUIRE_ESM elsewhere (the README says so);
 #   - TypeScript --strict type-checks a consumer with moduleResolution `nodenext` (an ES module and a
 #     CommonJS .cts file, both compiled and run) and with `bundler`;
-#   - `npm install <this folder>` links it and builds dist/ through prepare, and the link imports.
+#   - `npm install <this folder>` links it as it is (dist/ is the one `npm pack` built), and the link
+#     imports.
 # Offline: the package has no runtime dependencies, and the TypeScript compiler and @types/node come
 # from this checkout's node_modules. Usage: .ci/consumer.sh (or npm run test:consumer).
 set -euo pipefail
@@ -19,7 +23,7 @@ tsc=("node" "$repo/node_modules/typescript/bin/tsc")
 started=$SECONDS
 step() { echo "== consumer [$((SECONDS - started)) s]: $*"; }
 
-step "npm pack (builds dist/ through prepare)"
+step "npm pack (builds dist/ through prepack)"
 (cd "$repo" && npm pack --pack-destination "$work" --loglevel=error >"$work/pack.log" 2>&1) || {
   cat "$work/pack.log"
   exit 1
@@ -30,8 +34,8 @@ step "tarball contents"
 mkdir "$work/unpacked"
 tar -xzf "$tarball" -C "$work/unpacked"
 node --input-type=module - "$work/unpacked/package" "$repo" <<'EOF'
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 
 const [root, repo] = process.argv.slice(2);
 const files = (dir) =>
@@ -55,19 +59,15 @@ for (const rel of srcFiles(srcRoot).filter((f) => f.endsWith('.ts') && !f.endsWi
   }
 }
 for (const f of shipped) {
-  if (/^(test|bench|examples|node_modules|coverage|\.ci|\.tmp)\//.test(f)) problems.push(`ships ${f}`);
-}
-// Source maps and declaration maps must point at files that are in the package.
-let maps = 0;
-for (const f of shipped.filter((f) => f.endsWith('.map'))) {
-  maps++;
-  const map = JSON.parse(readFileSync(join(root, f), 'utf8'));
-  for (const source of map.sources) {
-    const target = join(root, dirname(f), map.sourceRoot ?? '', source);
-    if (!existsSync(target)) problems.push(`${f} points at ${relative(root, target)}, which is not shipped`);
-  }
+  if (/^(src|test|bench|examples|scripts|node_modules|coverage|\.ci|\.tmp)\//.test(f)) problems.push(`ships ${f}`);
+  // A map would point at src/, which is not shipped: "files" in package.json leaves them out.
+  if (f.endsWith('.map')) problems.push(`ships ${f}`);
 }
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) {
+  // npm runs none of these for a tarball, yet lists them as install scripts awaiting approval.
+  if (pkg.scripts?.[script]) problems.push(`package.json has a \`${script}\` script: build through prepack instead`);
+}
 if (pkg.license !== 'MIT' || !readFileSync(join(root, 'LICENSE'), 'utf8').startsWith('MIT License')) {
   problems.push('license: package.json and LICENSE must both say MIT');
 }
@@ -76,7 +76,7 @@ if (problems.length > 0) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
-console.log(`tarball ok: ${shipped.length} files, ${maps} maps, every map source shipped`);
+console.log(`tarball ok: ${shipped.length} files, no maps, no install scripts`);
 EOF
 
 step "npm install the tarball into a scratch project (offline)"
@@ -85,7 +85,14 @@ mkdir "$app"
 cat >"$app/package.json" <<'EOF'
 { "name": "tokenpace-consumer", "version": "1.0.0", "private": true, "type": "module" }
 EOF
-(cd "$app" && npm install --offline --no-audit --no-fund --loglevel=error "$tarball" >/dev/null)
+(cd "$app" && npm install --offline --no-audit --no-fund "$tarball" >/dev/null 2>"$work/install.err") || {
+  cat "$work/install.err"
+  exit 1
+}
+if grep -qi 'warn' "$work/install.err"; then
+  echo "installing the tarball printed warnings:" && cat "$work/install.err"
+  exit 1
+fi
 
 step "ESM import"
 cat >"$app/esm.mjs" <<'EOF'
@@ -216,7 +223,7 @@ step "TypeScript --strict, moduleResolution bundler"
 step "run the compiled TypeScript consumers"
 (cd "$app" && node out/consumer.js >/dev/null && node out/consumer.cjs)
 
-step "npm install of the folder (a link; npm runs prepare in it)"
+step "npm install of the folder (a link to it as it is)"
 linked="$work/linked"
 mkdir "$linked"
 echo '{ "name": "tokenpace-linked-consumer", "version": "1.0.0", "private": true, "type": "module" }' >"$linked/package.json"

@@ -1,6 +1,8 @@
 // Builds dist/ from src/ with the TypeScript compiler, from a clean slate (so no file of a deleted
-// module is left behind to be packed). npm runs it through `prepare`: on `npm install` in a checkout,
-// `npm pack`, and installing tokenpace from a git URL or a folder.
+// module is left behind to be packed). npm runs it through `prepack`, on `npm pack` and `npm publish`
+// only: the package has no `prepare`, so installing its tarball runs nothing (and npm has no install
+// script to warn about). In a checkout, `npm run build` builds it; a folder dependency is linked as
+// it is, so build it there first; a git URL install gets no dist/ (npm runs only `prepare` there).
 import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -15,7 +17,7 @@ try {
   console.error(
     `tokenpace: building dist/ needs TypeScript, one of its dev dependencies, which is not installed in ${root}.\n` +
       'Run `npm install` there first (a folder dependency is linked as it is, so its dependencies must be there),\n' +
-      'or install tokenpace from a git URL or a tarball made with `npm pack`, which build it for you.',
+      'or install a tarball made with `npm pack`, which holds dist/ already.',
   );
   process.exit(1);
 }

@@ -132,6 +132,16 @@ function parseNumber(mantissa: string, exponent: string | undefined): number {
 }
 
 /**
+ * How a parse error opens: `invalid rate "fast"`, `invalid burst -1`, `invalid burst (a value of
+ * type null)`, and `missing burst` for undefined (an option left out), so the sentence reads.
+ */
+function invalid(option: string, input: unknown): string {
+  if (input === undefined) return `missing ${option}`;
+  if (typeof input === 'string' || typeof input === 'number') return `invalid ${option} ${describe(input)}`;
+  return `invalid ${option} (${describe(input)})`;
+}
+
+/**
  * Parses a rate into tokens (or bytes) per second.
  *
  * @example parseRate('10MiB/s') === 10485760; parseRate('100/min') === 100 / 60
@@ -151,9 +161,9 @@ export function parseRateOption(input: RateInput, option: string): number {
     'expected a positive number of tokens per second or a string like "100/s", "6000/min", "10MiB/s" or "8mbit"';
   if (typeof input === 'number') {
     if (Number.isFinite(input) && input > 0) return input;
-    throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+    throw new InvalidRateError(input, `${invalid(option, input)}: ${expected}`);
   }
-  if (typeof input !== 'string') throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+  if (typeof input !== 'string') throw new InvalidRateError(input, `${invalid(option, input)}: ${expected}`);
 
   let text = input.trim();
   let periodText = 's';
@@ -171,15 +181,15 @@ export function parseRateOption(input: RateInput, option: string): number {
 
   const quantity = QUANTITY.exec(text.trim());
   const period = PERIOD.exec(periodText.trim());
-  if (!quantity || !period) throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+  if (!quantity || !period) throw new InvalidRateError(input, `${invalid(option, input)}: ${expected}`);
 
   const amount = parseNumber(quantity[1] ?? '', quantity[2]);
   const factor = unitFactor(quantity[3] ?? '');
-  if (typeof factor === 'string') throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: ${factor}`);
+  if (typeof factor === 'string') throw new InvalidRateError(input, `${invalid(option, input)}: ${factor}`);
   if (factor === undefined) {
     throw new InvalidRateError(
       input,
-      `invalid ${option} ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit/gbit`,
+      `${invalid(option, input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit/gbit`,
     );
   }
   const periodCount = period[1] === undefined ? 1 : Number(period[1]);
@@ -187,12 +197,12 @@ export function parseRateOption(input: RateInput, option: string): number {
   if (periodSeconds === undefined) {
     throw new InvalidRateError(
       input,
-      `invalid ${option} ${describe(input)}: unknown period "${period[2]}"; use ms, s, min, h or d`,
+      `${invalid(option, input)}: unknown period "${period[2]}"; use ms, s, min, h or d`,
     );
   }
   const perSecond = (amount * factor) / (periodCount * periodSeconds);
   if (!(Number.isFinite(perSecond) && perSecond > 0)) {
-    throw new InvalidRateError(input, `invalid ${option} ${describe(input)}: the rate must be positive and finite`);
+    throw new InvalidRateError(input, `${invalid(option, input)}: the rate must be positive and finite`);
   }
   return perSecond;
 }
@@ -216,22 +226,22 @@ export function parseSizeOption(input: SizeInput, option: string): number {
   const expected = 'expected a positive number or a string like "200", "64KiB", "1.5MB" or "512kbit"';
   if (typeof input === 'number') {
     if (Number.isFinite(input) && input > 0) return input;
-    throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+    throw new InvalidSizeError(input, `${invalid(option, input)}: ${expected}`);
   }
-  if (typeof input !== 'string') throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+  if (typeof input !== 'string') throw new InvalidSizeError(input, `${invalid(option, input)}: ${expected}`);
   const quantity = QUANTITY.exec(input.trim());
-  if (!quantity) throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${expected}`);
+  if (!quantity) throw new InvalidSizeError(input, `${invalid(option, input)}: ${expected}`);
   const factor = unitFactor(quantity[3] ?? '');
-  if (typeof factor === 'string') throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: ${factor}`);
+  if (typeof factor === 'string') throw new InvalidSizeError(input, `${invalid(option, input)}: ${factor}`);
   if (factor === undefined) {
     throw new InvalidSizeError(
       input,
-      `invalid ${option} ${describe(input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit`,
+      `${invalid(option, input)}: unknown unit "${quantity[3]}"; use a count, B, kB/MB/GB, KiB/MiB/GiB or kbit/mbit`,
     );
   }
   const size = parseNumber(quantity[1] ?? '', quantity[2]) * factor;
   if (!(Number.isFinite(size) && size > 0)) {
-    throw new InvalidSizeError(input, `invalid ${option} ${describe(input)}: the size must be positive and finite`);
+    throw new InvalidSizeError(input, `${invalid(option, input)}: the size must be positive and finite`);
   }
   return size;
 }
@@ -247,41 +257,35 @@ export function parseDuration(input: DurationInput): number {
   const expected = 'expected milliseconds >= 0 or a string like "250ms", "2s", "1.5min" or "1h"';
   if (typeof input === 'number') {
     if (input >= 0) return input; // NaN fails this comparison too
-    throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+    throw new InvalidDurationError(input, `${invalid('duration', input)}: ${expected}`);
   }
   if (typeof input !== 'string') {
-    throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+    throw new InvalidDurationError(input, `${invalid('duration', input)}: ${expected}`);
   }
   const match = new RegExp(`^${NUMBER}\\s*([A-Za-zµ]*)$`).exec(input.trim());
-  if (!match) throw new InvalidDurationError(input, `invalid duration ${describe(input)}: ${expected}`);
+  if (!match) throw new InvalidDurationError(input, `${invalid('duration', input)}: ${expected}`);
   const unit = match[3] ?? '';
   const factor = unit === '' ? 1 : MS_PER[unit.toLowerCase()];
   if (factor === undefined) {
     throw new InvalidDurationError(
       input,
-      `invalid duration ${describe(input)}: unknown unit "${unit}"; use ns, us, ms, s, min, h or d`,
+      `${invalid('duration', input)}: unknown unit "${unit}"; use ns, us, ms, s, min, h or d`,
     );
   }
   const ms = parseNumber(match[1] ?? '', match[2]) * factor;
-  if (!Number.isFinite(ms)) throw new InvalidDurationError(input, `invalid duration ${describe(input)}: too large`);
+  if (!Number.isFinite(ms)) throw new InvalidDurationError(input, `${invalid('duration', input)}: too large`);
   return ms;
-}
-
-/** `value` with at most `digits` significant digits and no trailing zeros, unless that loses exactness. */
-function compact(value: number, scale: number, exact: number, digits = 4): string {
-  const short = Number(value.toPrecision(digits));
-  return short * scale === exact ? String(short) : String(value);
 }
 
 const BINARY_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
 const DECIMAL_UNITS = ['B', 'kB', 'MB', 'GB', 'TB'] as const;
 
-/** Significant digits {@link formatSize} shows; the whole part of a number is never cut. */
-const SIZE_DIGITS = 3;
+/** Significant digits {@link formatSize} and {@link formatDuration} show; the whole part of a number is never cut. */
+const DIGITS = 3;
 
 /**
  * `bytes` in the largest of `units` (steps of `base`) that keeps the number at least 1, rounded to
- * {@link SIZE_DIGITS} significant digits (`1023 KiB` keeps its four), and whether that is exact.
+ * {@link DIGITS} significant digits (`1023 KiB` keeps its four), and whether that is exact.
  */
 function inUnits(bytes: number, base: number, units: readonly string[]): { text: string; exact: boolean } {
   let index = 0;
@@ -296,7 +300,7 @@ function inUnits(bytes: number, base: number, units: readonly string[]): { text:
 
 function roundTo(value: number): number {
   const wholeDigits = Math.abs(value) < 1 ? 1 : Math.floor(Math.log10(Math.abs(value))) + 1;
-  return Number(value.toPrecision(Math.min(100, Math.max(SIZE_DIGITS, wholeDigits))));
+  return Number(value.toPrecision(Math.min(100, Math.max(DIGITS, wholeDigits))));
 }
 
 /**
@@ -357,9 +361,23 @@ export function formatRate(perSecond: number, kind: 'count' | 'bytes' = 'count')
   return `${Number(perSecond.toPrecision(6))}/s`; // six significant digits: for people, not for round trips
 }
 
+/** {@link formatDuration}'s units, smallest first: milliseconds in each, and how many make the next. */
+const DURATION_UNITS = [
+  ['ms', 1, 1000],
+  ['s', 1000, 60],
+  ['min', 60_000, 60],
+  ['h', 3_600_000, Number.POSITIVE_INFINITY],
+] as const;
+
 /**
- * Formats milliseconds: `250 -> '250 ms'`, `2000 -> '2 s'`, `90000 -> '1.5 min'`,
+ * Formats milliseconds for people, the way {@link formatSize} writes bytes: `250 -> '250 ms'`,
+ * `2000 -> '2 s'`, `90000 -> '1.5 min'`, `1000 / 7 -> '~143 ms'`, `0.9765625 -> '~0.977 ms'`,
  * `Infinity -> 'forever'`.
+ *
+ * - The largest of `ms`, `s`, `min`, `h` that keeps the number at least 1 (`ms` below 1 ms).
+ * - Three significant digits; the whole part is never cut (`2778 h`).
+ * - A `~` in front when the number was rounded: `parseDuration(formatDuration(ms)) === ms`
+ *   whenever there is no `~`.
  *
  * @throws InvalidDurationError (`ERR_INVALID_DURATION`) for NaN, `-Infinity` and anything but a number.
  */
@@ -368,11 +386,16 @@ export function formatDuration(ms: number): string {
     throw new InvalidDurationError(ms, `formatDuration expects a number of milliseconds, got ${describe(ms)}`);
   }
   if (ms === Number.POSITIVE_INFINITY) return 'forever';
-  const abs = Math.abs(ms);
-  if (abs < 1000) return `${compact(ms, 1, ms)} ms`;
-  if (abs < 60_000) return `${compact(ms / 1000, 1000, ms)} s`;
-  if (abs < 3_600_000) return `${compact(ms / 60_000, 60_000, ms)} min`;
-  return `${compact(ms / 3_600_000, 3_600_000, ms)} h`;
+  let index = 0;
+  while (index < DURATION_UNITS.length - 1 && Math.abs(ms) >= (DURATION_UNITS[index + 1]?.[1] ?? 0)) index++;
+  let [unit, msPer, next] = DURATION_UNITS[index] ?? DURATION_UNITS[0];
+  let rounded = roundTo(ms / msPer);
+  if (Math.abs(rounded) >= next) {
+    [unit, msPer, next] = DURATION_UNITS[index + 1] ?? DURATION_UNITS[0]; // 59.99 s rounds to 60 s: write it as 1 min
+    rounded = roundTo(ms / msPer);
+  }
+  // parseDuration multiplies by the same factor, so "exact" here means it reads back the same number.
+  return `${rounded * msPer === ms ? '' : '~'}${rounded} ${unit}`;
 }
 
 /**

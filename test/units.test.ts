@@ -106,7 +106,7 @@ describe('parseSize', () => {
     ['1k', /ambiguous/],
     ['1 furlong', /unknown unit "furlong"/],
     ['many', /expected/],
-    [undefined, /a value of type undefined/],
+    [undefined, /^missing size: expected a positive number/],
   ])('%j is refused with ERR_INVALID_SIZE (%s)', (input, message) => {
     expect(() => parseSize(input as number)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_SIZE' }));
     expect(() => parseSize(input as number)).toThrow(message);
@@ -144,6 +144,32 @@ describe('parseDuration', () => {
   });
 });
 
+describe('parse errors read as sentences', () => {
+  it('name the option, then the value: quoted if a string, its type otherwise, "missing" if left out', async () => {
+    const { parseRateOption, parseSizeOption } = await import('../src/units.js');
+    const message = (call: () => unknown): string => {
+      try {
+        call();
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return '';
+    };
+    expect(message(() => parseSizeOption(undefined as unknown as number, 'burst'))).toMatch(
+      /^missing burst: expected a positive number or a string like "200"/,
+    );
+    expect(message(() => parseSizeOption(null as unknown as number, 'global.burst'))).toMatch(
+      /^invalid global\.burst \(a value of type null\): expected/,
+    );
+    expect(message(() => parseSizeOption(-1, 'burst'))).toMatch(/^invalid burst -1: expected/);
+    expect(message(() => parseRateOption('fast', 'rate'))).toMatch(/^invalid rate "fast": expected/);
+    expect(message(() => parseRateOption({} as unknown as number, 'peakRate'))).toMatch(
+      /^invalid peakRate \(a value of type object\): expected/,
+    );
+    expect(message(() => parseDuration(undefined as unknown as number))).toMatch(/^missing duration: expected/);
+  });
+});
+
 describe('formatters', () => {
   it.each([
     [formatSize(0), '0 B'],
@@ -175,6 +201,13 @@ describe('formatters', () => {
     [formatDuration(90_000), '1.5 min'],
     [formatDuration(7_200_000), '2 h'],
     [formatDuration(Number.POSITIVE_INFINITY), 'forever'],
+    [formatDuration(0.5), '0.5 ms'],
+    [formatDuration((1024 * 1000) / 1024 ** 2), '~0.977 ms'], // 1 KiB at 1 MiB/s
+    [formatDuration(1000 / 7), '~143 ms'],
+    [formatDuration(1234), '~1.23 s'],
+    [formatDuration(999.6), '~1 s'], // rounds up into the next unit
+    [formatDuration(59_999), '~1 min'],
+    [formatDuration(1e10), '~2778 h'], // the whole part is never cut
   ])('%s === %s', (actual, expected) => {
     expect(actual).toBe(expected);
   });
@@ -254,10 +287,21 @@ describe('formatters', () => {
     expect(formatSize(-1500000)).toBe('-1.5 MB');
   });
 
-  it('parseDuration(formatDuration(ms)) round-trips within 1e-9', () => {
+  it('formatDuration shows three significant digits, exact unless marked ~, and parseDuration reads it back', () => {
     fc.assert(
-      fc.property(fc.double({ min: 0, max: 1e10, noNaN: true }), (ms) => {
-        expect(Math.abs(parseDuration(formatDuration(ms)) - ms)).toBeLessThanOrEqual(ms * 1e-9);
+      fc.property(fc.oneof(fc.double({ min: 0, max: 1e10, noNaN: true }), fc.integer({ min: 0, max: 1e9 })), (ms) => {
+        const text = formatDuration(ms);
+        const [number = '', unit] = text.replace(/^~/, '').split(' ');
+        expect(unit).toMatch(/^(ms|s|min|h)$/);
+        const digits = number.replace('.', '').replace(/^0+/, '').length;
+        expect(digits <= 3 || !number.includes('.') || number.includes('e')).toBe(true);
+        if (text.startsWith('~')) {
+          const parsed = parseDuration(text.slice(1));
+          expect(parsed).not.toBe(ms);
+          expect(Math.abs(parsed - ms)).toBeLessThanOrEqual(ms * 5e-3);
+        } else {
+          expect(parseDuration(text)).toBe(ms);
+        }
       }),
       { numRuns: 2000 },
     );

@@ -1,6 +1,9 @@
 /**
  * Flag parsing on node:util's parseArgs, with one-line errors that name the
- * flag and say what it expects.
+ * flag and say what it expects. Rates and sizes are the library's (parseRate,
+ * parseSize); `pipe`'s byte flags also take pv's short form (`10m`), which the
+ * library refuses as ambiguous, since elsewhere `10m` could be read as 10 per
+ * minute or 10 megabits.
  */
 
 import { parseArgs } from 'node:util';
@@ -90,6 +93,40 @@ export function sizeFlag(parsed: Parsed, name: string, required?: false): number
 export function sizeFlag(parsed: Parsed, name: string, required = false): number | undefined {
   const text = required ? stringFlag(parsed, name, true) : stringFlag(parsed, name);
   return text === undefined ? undefined : asUsage(name, () => parseSize(text));
+}
+
+/** pv's sizes and rates (`pv -L 10m`, `pv -B 64k`): a number and k, m, g or t in either case, powers of 1024. */
+const PV_BYTES = /^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgt])\s*$/i;
+const PV_FACTOR: Record<string, number> = { k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+
+/** A byte count written as pv writes it, or undefined if `text` is not in pv's form. */
+export function pvBytes(text: string): number | undefined {
+  const match = PV_BYTES.exec(text);
+  if (!match) return undefined;
+  return Number(match[1]) * (PV_FACTOR[(match[2] ?? '').toLowerCase()] ?? Number.NaN);
+}
+
+function bytesFlag(name: string, text: string, parse: (text: string) => number): number {
+  const bytes = pvBytes(text);
+  if (bytes === undefined) return asUsage(name, () => parse(text));
+  if (!(Number.isFinite(bytes) && bytes > 0)) {
+    throw new UsageError(`--${name}: invalid value ${JSON.stringify(text)}: it must be positive and finite`);
+  }
+  return bytes;
+}
+
+/** A byte rate flag (`pipe --rate`): what {@link rateFlag} takes, or pv's `10m` (10 MiB/s). */
+export function byteRateFlag(parsed: Parsed, name: string, required: true): number;
+export function byteRateFlag(parsed: Parsed, name: string, required?: false): number | undefined;
+export function byteRateFlag(parsed: Parsed, name: string, required = false): number | undefined {
+  const text = required ? stringFlag(parsed, name, true) : stringFlag(parsed, name);
+  return text === undefined ? undefined : bytesFlag(name, text, parseRate);
+}
+
+/** A byte size flag (`pipe --burst`): what {@link sizeFlag} takes, or pv's `64k` (64 KiB). */
+export function byteSizeFlag(parsed: Parsed, name: string): number | undefined {
+  const text = stringFlag(parsed, name);
+  return text === undefined ? undefined : bytesFlag(name, text, parseSize);
 }
 
 /** A whole-number flag within [min, max]. */

@@ -10,7 +10,16 @@ import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { isTokenpaceError } from '../errors.js';
 import { formatRate } from '../units.js';
-import { integerFlag, type Parsed, parseFlags, rateFlag, sizeFlag, stringFlag } from './args.js';
+import {
+  byteRateFlag,
+  byteSizeFlag,
+  integerFlag,
+  type Parsed,
+  parseFlags,
+  rateFlag,
+  sizeFlag,
+  stringFlag,
+} from './args.js';
 import { explain, formatExplanation } from './explain.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type Io, UsageError } from './io.js';
 import { runPipe } from './pipe.js';
@@ -77,14 +86,22 @@ Options:
 const PIPE_USAGE = `Usage: tokenpace pipe --rate RATE [--burst SIZE] [--peak-rate RATE] [FILE]
 
 Copies FILE (or stdin) to stdout at RATE bytes per second, like pv -L. A
-progress bar (bytes, rate, ETA) is drawn on stderr when it is a terminal.
+progress bar (bytes, rate, elapsed time, and the ETA for a file) is drawn on
+stderr when it is a terminal.
 
 Options:
-  --rate RATE        the cap: 1MiB/s, 500kB/s, 8mbit (required)
-  --burst SIZE       how much may pass at once after a pause (default 100 ms of the
-                     rate, at least 128 KiB if that is at most 250 ms of it)
+  --rate RATE        the cap: 1MiB/s, 500kB/s, 8mbit, or pv's 10m (required)
+  --burst SIZE       how much may pass at once after a pause: 64KiB, or pv's 64k
+                     (default 100 ms of the rate, at least 128 KiB if that is at
+                     most 250 ms of it)
   --peak-rate RATE   how fast a burst itself may drain (above --rate)
   -h, --help         show this help
+
+Units: B, kB/MB/GB (powers of 1000), KiB/MiB/GiB (powers of 1024), kbit/mbit
+(bits); a rate is per second unless it names another period (/min, /h). As in
+pv, a number with just k, m, g or t (either case) counts KiB, MiB, GiB, TiB:
+--rate 10m is 10 MiB/s. Only pipe reads this short form; the other commands
+refuse 10m as ambiguous (10 per minute? 10 megabits?).
 `;
 
 function version(): string {
@@ -200,9 +217,9 @@ async function simulateCommand(p: Parsed, io: Io): Promise<number> {
 }
 
 async function pipeCommand(p: Parsed, io: Io): Promise<number> {
-  const ratePerSecond = rateFlag(p, 'rate', true);
-  const burst = sizeFlag(p, 'burst');
-  const peakRate = rateFlag(p, 'peak-rate');
+  const ratePerSecond = byteRateFlag(p, 'rate', true);
+  const burst = byteSizeFlag(p, 'burst');
+  const peakRate = byteRateFlag(p, 'peak-rate');
   if (p.positionals.length > 1) throw new UsageError(`expected at most one FILE, got ${p.positionals.length}`);
   return runPipe({ ratePerSecond, burst, peakRate, file: p.positionals[0] }, io);
 }

@@ -108,8 +108,8 @@ export function explain(
       `a burst of ${amount(burst)} cannot sustain ${rateText(ratePerSecond)} for a waiter that sleeps on a timer ` +
         `(a Scheduler's queue, take(), a Throttle): Node's timers tick in whole milliseconds and fire up to ` +
         `${TIMER_SLACK_MS} ms late, the bucket fills in ${formatDuration((burst * 1000) / ratePerSecond)} and ` +
-        `overflows while the waiter sleeps, so tokens are lost. Use a burst of at least ${unit === 'bytes' ? `${minBurst} bytes (${amount(minBurst)})` : amount(minBurst)} ` +
-        `(${2 * TIMER_SLACK_MS} ms of the rate). Requests refused at once (tryTake) are not affected.`,
+        `overflows while the waiter sleeps, so tokens are lost. Use a burst of at least ${unit === 'bytes' ? `${minBurst} bytes (${amount(minBurst)}, ` : `${amount(minBurst)} (`}` +
+        `${2 * TIMER_SLACK_MS} ms of the rate). Requests refused at once (tryTake) are not affected.`,
     );
   }
   const fleet =
@@ -142,23 +142,13 @@ export function explain(
   };
 }
 
-/** A count for people (`6,200`), or bytes (`64 KiB`, `~600.1 MiB`). */
+/** A count for people (`6,200`), or bytes as formatSize writes them (`64 KiB`, `~600 MiB`). */
 export function describeAmount(n: number, unit: 'requests' | 'bytes'): string {
-  if (unit === 'requests') return count(n);
-  const exact = formatSize(n);
-  if (exact.length <= 10) return exact;
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let i = 0;
-  let scaled = n;
-  while (scaled >= 1024 && i < units.length - 1) {
-    scaled /= 1024;
-    i++;
-  }
-  return `~${Number(scaled.toPrecision(4))} ${units[i]}`;
+  return unit === 'requests' ? count(n) : formatSize(n);
 }
 
 function describeRate(perSecond: number, unit: 'requests' | 'bytes'): string {
-  return unit === 'requests' ? formatRate(perSecond) : `${describeAmount(perSecond, 'bytes')}/s`;
+  return formatRate(perSecond, unit === 'requests' ? 'count' : 'bytes');
 }
 
 function count(n: number): string {
@@ -201,7 +191,7 @@ export function formatExplanation(e: Explanation): string {
   );
   lines.push(
     bytes
-      ? `  So                 after an idle spell of ${formatDuration(e.refillFromEmptyMs)} or more, ${amount(e.largestBurst)} pass at once, then ${e.rate}:`
+      ? `  So                 after an idle spell of ${formatDuration(e.refillFromEmptyMs)} or more, up to ${amount(e.largestBurst)} can pass at once, then ${e.rate}:`
       : `  So                 after an idle spell of ${formatDuration(e.refillFromEmptyMs)} or more, ${amount(e.largestBurst)} quick calls pass, then one every ${formatDuration(e.tokenIntervalMs)}:`,
   );
   lines.push(`                     ${amount(e.burst)} is a reserve, not a rate.`);

@@ -12,6 +12,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { isTokenpaceError } from '../errors.js';
 import { Throttle } from '../stream/throttle.js';
+import { formatRate, formatSize } from '../units.js';
 import { EXIT_FAILURE, EXIT_OK, type Io, UsageError } from './io.js';
 
 /** What `pipe` was asked to do. */
@@ -23,47 +24,53 @@ export interface PipeOptions {
   file: string | undefined;
 }
 
-function short(bytes: number): string {
-  if (bytes < 1024) return `${Math.round(bytes)} B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let value = bytes / 1024;
-  let i = 0;
-  while (value >= 1024 && i < units.length - 1) {
-    value /= 1024;
-    i++;
-  }
-  return `${value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0)} ${units[i]}`;
-}
+/** The widest a size or a rate from formatSize/formatRate gets below 1024 TiB: `~1023 KiB`, `~1023 KiB/s`. */
+const SIZE_WIDTH = 9;
+const RATE_WIDTH = SIZE_WIDTH + 2;
+/** `h:mm:ss`, as pv writes times: one width up to 9:59:59. */
+const CLOCK_WIDTH = 7;
+const BAR_MIN = 10;
+const BAR_MAX = 40;
 
 function clock(seconds: number): string {
-  if (!Number.isFinite(seconds)) return '--:--';
+  if (!Number.isFinite(seconds)) return '-:--:--';
   const s = Math.max(0, Math.round(seconds));
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const rest = String(s % 60).padStart(2, '0');
-  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${rest}` : `${m}:${rest}`;
+  const two = (n: number): string => String(n).padStart(2, '0');
+  return `${Math.floor(s / 3600)}:${two(Math.floor((s % 3600) / 60))}:${two(s % 60)}`;
 }
 
-/** One progress line: bytes, percentage and bar (when the total is known), rate, ETA or elapsed time. */
+/**
+ * One progress line, laid out like pv's: bytes so far (of the total, with a percentage and a bar,
+ * when the size is known), the rate, the elapsed time, and the ETA while the copy runs. Every
+ * field has a fixed width and the bar's width depends on `columns` alone, so the line keeps its
+ * layout from the first frame to the last; the last (`final`) shows the average rate and the
+ * elapsed time, with no ETA.
+ */
 export function progressLine(
   bytes: number,
   total: number | undefined,
   bytesPerSecond: number,
   elapsedMs: number,
   columns = 80,
+  final = false,
 ): string {
-  const rate = `${short(bytesPerSecond)}/s`;
-  if (total === undefined || total === 0) {
-    return `${short(bytes)}  ${rate}  ${clock(elapsedMs / 1000)}`;
-  }
+  const size = formatSize(bytes).padStart(SIZE_WIDTH);
+  const rate = formatRate(bytesPerSecond, 'bytes').padStart(RATE_WIDTH);
+  const elapsed = clock(elapsedMs / 1000);
+  if (total === undefined || total === 0) return `${size}  ${rate}  ${elapsed}`;
   const share = Math.min(1, bytes / total);
   const eta = bytesPerSecond > 0 ? (total - bytes) / bytesPerSecond : Number.POSITIVE_INFINITY;
-  const left = `${short(bytes)} / ${short(total)} ${String(Math.floor(share * 100)).padStart(3)}% `;
-  const right = ` ${rate}  ETA ${clock(eta)}`;
-  const width = columns > 0 ? columns : 80;
-  const barWidth = Math.max(10, Math.min(40, width - left.length - right.length - 3));
+  const totalText = formatSize(total);
+  const percent = `${Math.floor(share * 100)}%`.padStart(4);
+  // What the fields take at their fixed widths (the ETA's too, on the last frame), plus one column
+  // spare so the line never reaches the terminal's edge: the same on every frame.
+  const reserved =
+    `${''.padEnd(SIZE_WIDTH)} / ${totalText} 100% [] ${''.padEnd(RATE_WIDTH)}  ${''.padEnd(CLOCK_WIDTH)}  ETA ${''.padEnd(CLOCK_WIDTH)} `
+      .length;
+  const barWidth = Math.max(BAR_MIN, Math.min(BAR_MAX, (columns > 0 ? columns : 80) - reserved));
   const filled = Math.round(share * barWidth);
-  return `${left}[${'#'.repeat(filled)}${'.'.repeat(barWidth - filled)}]${right}`;
+  const bar = `[${'#'.repeat(filled)}${'.'.repeat(barWidth - filled)}]`;
+  return `${size} / ${totalText} ${percent} ${bar} ${rate}  ${elapsed}${final ? '' : `  ETA ${clock(eta)}`}`;
 }
 
 /** Runs the copy. Returns the exit code. */
@@ -101,9 +108,8 @@ export async function runPipe(options: PipeOptions, io: Io): Promise<number> {
   const draw = (final: boolean): void => {
     const c = throttle.counters;
     const bytesPerSecond = final ? c.averageBytesPerSecond : c.currentBytesPerSecond;
-    io.stderr.write(
-      `\r\x1b[K${progressLine(c.bytes, total, bytesPerSecond, c.elapsedMs, io.stderrColumns)}${final ? '\n' : ''}`,
-    );
+    const line = progressLine(c.bytes, total, bytesPerSecond, c.elapsedMs, io.stderrColumns, final);
+    io.stderr.write(`\r\x1b[K${line}${final ? '\n' : ''}`);
   };
   if (io.stderrIsTty) {
     timer = setInterval(() => draw(false), 200);

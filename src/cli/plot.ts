@@ -7,7 +7,7 @@
  */
 
 import { formatRate } from '../units.js';
-import { formatLookAt } from './report.js';
+import { formatLookAt, formatWait, pct } from './report.js';
 import type { Algorithm, AlgorithmResult, Simulation } from './simulate.js';
 
 /** One colour per contender (readable on white, distinct for common colour blindness). */
@@ -19,11 +19,46 @@ export const COLORS: Record<Algorithm, string> = {
   queue: '#7c3aed',
 };
 
+/**
+ * One dash pattern per contender on the shared panels (refusals, waits). Two contenders can give
+ * the same numbers every second (the token bucket and the leaky bucket refuse alike): the later
+ * line, dashed and narrower, is drawn over the earlier, solid and wider, which shows in its gaps.
+ */
+export const DASHES: Record<Algorithm, string> = {
+  'token-bucket': 'none',
+  'fixed-window': '10 4',
+  'sliding-window': '3 3',
+  'leaky-bucket': '7 5',
+  queue: '14 4 3 4',
+};
+
+/** The shared panels' stroke widths: the first contender's widest, each later one narrower. */
+function strokeWidth(index: number, count: number): number {
+  return 1.8 + (count - 1 - index) * 1.2;
+}
+
+/** Groups of contenders whose series are equal second by second (groups of two or more only). */
+function coinciding(series: { label: string; values: number[] }[]): string[][] {
+  const groups: { values: number[]; labels: string[] }[] = [];
+  for (const { label, values } of series) {
+    const same = groups.find((g) => g.values.length === values.length && g.values.every((v, i) => v === values[i]));
+    if (same) same.labels.push(label);
+    else groups.push({ values, labels: [label] });
+  }
+  return groups.filter((g) => g.labels.length > 1).map((g) => g.labels);
+}
+
+function listed(labels: string[]): string {
+  return labels.length <= 1 ? (labels[0] ?? '') : `${labels.slice(0, -1).join(', ')} and ${labels.at(-1)}`;
+}
+
 const WIDTH = 1000;
 const LEFT = 72;
 const RIGHT = 24;
 const PANEL_HEIGHT = 170;
 const PANEL_GAP = 58;
+/** The line under a shared panel that names coinciding lines and contenders with no line. */
+const NOTE_HEIGHT = 18;
 
 function esc(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
@@ -90,8 +125,8 @@ function steps(values: number[], x: (s: number) => number, y: (v: number) => num
 
 function summaryOf(r: AlgorithmResult): string {
   const t = r.totals;
-  const refused = t.offered ? `${((100 * t.rejected) / t.offered).toFixed(1)}% refused` : '';
-  const wait = t.maxWaitMs > 0 ? `waits up to ${(t.maxWaitMs / 1000).toFixed(1)} s` : 'no waiting';
+  const refused = t.offered ? `${pct(t.rejected, t.offered)} refused` : '';
+  const wait = t.maxWaitMs > 0 ? `waits up to ${formatWait(t.maxWaitMs)}` : 'no waiting';
   return `${refused}, ${wait}`;
 }
 
@@ -149,27 +184,29 @@ export function renderSvg(sim: Simulation): string {
   }
 
   // Refusals and waits, all contenders on one axis each.
-  const shared: [string, (r: AlgorithmResult) => number[], number, (v: number) => string][] = [
-    ['Requests refused, per second', (r) => r.seconds.map((s) => s.rejected), roundUp(maxRej), (v) => num(v)],
+  const shared: [string, (r: AlgorithmResult) => number[], number, (v: number) => string, string][] = [
+    ['Requests refused, per second', (r) => r.seconds.map((s) => s.rejected), roundUp(maxRej), num, 'refused none'],
     [
       'Longest wait before being let through, per second',
       (r) => r.seconds.map((s) => s.maxWaitMs),
       roundUp(maxWait),
-      (v) => `${num(v / 1000)} s`,
+      formatWait,
+      'made no one wait',
     ],
   ];
-  // The contenders' colours, for the shared panels below.
-  let cx = LEFT;
-  for (const r of sim.results) {
-    body.push(
-      `<line x1="${num(cx)}" x2="${num(cx + 18)}" y1="${top - 4}" y2="${top - 4}" stroke="${COLORS[r.algorithm]}" stroke-width="3"/>`,
-    );
-    body.push(`<text x="${num(cx + 24)}" y="${top}" class="legend">${esc(r.label)}</text>`);
-    cx += 24 + r.label.length * 6.8 + 18;
-  }
-  top += 42;
   const n = sim.results.length;
-  for (const [title, values, max, unit] of shared) {
+  // The contenders' colours and dashes, as the shared panels below draw them.
+  let cx = LEFT;
+  sim.results.forEach((r, i) => {
+    const dash = DASHES[r.algorithm] === 'none' ? '' : ` stroke-dasharray="${DASHES[r.algorithm]}"`;
+    body.push(
+      `<line x1="${num(cx)}" x2="${num(cx + 28)}" y1="${top - 4}" y2="${top - 4}" stroke="${COLORS[r.algorithm]}" stroke-width="${num(Math.max(2.4, strokeWidth(i, n)))}"${dash}/>`,
+    );
+    body.push(`<text x="${num(cx + 34)}" y="${top}" class="legend">${esc(r.label)}</text>`);
+    cx += 34 + r.label.length * 6.8 + 18;
+  });
+  top += 42;
+  for (const [title, values, max, unit, nothing] of shared) {
     if (sim.results.every((r) => values(r).every((v) => v === 0))) {
       // Nothing to draw: say so in one line instead of an empty panel.
       body.push(`<text x="${LEFT}" y="${top - 9}" class="panel-title">${esc(`${title}: none`)}</text>`);
@@ -179,15 +216,26 @@ export function renderSvg(sim: Simulation): string {
     const p: Panel = { title, unit, top, max };
     body.push(panelFrame(p, seconds, x, sim.trace.marksS, PANEL_HEIGHT, 4));
     const y = yOf(p, PANEL_HEIGHT);
-    // Earlier lines are drawn wider, so a line hidden under an equal later one still shows at its edges.
-    // A limiter that never refused (or never made anyone wait) has no line here.
+    // A limiter that never refused (or never made anyone wait) has no line here; the note says so, and
+    // names the contenders whose lines lie on one another.
+    const drawn = sim.results.filter((r) => values(r).some((v) => v !== 0));
+    const idle = sim.results.filter((r) => !drawn.includes(r)).map((r) => r.label);
+    const notes = coinciding(drawn.map((r) => ({ label: r.label, values: values(r) }))).map(
+      (labels) => `${listed(labels)}: the same every second, one line over the other`,
+    );
+    if (idle.length > 0) notes.push(`no line: ${listed(idle)} ${nothing}`);
+    if (notes.length > 0) {
+      // Under the time axis, on a line of its own.
+      body.push(`<text x="${LEFT}" y="${p.top + PANEL_HEIGHT + 33}" class="note">${esc(notes.join('; '))}</text>`);
+    }
     sim.results.forEach((r, i) => {
-      if (values(r).every((v) => v === 0)) return;
+      if (!drawn.includes(r)) return;
+      const dash = DASHES[r.algorithm] === 'none' ? '' : ` stroke-dasharray="${DASHES[r.algorithm]}"`;
       body.push(
-        `<polyline points="${steps(values(r), x, y)}" class="series" stroke="${COLORS[r.algorithm]}" style="stroke-width:${num(1.8 + (n - 1 - i) * 1.2)}px"><title>${esc(r.label)}</title></polyline>`,
+        `<polyline points="${steps(values(r), x, y)}" class="series" stroke="${COLORS[r.algorithm]}" style="stroke-width:${num(strokeWidth(i, n))}px"${dash}><title>${esc(r.label)}</title></polyline>`,
       );
     });
-    top += PANEL_HEIGHT + PANEL_GAP;
+    top += PANEL_HEIGHT + PANEL_GAP + (notes.length > 0 ? NOTE_HEIGHT : 0);
   }
   const height = Math.max(top - PANEL_GAP + 44, top + 20);
 
@@ -201,6 +249,7 @@ export function renderSvg(sim: Simulation): string {
     .panel-title { font-size: 13.5px; font-weight: 600; }
     .tick { font-size: 11px; fill: #6b7280; }
     .legend { font-size: 12.5px; }
+    .note { font-size: 11.5px; fill: #4b5563; font-style: italic; }
     .section { font-size: 15px; font-weight: 600; }
     .grid { stroke: #eef0f3; stroke-width: 1; }
     .frame { fill: none; stroke: #cbd0d6; stroke-width: 1; }
@@ -247,11 +296,11 @@ export function renderHtml(sim: Simulation): string {
       const cells = [
         `<td><span class="swatch" style="background:${COLORS[r.algorithm]}"></span>${esc(r.label)}</td>`,
         `<td>${t.admitted}</td>`,
-        `<td>${t.rejected} (${t.offered ? ((100 * t.rejected) / t.offered).toFixed(1) : '0'}%)</td>`,
+        `<td>${t.rejected} (${pct(t.rejected, t.offered)})</td>`,
         `<td>${t.mostInAnySecond}</td>`,
         `<td>${t.peakQueued}</td>`,
-        `<td>${(t.waitP99Ms / 1000).toFixed(2)} s</td>`,
-        `<td>${(t.maxWaitMs / 1000).toFixed(2)} s</td>`,
+        `<td>${formatWait(t.waitP99Ms)}</td>`,
+        `<td>${formatWait(t.maxWaitMs)}</td>`,
         `<td><code>${esc(r.config)}</code></td>`,
       ];
       return `<tr>${cells.join('')}</tr>`;

@@ -31,12 +31,16 @@ function squeeze(values: number[], width: number, how: 'mean' | 'max'): number[]
   return out;
 }
 
-function seconds(ms: number): string {
-  if (ms === 0) return '0';
-  return ms < 1000 ? `${Math.round(ms)}ms` : `${(ms / 1000).toFixed(1)}s`;
+/**
+ * A wait, as every part of simulate's output writes it (tables, chart, summary, plot): to the
+ * millisecond, by formatDuration (`411 ms`, `1.99 s`, `~1.23 s`); `0` for no wait at all.
+ */
+export function formatWait(ms: number): string {
+  return ms === 0 ? '0' : formatDuration(Math.round(ms));
 }
 
-function pct(part: number, whole: number): string {
+/** A share in per cent with one decimal: `6.2%`. */
+export function pct(part: number, whole: number): string {
   return whole === 0 ? '0%' : `${((100 * part) / whole).toFixed(1)}%`;
 }
 
@@ -48,7 +52,7 @@ function columnsFor(result: AlgorithmResult): Column[] {
     { head: 'admit', width: 6, get: (r) => String(r.admitted), used: true },
     { head: 'rej', width: 5, get: (r) => String(r.rejected), used: any((r) => r.rejected) },
     { head: 'queue', width: 6, get: (r) => String(r.queued), used: any((r) => r.queued) },
-    { head: 'wait', width: 6, get: (r) => seconds(r.maxWaitMs), used: any((r) => r.maxWaitMs) },
+    { head: 'wait', width: 8, get: (r) => formatWait(r.maxWaitMs), used: any((r) => r.maxWaitMs) },
   ];
   const used = all.filter((c) => c.used);
   // Wide enough for the contender's name.
@@ -63,18 +67,18 @@ export function formatTable(sim: Simulation): string {
   const blockWidth = cols.map((cs) => cs.reduce((w, c) => w + c.width, 0));
   const labels = sim.results.map((r, i) => r.label.padEnd(blockWidth[i] as number).slice(0, blockWidth[i]));
   const lines: string[] = [];
-  lines.push(`${'     '}${''.padStart(8)} │ ${labels.join(' │ ')}`);
+  lines.push(`${''.padStart(6)}${''.padStart(8)} │ ${labels.join(' │ ')}`);
   lines.push(
-    `${'    t'}${'offered'.padStart(8)} │ ${cols.map((cs) => cs.map((c) => c.head.padStart(c.width)).join('')).join(' │ ')}`,
+    `${'t'.padStart(6)}${'offered'.padStart(8)} │ ${cols.map((cs) => cs.map((c) => c.head.padStart(c.width)).join('')).join(' │ ')}`,
   );
-  lines.push(`${'─'.repeat(14)}┼${blockWidth.map((w) => '─'.repeat(w + 2)).join('┼')}`);
+  lines.push(`${'─'.repeat(15)}┼${blockWidth.map((w) => '─'.repeat(w + 2)).join('┼')}`);
   const offered = sim.results[0]?.seconds ?? [];
   for (let s = 0; s < sim.seconds; s++) {
     const cells = sim.results.map((r, i) => {
       const row = r.seconds[s] as SecondStats;
       return (cols[i] as Column[]).map((c) => c.get(row).padStart(c.width)).join('');
     });
-    lines.push(`${`${s}s`.padStart(5)}${String(offered[s]?.offered ?? 0).padStart(8)} │ ${cells.join(' │ ')}`);
+    lines.push(`${`${s} s`.padStart(6)}${String(offered[s]?.offered ?? 0).padStart(8)} │ ${cells.join(' │ ')}`);
   }
   return `${lines.map((line) => line.trimEnd()).join('\n')}\n`;
 }
@@ -114,17 +118,17 @@ export function formatChart(sim: Simulation, width = 100): string {
   if (waiting.length > 0) {
     const maxWait = Math.max(1, ...waiting.map((r) => r.totals.maxWaitMs));
     lines.push('');
-    lines.push(`  Longest wait per second, full height = ${seconds(maxWait)}:`);
+    lines.push(`  Longest wait per second, full height = ${formatWait(maxWait)}:`);
     for (const r of waiting)
       row(
         r.label,
         r.seconds.map((s) => s.maxWaitMs),
         maxWait,
         'max',
-        `up to ${seconds(r.totals.maxWaitMs)}`,
+        `up to ${formatWait(r.totals.maxWaitMs)}`,
       );
   }
-  const ticks = `  ${''.padEnd(16)} 0s${''.padEnd(Math.max(0, Math.min(span, Math.ceil(sim.seconds / perChar)) - 2 - String(sim.seconds).length - 1))}${sim.seconds}s`;
+  const ticks = `  ${''.padEnd(16)} 0 s${''.padEnd(Math.max(0, Math.min(span, Math.ceil(sim.seconds / perChar)) - 3 - String(sim.seconds).length - 2))}${sim.seconds} s`;
   lines.push(ticks);
   return `${lines.join('\n')}\n`;
 }
@@ -140,9 +144,9 @@ export function formatSummary(sim: Simulation): string {
       `${t.rejected} (${pct(t.rejected, t.offered)})`,
       `${t.mostInAnySecond}`,
       `${t.peakQueued}`,
-      seconds(t.waitP50Ms),
-      seconds(t.waitP99Ms),
-      seconds(t.maxWaitMs),
+      formatWait(t.waitP50Ms),
+      formatWait(t.waitP99Ms),
+      formatWait(t.maxWaitMs),
     ];
   });
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
@@ -196,13 +200,13 @@ export function formatLookAt(sim: Simulation): string {
   const lb = by.get('leaky-bucket');
   if (lb) {
     lines.push(
-      `  - leaky bucket: smooth output, but a burst waits in its queue (up to ${lb.totals.peakQueued}, waits up to ${formatDuration(Math.round(lb.totals.maxWaitMs))}) and it refused ${lb.totals.rejected} when full;`,
+      `  - leaky bucket: smooth output, but a burst waits in its queue (up to ${lb.totals.peakQueued}, waits up to ${formatWait(lb.totals.maxWaitMs)}) and it refused ${lb.totals.rejected} when full;`,
     );
   }
   const q = by.get('queue');
   if (q) {
     lines.push(
-      `  - unbounded queue: refuses nothing, but the wait grows with every burst (up to ${formatDuration(Math.round(q.totals.maxWaitMs))}, ` +
+      `  - unbounded queue: refuses nothing, but the wait grows with every burst (up to ${formatWait(q.totals.maxWaitMs)}, ` +
         `${q.totals.peakQueued} requests held in memory at the worst moment${q.totals.queuedAtEnd ? `, ${q.totals.queuedAtEnd} still waiting at the end` : ''}).`,
     );
   }

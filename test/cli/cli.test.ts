@@ -133,9 +133,9 @@ describe('tokenpace as a process', () => {
     expect(text).toContain('Time is simulated');
     expect(text).toContain('What to look at');
     // The first burst second: 180 offered; the token bucket passes all, the fixed window 100 and refuses 80.
-    const row = text.split('\n').find((line) => line.startsWith('  10s'));
+    const row = text.split('\n').find((line) => line.startsWith('  10 s'));
     const cells = (row ?? '').split('│').map((cell) => cell.trim().split(/\s+/));
-    expect(cells[0]).toEqual(['10s', '180']);
+    expect(cells[0]).toEqual(['10', 's', '180']);
     expect(cells[1]).toEqual(['180', '0']);
     expect(cells[2]).toEqual(['100', '80']);
     expect(text).toContain('unbounded queue');
@@ -303,16 +303,84 @@ describe('tokenpace in-process: flags and help', () => {
     expect(bad.stderr).toMatch(/^tokenpace simulate: cannot write the plot: /);
   });
 
-  it('the progress bar is drawn on a terminal: bytes, rate, and ETA with a bar when the size is known', async () => {
+  it('the progress bar is drawn on a terminal: bytes, rate, elapsed time, and a bar and ETA when the size is known', async () => {
     const data = randomBytes(300 * 1024);
     const file = join(dir, 'bar.bin');
     writeFileSync(file, data);
-    const r = await inProcess(['pipe', '--rate', '64MiB/s', file], { tty: true });
+    // Slow enough for several frames (one every 200 ms): 300 KiB at 256 KiB/s, after a 128 KiB burst.
+    const r = await inProcess(['pipe', '--rate', '256KiB/s', file], { tty: true });
     expect(r.code).toBe(0);
-    const last = r.stderr.split('\r\x1b[K').at(-1) ?? '';
-    expect(last).toMatch(/^300 KiB \/ 300 KiB 100% \[#+\] .*\/s {2}ETA 0:00\n$/);
+    const frames = r.stderr.split('\r\x1b[K').slice(1);
+    expect(frames.length).toBeGreaterThan(2);
+    const last = frames.at(-1) ?? '';
+    // The last frame: the average rate and the time it took, as pv ends; no ETA.
+    expect(last).toMatch(/^ {2}300 KiB \/ 300 KiB 100% \[#+\] +~?[0-9.]+ KiB\/s {2}0:00:0[0-9]\n$/);
+    expect(last).not.toContain('ETA');
+    for (const frame of frames.slice(0, -1)) expect(frame).toMatch(/ {2}ETA (-:--:--|0:00:0[0-9])$/);
+    // One layout on every frame: the bar and every field in the same columns, the first frame too.
+    const bars = frames.map((f) => /\[[#.]+\]/.exec(f));
+    expect(new Set(bars.map((b) => b?.[0].length)).size).toBe(1);
+    expect(new Set(bars.map((b) => b?.index)).size).toBe(1);
+    expect(new Set(frames.slice(0, -1).map((f) => f.length)).size).toBe(1);
+    // Sizes and rates are written by the library's formatSize/formatRate: three significant digits.
+    for (const frame of frames) {
+      for (const [, number = ''] of frame.matchAll(/~?([0-9.]+) (?:B|kB|KiB|MB|MiB)\b/g)) {
+        expect(number.includes('.') ? number.replace('.', '').replace(/^0+/, '').length : 0).toBeLessThanOrEqual(3);
+      }
+    }
     const piped = await inProcess(['pipe', '--rate', '64MiB/s'], { stdin: data, tty: true });
     expect(sha(piped.bytes)).toBe(sha(data));
-    expect(piped.stderr.split('\r\x1b[K').at(-1)).toMatch(/^300 KiB {2}.*\/s {2}0:00\n$/);
+    expect(piped.stderr.split('\r\x1b[K').at(-1)).toMatch(/^ {2}300 KiB {2}.*\/s {2}0:00:00\n$/);
+  });
+
+  it('progressLine keeps one layout from the first frame to the last, and fits the terminal', async () => {
+    const { progressLine } = await import('../../src/cli/pipe.js');
+    const total = 10 * 1024 * 1024;
+    const frames = [
+      progressLine(0, total, 0, 0, 100),
+      progressLine(1_000_000, total, 10.49e6, 100, 100),
+      progressLine(5 * 1024 * 1024, total, 9.999 * 1024 * 1024, 500, 100),
+      progressLine(total, total, 10 * 1024 * 1024, 1000, 100),
+    ];
+    const barAt = frames.map((f) => /\[[#.]+\]/.exec(f));
+    expect(new Set(barAt.map((b) => `${b?.index}:${b?.[0].length}`)).size).toBe(1);
+    expect(new Set(frames.map((f) => f.length)).size).toBe(1);
+    for (const f of frames) expect(f.length).toBeLessThan(100);
+    expect(frames[2]).toContain('~10 MiB/s'); // 9.999 MiB/s in three digits, marked as rounded
+    expect(frames[1]).toContain('~10 MiB/s');
+    const final = progressLine(total, total, 10 * 1024 * 1024, 1000, 100, true);
+    expect(final).toBe(frames[3]?.replace(/ {2}ETA .*$/, ''));
+    expect(final.endsWith('10 MiB/s  0:00:01')).toBe(true);
+    // A wider terminal gets a wider bar (up to 40), a narrow one at least 10.
+    const width = (columns: number): number => /\[[#.]+\]/.exec(progressLine(0, total, 0, 0, columns))?.[0].length ?? 0;
+    expect(width(200)).toBe(42);
+    expect(width(40)).toBe(12);
+    expect(width(90)).toBeGreaterThan(width(80));
+  });
+
+  it("pipe takes pv's short sizes: --rate 10m is 10 MiB/s and --burst 64k is 64 KiB (powers of 1024, either case)", async () => {
+    const { pvBytes } = await import('../../src/cli/args.js');
+    expect(pvBytes('10m')).toBe(10 * 1024 ** 2);
+    expect(pvBytes('10M')).toBe(10 * 1024 ** 2);
+    expect(pvBytes('64k')).toBe(64 * 1024);
+    expect(pvBytes('1.5g')).toBe(1.5 * 1024 ** 3);
+    expect(pvBytes('2T')).toBe(2 * 1024 ** 4);
+    for (const other of ['10', '10MiB', '10MB', '10m/s', '10mb', 'm', '10x']) expect(pvBytes(other)).toBeUndefined();
+    const data = randomBytes(100 * 1024);
+    const p = await inProcess(['pipe', '--rate', '64m', '--burst', '1M', '--peak-rate', '1g'], { stdin: data });
+    expect(p.code).toBe(0);
+    expect(sha(p.bytes)).toBe(sha(data));
+    const zero = await inProcess(['pipe', '--rate', '0k']);
+    expect(zero.code).toBe(2);
+    expect(zero.stderr.split('\n')[0]).toBe(
+      'tokenpace pipe: --rate: invalid value "0k": it must be positive and finite',
+    );
+    // The library, and so the other commands, keep refusing the short form: there 10m could be 10 per minute.
+    const explain = await inProcess(['explain', '--rate', '10m', '--burst', '20']);
+    expect(explain.code).toBe(2);
+    expect(explain.stderr.split('\n')[0]).toMatch(/--rate: invalid value "10m": "m" is ambiguous/);
+    const help = await inProcess(['pipe', '--help']);
+    expect(help.stdout).toContain("pv's 10m");
+    expect(help.stdout).toContain('--rate 10m is 10 MiB/s');
   });
 });

@@ -59,10 +59,31 @@ describe('explain: the worked numbers', () => {
     const bytes = explain(1024 * 1024, 1024, 1, undefined, 'bytes');
     const text = formatExplanation(bytes).replace(/\s+/g, ' ');
     expect(text).toContain('A token bucket with rate 1 MiB/s and burst 1 KiB');
-    expect(text).toContain('Use a burst of at least 10486 bytes (~10.2 KiB)');
+    expect(text).toContain('Use a burst of at least 10486 bytes (~10.2 KiB, 10 ms of the rate)');
     for (const line of formatExplanation(bytes).split('\n')) expect(line.length).toBeLessThanOrEqual(110);
     expect(explain(1024 * 1024, 10486).warnings).toEqual([]);
     expect(explain(100, 0.5).warnings[0]).toContain('never passes');
+  });
+});
+
+describe('explain: the words', () => {
+  it('bytes read naturally ("up to 1 KiB can pass at once") and durations are rounded to three digits, marked ~', () => {
+    const text = formatExplanation(explain(1024 * 1024, 1024, 1, undefined, 'bytes'));
+    expect(text).toContain('Refill from empty  ~0.977 ms (1 KiB / 1 MiB/s).');
+    expect(text).toContain('after an idle spell of ~0.977 ms or more, up to 1 KiB can pass at once, then 1 MiB/s:');
+    expect(text).not.toMatch(/KiB pass|0\.9765625/);
+    const requests = formatExplanation(explain(7, 3, 1, [5]));
+    expect(requests).toContain('Refill from empty  ~429 ms (3 / 7/s); a token every ~143 ms.');
+    expect(requests).toContain('3 quick calls pass, then one every ~143 ms');
+    expect(requests).toContain('the next token comes in ~143 ms');
+    // No number in the text has more than three significant digits after a decimal point.
+    for (const t of [text, requests]) expect(t).not.toMatch(/[0-9]\.[0-9]{4}/);
+  });
+
+  it('sizes and rates are written as formatSize and formatRate write them, wherever they appear', () => {
+    const text = formatExplanation(explain(10 * 1024 * 1024, 1024 * 1024, 3, undefined, 'bytes'));
+    expect(text).toContain('give each instance ~3.33 MiB/s and a burst of ~341 KiB');
+    expect(text).toContain('~1.76 GiB in 1 min');
   });
 });
 

@@ -5,7 +5,14 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { formatChart, formatHeader, formatLookAt, formatSummary, formatTable } from '../../src/cli/report.js';
+import {
+  formatChart,
+  formatHeader,
+  formatLookAt,
+  formatSummary,
+  formatTable,
+  formatWait,
+} from '../../src/cli/report.js';
 import { parseCsvTrace, prng, SCENARIOS, scenario } from '../../src/cli/scenarios.js';
 import { ALGORITHMS, type AlgorithmResult, simulate } from '../../src/cli/simulate.js';
 import { VirtualClock } from '../../src/cli/virtual-clock.js';
@@ -127,6 +134,23 @@ describe('simulate', () => {
     expect(look).toContain('--compare all');
     expect(formatTable(sim).split('\n')).toHaveLength(3 + sim.seconds + 1);
     expect(result(sim.results, 'token-bucket').totals.rejected).toBe(0); // 90/s under 100/s: all pass
+  });
+
+  it('waits are written one way everywhere: the table, the chart, the summary and what to look at agree', async () => {
+    const sim = await simulate(scenario('campaign', 100), 100, 200, ALGORITHMS);
+    const text = [formatTable(sim), formatChart(sim), formatSummary(sim), formatLookAt(sim)].join('\n');
+    const leaky = formatWait(result(sim.results, 'leaky-bucket').totals.maxWaitMs);
+    const queue = formatWait(result(sim.results, 'queue').totals.maxWaitMs);
+    expect([leaky, queue]).toEqual(['1.99 s', '4.92 s']);
+    expect(formatChart(sim)).toContain(`up to ${leaky}`);
+    expect(formatSummary(sim)).toContain(` ${leaky}`);
+    expect(formatLookAt(sim)).toContain(`waits up to ${leaky}`);
+    expect(formatLookAt(sim)).toContain(`(up to ${queue},`);
+    // No second spelling: no "2.0s" or "411ms" beside "1.99 s".
+    expect(text).not.toMatch(/[0-9](ms|s)\b/);
+    expect(formatWait(0)).toBe('0');
+    expect(formatWait(411.4)).toBe('411 ms');
+    expect(formatWait(1234)).toBe('~1.23 s');
   });
 });
 
