@@ -19,6 +19,7 @@
 import { retryHintMs, WaitTooLongError } from '../errors.js';
 import type { ExchangeResult, FleetParams, FleetStore, HeldLease } from '../fleet/store.js';
 import { type BucketState, rebill } from '../meters/bucket.js';
+import { Watchdog } from '../timer.js';
 import { type Admission, type Host, type LimitsChange, waitForMs } from './admission.js';
 import type { FleetSettings, SchedulerSettings } from './options.js';
 import { costError } from './reject.js';
@@ -41,7 +42,7 @@ interface Ticket {
   /** When the store's bucket holds its cost, in the store's ms (for `cancel`). */
   readyAtMs: number;
   /** Its start, while reserved. */
-  timer: unknown;
+  timer: Watchdog | undefined;
 }
 
 /** What a store that emits events looks like (RedisFleetStore). */
@@ -79,8 +80,10 @@ export class FleetAdmission implements Admission {
   /** Leases of jobs that ended, for the next call. */
   #releases: HeldLease[] = [];
   #pumpQueued = false;
-  #retryTimer: unknown;
-  #renewTimer: unknown;
+  /** Asks again after `pollMs` while the budget is full. */
+  readonly #retry: Watchdog;
+  /** Renews the leases held, every `leaseMs / 3`. */
+  readonly #renewal: Watchdog;
   readonly #storeListeners: [string, (info: never) => void][] = [];
 
   /** The limits in `settings` are the ones to start the key with if the store has none yet (the stored ones win). */
@@ -96,6 +99,11 @@ export class FleetAdmission implements Admission {
     const capacity = settings.params?.capacity ?? 1;
     this.#params = { ratePerSecond, capacity, concurrency: settings.concurrency };
     this.#bucket = { tokens: capacity, updatedAtMs: host.clock.now() };
+    this.#retry = new Watchdog(host.clock, () => {
+      this.#blocked = false;
+      this.#pump();
+    });
+    this.#renewal = new Watchdog(host.clock, () => this.#renew());
     this.#listenToStore();
   }
 
@@ -118,7 +126,7 @@ export class FleetAdmission implements Admission {
   }
 
   get wakeAtMs(): number {
-    return Number.POSITIVE_INFINITY; // a reservation's start and a retry have timers of their own
+    return Number.POSITIVE_INFINITY; // a reservation's start, a retry and a renewal have timers of their own
   }
 
   get pollMs(): number {
@@ -175,7 +183,7 @@ export class FleetAdmission implements Admission {
     this.#tickets.delete(job);
     if (ticket.state !== 'reserved') return;
     // Aborted, cleared or closed while holding a reservation: give it back by the cancel rule.
-    this.#host.clock.clearTimeout(ticket.timer);
+    ticket.timer?.disarm();
     this.#reserved--;
     this.#unhold(ticket);
     const pump = () => this.#pump();
@@ -215,8 +223,7 @@ export class FleetAdmission implements Admission {
 
   close(): Promise<void> {
     return this.#settled().then(() => {
-      if (this.#retryTimer !== undefined) this.#host.clock.clearTimeout(this.#retryTimer);
-      this.#retryTimer = undefined;
+      this.#retry.disarm();
       for (const [event, listener] of this.#storeListeners)
         (this.#store as unknown as StoreEvents).off(event, listener);
       this.#storeListeners.length = 0;
@@ -322,7 +329,8 @@ export class FleetAdmission implements Admission {
             ticket.state = 'reserved';
             this.#reserved++;
             host.reserve(job);
-            ticket.timer = host.clock.setTimeout(() => this.#startReserved(job, ticket), Math.ceil(grant.delayMs));
+            ticket.timer = new Watchdog(host.clock, () => this.#startReserved(job, ticket));
+            ticket.timer.arm(host.clock.now(), grant.delayMs);
           } else {
             ticket.state = 'running';
             host.start(job, host.clock.now(), job.cost);
@@ -376,12 +384,7 @@ export class FleetAdmission implements Admission {
   }
 
   #retryIn(ms: number): void {
-    if (this.#retryTimer !== undefined) return;
-    this.#retryTimer = this.#host.clock.setTimeout(() => {
-      this.#retryTimer = undefined;
-      this.#blocked = false;
-      this.#pump();
-    }, Math.ceil(ms));
+    if (!this.#retry.armed) this.#retry.arm(this.#host.clock.now(), ms);
   }
 
   /** Resolves when no call is in flight and no lease waits to be given back. */
@@ -425,24 +428,19 @@ export class FleetAdmission implements Admission {
   /** Keeps a ticket's lease renewed while it is held. */
   #hold(ticket: Ticket): void {
     this.#leased.add(ticket);
-    if (this.#renewTimer === undefined) this.#armRenewal();
+    if (!this.#renewal.armed) this.#renewal.arm(this.#host.clock.now(), this.#leaseMs / 3);
   }
 
   #unhold(ticket: Ticket): void {
     this.#leased.delete(ticket);
-    if (this.#leased.size === 0 && this.#renewTimer !== undefined) {
-      this.#host.clock.clearTimeout(this.#renewTimer);
-      this.#renewTimer = undefined;
-    }
+    if (this.#leased.size === 0) this.#renewal.disarm();
   }
 
-  #armRenewal(): void {
-    this.#renewTimer = this.#host.clock.setTimeout(() => {
-      this.#renewTimer = undefined;
-      if (this.#leased.size === 0) return;
-      const leases = [...this.#leased].map((ticket) => ticket.lease as HeldLease);
-      this.#store.renew(this.#key, leases, this.#leaseMs).catch(() => {});
-      this.#armRenewal();
-    }, this.#leaseMs / 3);
+  /** Pushes the expiry of every lease held to `leaseMs` from now, and renews again `leaseMs / 3` later. */
+  #renew(): void {
+    if (this.#leased.size === 0) return;
+    const leases = [...this.#leased].map((ticket) => ticket.lease as HeldLease);
+    this.#store.renew(this.#key, leases, this.#leaseMs).catch(() => {});
+    this.#renewal.arm(this.#host.clock.now(), this.#leaseMs / 3);
   }
 }
