@@ -349,6 +349,28 @@ describe('Scheduler with a fleet store', () => {
     );
   });
 
+  it('a subclass given a store is a fleet scheduler too: two of them on one store, concurrency 1, never run two jobs at once', async () => {
+    class Mine extends Scheduler {}
+    const { clock, timers } = fakeClock(0);
+    const store = new MemoryFleetStore({ clock });
+    const workers = [1, 2].map(() => new Mine({ store, key: 'mine', concurrency: 1, clock }));
+    expect(workers[0]).toBeInstanceOf(Mine);
+    expect(workers[0]).toBeInstanceOf(Scheduler);
+    let running = 0;
+    let most = 0;
+    const job = () => async () => {
+      running++;
+      most = Math.max(most, running);
+      await new Promise<void>((resolve) => clock.setTimeout(resolve, 10));
+      running--;
+    };
+    const done = Promise.all(workers.flatMap((s) => [s.schedule(job()), s.schedule(job()), s.schedule(job())]));
+    await advance(timers, 200, 5);
+    await done;
+    expect(most).toBe(1);
+    expect(workers.map((s) => s.counters.completed)).toEqual([3, 3]);
+  });
+
   it('size counts reserved jobs; onSizeLessThan and onEmpty resolve when the last one starts, not when it ends', async () => {
     const { clock, timers, workers } = fleet({ rate: 10, burst: 1 }, 1);
     const s = workers[0] as Scheduler;
