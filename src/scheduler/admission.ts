@@ -82,6 +82,8 @@ export interface Admission {
   tryStart(cost: number, now: number): number;
   /** Starts waiting jobs, head first, as far as the limits allow; returns the time it last read. */
   drain(now: number): number;
+  /** True while the admission waits for an answer about `job`: its deadline is that answer's to decide. */
+  deciding(job: Job): boolean;
   /** A job joined the queue behind the head. */
   queued(): void;
   /** The scheduler resumed at `now`. */

@@ -73,6 +73,8 @@ export class FleetAdmission implements Admission {
   #fast = false;
   /** The budget was full: ask again after the retry timer, or when a job of ours ends. */
   #blocked = false;
+  /** The last call failed: send nothing until the retry timer. */
+  #failed = false;
   /** Jobs holding a reservation with a delay. */
   #reserved = 0;
   /** Jobs holding a lease (reserved or running): renewed together. */
@@ -101,6 +103,7 @@ export class FleetAdmission implements Admission {
     this.#bucket = { tokens: capacity, updatedAtMs: host.clock.now() };
     this.#retry = new Watchdog(host.clock, () => {
       this.#blocked = false;
+      this.#failed = false;
       this.#pump();
     });
     this.#renewal = new Watchdog(host.clock, () => this.#renew());
@@ -157,6 +160,16 @@ export class FleetAdmission implements Admission {
   drain(now: number): number {
     this.#pump();
     return now;
+  }
+
+  /**
+   * A job in an exchange, or about to be in one (never asked, and nothing holds the asking back):
+   * the store applies what is left of its `maxWait` exactly (`waitTooLong`), and the answer pumps.
+   */
+  deciding(job: Job): boolean {
+    const ticket = this.#tickets.get(job);
+    if (ticket !== undefined) return ticket.calling;
+    return !this.#host.paused() && !this.#blocked && this.#reserved < this.#reserveAhead;
   }
 
   queued(): void {
@@ -241,6 +254,7 @@ export class FleetAdmission implements Admission {
 
   readonly #pumpNow = (): void => {
     this.#pumpQueued = false;
+    if (this.#failed) return;
     for (;;) {
       if (this.#calls >= (this.#fast ? CALLS : 1)) return;
       const batch: Job[] = [];
@@ -295,8 +309,9 @@ export class FleetAdmission implements Admission {
           this.#releases.push(...release);
           this.#fast = false;
           this.#blocked = true;
+          this.#failed = true;
           this.#retryIn(this.#pollMs);
-          this.#host.notify();
+          this.#host.pump(this.#host.clock.now()); // the deadlines of the jobs asked run again
         },
       );
   }
@@ -355,6 +370,9 @@ export class FleetAdmission implements Admission {
       }
     }
     this.#fast = fast;
+    // Leases of ours that ended while the store decided go back in the next call: their units may serve
+    // the jobs it just turned away as busy, so ask again with them rather than wait for the retry.
+    if (this.#releases.length !== 0) this.#blocked = false;
     host.pump(host.clock.now());
   }
 

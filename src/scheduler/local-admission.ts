@@ -174,6 +174,10 @@ export class LocalAdmission implements Admission {
     return Math.min(capMs, TIMER_STEP_MS + expectedLatenessMs(this.#watchdog.latenessMs, TIMER_STEP_MS));
   }
 
+  deciding(): boolean {
+    return false; // it decides at once
+  }
+
   queued(): void {
     // Behind an existing head nothing changes: the head, its timer and the oldest deadline stay.
   }

@@ -512,7 +512,9 @@ export class Scheduler {
     let wakeMs = admission.wakeAtMs;
     if (this.#maxWaitMs !== Number.POSITIVE_INFINITY) {
       const oldest = this.#waiting.queue.oldest();
-      if (oldest !== undefined) wakeMs = Math.min(wakeMs, oldest.enqueuedAtMs + this.#maxWaitMs);
+      if (oldest !== undefined && !admission.deciding(oldest)) {
+        wakeMs = Math.min(wakeMs, oldest.enqueuedAtMs + this.#maxWaitMs);
+      }
     }
     this.#watchdog.armAt(wakeMs, now);
     this.#notify();
@@ -527,6 +529,7 @@ export class Scheduler {
     const admission = this.#admission;
     let any = false;
     for (let job = queue.oldest(); job !== undefined && job.enqueuedAtMs + maxWaitMs <= now; job = queue.oldest()) {
+      if (admission.deciding(job)) break; // its answer decides (and pumps)
       const wasHead = job === queue.peek();
       const waitedMs = now - job.enqueuedAtMs;
       const predictedMs = admission.predictWaitMs(now, job.cost, job.priority, 0);
