@@ -1,5 +1,5 @@
 /**
- * The fleet form of the Scheduler (`new Scheduler({ store, key })`) on a
+ * The fleet admission of the Scheduler (`new Scheduler({ store, key })`) on a
  * MemoryFleetStore and a fake clock: exact times. Two schedulers on one store
  * are two workers of one fleet.
  */
