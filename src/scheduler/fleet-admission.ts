@@ -31,9 +31,10 @@ const BATCH = 64;
 const CALLS = 4;
 let workerSeq = 0;
 
-/** What the fleet keeps for a job it asked the store about: one per job, dropped when the job ends or leaves. */
+/** What the fleet keeps for a job it asked the store about (on the job itself: `Job.ticket`). */
 interface Ticket {
-  state: 'queued' | 'reserved' | 'running';
+  /** `done`: the job left without starting (the Scheduler dropped it), or its lease went back. */
+  state: 'queued' | 'reserved' | 'running' | 'done';
   /** In a call to the store now. */
   calling: boolean;
   /** Its lease id, and its claim's while it waits for units. */
@@ -43,6 +44,11 @@ interface Ticket {
   readyAtMs: number;
   /** Its start, while reserved. */
   timer: Watchdog | undefined;
+}
+
+/** The ticket the fleet keeps on a job it asked the store about. */
+function ticketOf(job: Job): Ticket | undefined {
+  return job.ticket as Ticket | undefined;
 }
 
 /** What a store that emits events looks like (RedisFleetStore). */
@@ -66,7 +72,6 @@ export class FleetAdmission implements Admission {
   #params: FleetParams;
   /** The store's bucket as last reported, dated by the local clock (for predictions until the next answer). */
   #bucket: BucketState;
-  readonly #tickets = new Map<Job, Ticket>();
   /** Calls to the store in flight. */
   #calls = 0;
   /** The last answer granted every job asked, at once: several calls may be in flight. */
@@ -167,7 +172,7 @@ export class FleetAdmission implements Admission {
    * the store applies what is left of its `maxWait` exactly (`waitTooLong`), and the answer pumps.
    */
   deciding(job: Job): boolean {
-    const ticket = this.#tickets.get(job);
+    const ticket = ticketOf(job);
     if (ticket !== undefined) return ticket.calling;
     return !this.#host.paused() && !this.#blocked && this.#reserved < this.#reserveAhead;
   }
@@ -179,9 +184,9 @@ export class FleetAdmission implements Admission {
   resumed(): void {}
 
   finished(job: Job | undefined): void {
-    const ticket = job === undefined ? undefined : this.#tickets.get(job);
-    if (ticket?.lease !== undefined) {
-      this.#tickets.delete(job as Job);
+    const ticket = job === undefined ? undefined : ticketOf(job);
+    if (ticket?.lease !== undefined && ticket.state === 'running') {
+      ticket.state = 'done';
       this.#unhold(ticket);
       this.#releases.push(ticket.lease);
       this.#blocked = false; // units of ours are free: ask at once
@@ -191,10 +196,11 @@ export class FleetAdmission implements Admission {
   }
 
   dropped(job: Job): void {
-    const ticket = this.#tickets.get(job);
+    const ticket = ticketOf(job);
     if (ticket === undefined) return;
-    this.#tickets.delete(job);
-    if (ticket.state !== 'reserved') return;
+    const { state } = ticket;
+    ticket.state = 'done';
+    if (state !== 'reserved') return;
     // Aborted, cleared or closed while holding a reservation: give it back by the cancel rule.
     ticket.timer?.disarm();
     this.#reserved--;
@@ -260,7 +266,7 @@ export class FleetAdmission implements Admission {
       const batch: Job[] = [];
       if (!this.#host.paused() && !this.#blocked && this.#reserved < this.#reserveAhead) {
         for (const job of this.#host.queue) {
-          if (this.#tickets.get(job)?.calling) continue;
+          if (ticketOf(job)?.calling) continue;
           batch.push(job);
           if (batch.length === BATCH) break;
         }
@@ -276,11 +282,11 @@ export class FleetAdmission implements Admission {
     this.#releases = [];
     const now = this.#host.clock.now();
     const tickets = batch.map((job) => {
-      let ticket = this.#tickets.get(job);
+      let ticket = ticketOf(job);
       if (ticket === undefined) {
         const leaseId = `${this.#workerId}:${this.#leaseSeq++}`;
         ticket = { state: 'queued', calling: false, leaseId, lease: undefined, readyAtMs: 0, timer: undefined };
-        this.#tickets.set(job, ticket);
+        job.ticket = ticket;
       }
       ticket.calling = true;
       return ticket;
@@ -327,7 +333,7 @@ export class FleetAdmission implements Admission {
       const grant = result.grants[i] ?? { status: 'later', delayMs: 0, readyAtMs: 0 };
       ticket.calling = false;
       if (grant.status !== 'ok' || grant.delayMs > 0) fast = false;
-      if (this.#tickets.get(job) !== ticket) {
+      if (ticket.state === 'done') {
         // Aborted or expired while the store decided: give the reservation back.
         if (grant.status === 'ok') {
           const lease = { leaseId: ticket.leaseId, cost: job.cost, source: result.source };
@@ -378,7 +384,7 @@ export class FleetAdmission implements Admission {
 
   #startReserved(job: Job, ticket: Ticket): void {
     ticket.timer = undefined;
-    if (ticket.state !== 'reserved' || this.#tickets.get(job) !== ticket) return;
+    if (ticket.state !== 'reserved') return;
     this.#reserved--;
     ticket.state = 'running';
     const host = this.#host;

@@ -36,6 +36,8 @@ export class Job implements Waiter<Job> {
   newer: Job | undefined = undefined;
   resolve!: (value: unknown) => void;
   reject!: (reason: unknown) => void;
+  /** What its admission keeps for it (a fleet's: its lease id, reservation and lease); the local one keeps nothing. */
+  ticket: unknown = undefined;
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
