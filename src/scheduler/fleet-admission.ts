@@ -168,13 +168,15 @@ export class FleetAdmission implements Admission {
   }
 
   /**
-   * A job in an exchange, or about to be in one (never asked, and nothing holds the asking back):
-   * the store applies what is left of its `maxWait` exactly (`waitTooLong`), and the answer pumps.
+   * A job in an exchange, or the head about to be in one (never asked, and nothing holds the asking
+   * back): the store applies what is left of its `maxWait` exactly (`waitTooLong`), and the answer
+   * pumps.
    */
   deciding(job: Job): boolean {
     const ticket = ticketOf(job);
     if (ticket !== undefined) return ticket.calling;
-    return !this.#host.paused() && !this.#blocked && this.#reserved < this.#reserveAhead;
+    if (job !== this.#host.queue.peek() || this.#failed || this.#blocked || this.#host.paused()) return false;
+    return this.#reserved < this.#reserveAhead;
   }
 
   queued(): void {

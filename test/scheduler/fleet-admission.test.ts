@@ -371,6 +371,25 @@ describe('Scheduler with a fleet store', () => {
     expect(workers.map((s) => s.counters.completed)).toEqual([3, 3]);
   });
 
+  it('jobs deep in the queue are rejected at their deadline too, not only those the store was asked about', async () => {
+    const { clock, timers, workers } = fleet({ concurrency: 1, maxWait: 100, maxQueue: 500 }, 1);
+    const s = workers[0] as Scheduler;
+    void s.schedule(() => new Promise(() => {})); // holds the whole budget
+    await flush();
+    const settled: number[] = [];
+    const jobs = Array.from({ length: 200 }, () =>
+      s
+        .schedule(() => 0)
+        .catch((e: { code: string }) => {
+          settled.push(clock.now());
+          return e.code;
+        }),
+    );
+    await advance(timers, 150, 5);
+    expect(new Set(await Promise.all(jobs))).toEqual(new Set(['ERR_WAIT_TOO_LONG']));
+    expect(new Set(settled)).toEqual(new Set([1100])); // all at the deadline (the clock starts at 1000)
+  });
+
   it('size counts reserved jobs; onSizeLessThan and onEmpty resolve when the last one starts, not when it ends', async () => {
     const { clock, timers, workers } = fleet({ rate: 10, burst: 1 }, 1);
     const s = workers[0] as Scheduler;
