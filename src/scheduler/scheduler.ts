@@ -348,10 +348,7 @@ export class Scheduler {
 
   // ---------------------------------------------------------------- control
 
-  /**
-   * Stops starting jobs; running ones go on, waiting ones keep waiting (and their deadlines still run).
-   * In a fleet, a job that holds a reservation still starts.
-   */
+  /** Stops starting jobs; running ones go on, waiting ones wait (deadlines run; a fleet's reserved ones start). */
   pause(): void {
     if (this.#paused) return;
     this.#paused = true;
@@ -531,6 +528,7 @@ export class Scheduler {
     for (let job = queue.oldest(); job !== undefined && job.enqueuedAtMs + maxWaitMs <= now; job = queue.oldest()) {
       if (admission.deciding(job)) break; // its answer decides (and pumps)
       const wasHead = job === queue.peek();
+      waiting.take(job); // out of the queue first: the hint is this job's wait were it to come back now
       const waitedMs = now - job.enqueuedAtMs;
       const predictedMs = admission.predictWaitMs(now, job.cost, job.priority, 0);
       const retryAfterMs = retryHintMs(Math.max(predictedMs - maxWaitMs, admission.pollMs));

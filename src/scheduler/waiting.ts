@@ -75,7 +75,10 @@ export class Waiting {
     this.#unwatch(job);
   }
 
-  /** Takes away `job`, which has not started, and rejects it; its admission gives back what it held. */
+  /**
+   * Takes away `job`, which has not started (or was taken out already), and rejects it; its admission
+   * gives back what it held.
+   */
   reject(job: Job, reason: RejectReason, error: unknown): void {
     this.take(job);
     this.#dropped(job);

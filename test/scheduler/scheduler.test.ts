@@ -1095,6 +1095,21 @@ describe('Scheduler (local): late timers', () => {
   });
 });
 
+describe('Scheduler (local): the hint of a job rejected at its deadline', () => {
+  it('is its wait were it to come back now, without its own place in the queue', async () => {
+    const { clock, timers } = fakeClock();
+    const scheduler = new Scheduler({ rate: 10, burst: 5, maxWait: 600, clock });
+    await scheduler.schedule(() => 0, { cost: 5 }); // empties the bucket at 0
+    const low = scheduler.schedule(() => 'low', { cost: 5 }).catch((e: unknown) => e); // due at 500
+    const high = scheduler.schedule(() => 'high', { cost: 5, priority: 1 }); // overtakes it: starts at 500
+    await timers.tickAsync(600);
+    await expect(high).resolves.toBe('high');
+    // At 600 the bucket holds 1: a job of 5 would wait 400 ms, within maxWait, so retry at once.
+    expect(await low).toMatchObject({ code: 'ERR_WAIT_TOO_LONG', waitMs: 600, retryAfterMs: 0 });
+    expect(clock.now()).toBe(600);
+  });
+});
+
 describe('the catch-up allowance follows the lateness policy', () => {
   it('with punctual timers a stall seen first by a finishing job is made up for 2 ms, not the whole catchUp', async () => {
     const fake = fakeClock();
