@@ -11,10 +11,10 @@
  *   every scheduler on the same store and key, through exchanges, leases and
  *   claims.
  *
- * Invariants: an admission starts jobs only from the head of the queue (or
- * from a reservation it made for a job it took from the queue), only through
- * {@link Host.start}; a job the Scheduler removes without starting (aborted,
- * expired, cleared) is handed back with {@link Admission.dropped}.
+ * Invariants: jobs start only through {@link Host.start}, in queue order as
+ * far as the limits allow (a fleet's calls in flight may swap neighbours when
+ * the limits begin to bind); a job the Scheduler removes without starting
+ * (aborted, expired, cleared) is handed back with {@link Admission.dropped}.
  * docs/internals/scheduler.md tells how each works.
  */
 
@@ -37,7 +37,7 @@ export interface Host {
   paused(): boolean;
   /** Runs `job` (the head of the queue, or a reserved job), holding `held` of the concurrency. */
   start(job: Job, now: number, held: number): void;
-  /** Takes `job` out of the queue to wait for its reservation: it still counts as waiting, and its signal still aborts it. */
+  /** Takes `job` out of the queue to wait for its reservation: still waiting, and its signal still aborts it. */
   reserve(job: Job): void;
   /** Removes a job that has not started and rejects it. */
   reject(job: Job, reason: RejectReason, error: unknown): void;
@@ -78,7 +78,10 @@ export interface Admission {
    * does within `withinMs`.
    */
   predictWaitMs(now: number, cost: number, priority: number, withinMs: number): number;
-  /** Nothing waits and the scheduler runs: if a job of `cost` may start now, charges it and returns the concurrency it holds; else -1. */
+  /**
+   * Nothing waits and the scheduler runs: if a job of `cost` may start now, charges it and returns
+   * the concurrency it holds; else -1.
+   */
   tryStart(cost: number, now: number): number;
   /** Starts waiting jobs, head first, as far as the limits allow; returns the time it last read. */
   drain(now: number): number;
