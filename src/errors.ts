@@ -154,7 +154,7 @@ function queueFullMessage(maxQueue: number, retryAfterMs: number): string {
   );
 }
 // The scheduler's flood path makes QueueFullErrors without Error's native constructor (see
-// src/scheduler/refuse.ts): for those, the name and the message come from the prototype.
+// src/scheduler/reject.ts): for those, the name and the message come from the prototype.
 Object.defineProperties(QueueFullError.prototype, {
   name: { value: 'QueueFullError', writable: true, configurable: true },
   message: {

@@ -89,7 +89,7 @@ export const TIMER_STEP_MS = 1;
  *   it sleeps that much too long (stream/pacing.ts, floor 10 ms);
  * - the Scheduler makes up at most that much lateness (plus the
  *   {@link TIMER_STEP_MS} rounding) by charging a job at its due time, and
- *   never more than its `catchUp` (scheduler/scheduler.ts);
+ *   never more than its `catchUp` (scheduler/local-admission.ts);
  * - `TokenBucket.take` needs none: its tokens are reserved when it is called,
  *   so a late wake-up only resolves later and loses nothing.
  *

@@ -290,7 +290,7 @@ export function timeToFullMs(tokens: number, params: BucketParams): number {
 /**
  * The scheduler's theoretical start for the head job of `cost`: when to
  * charge it, so that jobs that came due while a timer was late start together,
- * each charged at its own due time (see src/scheduler/scheduler.ts).
+ * each charged at its own due time (see docs/internals/scheduler.md).
  *
  * Returns a time `<= nowMs` when the job may start now (charge it then, with
  * {@link charge}), or the time `> nowMs` to wake up at when the bucket does not
@@ -313,6 +313,16 @@ export function startAt(
   const lagMs = catchUpMs - ((params.capacity - cost) * 1000) / params.ratePerSecond;
   const earliestMs = lagMs > 0 ? nowMs - lagMs : nowMs;
   return Math.min(nowMs, Math.max(readyMs, notBeforeMs, earliestMs));
+}
+
+/**
+ * {@link msUntil}, with a wait of at most `withinMs` counted as none (0): the
+ * bound asked in tokens, by the tolerance rule, so that an ulp in a computed
+ * wait turns nothing away. The Scheduler's `maxWait` check up front.
+ */
+export function msUntilWithin(tokens: number, cost: number, params: BucketParams, withinMs: number): number {
+  if (withinMs > 0 && msUntil(tokens + (withinMs * params.ratePerSecond) / 1000, cost, params) === 0) return 0;
+  return msUntil(tokens, cost, params);
 }
 
 /** Validates a cost against a capacity: a finite number, >= 0, and <= capacity. */

@@ -1,12 +1,15 @@
 /**
  * The Scheduler's options and public types, and the checks that turn options
- * into numbers. What each option means is written here, once; the scheduler
- * (./scheduler.ts) only uses the parsed values.
+ * into numbers. What each option means is written here, once, and the options
+ * are parsed once, by {@link parseSchedulerOptions}: the Scheduler and its
+ * admission (./local-admission.ts, ./fleet-admission.ts) only use the parsed
+ * {@link SchedulerSettings}.
  */
 
-import type { Clock } from '../clock.js';
-import { describeValue, InvalidOptionError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import { checkOptions, describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
 import type { FleetStore } from '../fleet/store.js';
+import { type BucketParams, bucketParams } from '../meters/bucket.js';
 import type { FailurePolicy } from '../redis/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 
@@ -48,7 +51,7 @@ export interface SchedulerOptions {
   maxWait?: DurationInput;
   /**
    * The most timer lateness the scheduler makes up for, so the long-run rate
-   * stays exact (see "Theoretical start times" in ./scheduler.ts): the cap of
+   * stays exact (see "Theoretical start times" in docs/internals/scheduler.md): the cap of
    * its allowance. The allowance follows the package's lateness policy (the
    * timer's 1 ms step plus 1.5 times the lateness its timer has seen lately,
    * at least 2 ms, as the streams plan for theirs) and never exceeds this. The
@@ -105,7 +108,8 @@ export interface SchedulerOptions {
    * and key, in every process, as one scheduler's would be; each keeps its own bounded queue,
    * priorities, signals, timeouts and events. The stored limits win over the ones given here once
    * the key exists. A job's `ctx.adjust` changes its charge in the shared bucket; `catchUp` is
-   * refused with `NotSupportedError` (`ERR_NOT_SUPPORTED`).
+   * refused with `NotSupportedError` (`ERR_NOT_SUPPORTED`). A subclass of Scheduler given a store
+   * is a fleet scheduler too.
    */
   store?: FleetStore;
   /** The fleet's name in the store: schedulers with the same `store` and `key` share the limits. Needs `store`. */
@@ -393,4 +397,170 @@ export function parseOnTimeout(value: unknown): boolean {
 /** A duration option that may be absent: `fallback` when it is. */
 export function parseOptionalDuration(value: DurationInput | undefined, fallback: number): number {
   return value === undefined ? fallback : parseDuration(value);
+}
+
+/** The default lease of a fleet job, ms (see {@link SchedulerOptions.leaseMs}). */
+export const DEFAULT_LEASE_MS = 10_000;
+/** The default interval a fleet worker asks again at while the shared concurrency is full, ms. */
+export const DEFAULT_POLL_MS = 20;
+
+/** A fleet's own settings, parsed (see {@link SchedulerOptions.store}). @internal */
+export interface FleetSettings {
+  readonly store: FleetStore;
+  readonly key: string;
+  readonly leaseMs: number;
+  readonly pollMs: number;
+  readonly reserveAhead: number;
+}
+
+/** Every option of a Scheduler, checked and parsed: what {@link parseSchedulerOptions} returns. @internal */
+export interface SchedulerSettings {
+  readonly clock: Clock;
+  /** The bucket's parameters; `undefined` without a rate. */
+  readonly params: BucketParams | undefined;
+  /** Infinity when there is none. */
+  readonly concurrency: number;
+  readonly maxQueue: number;
+  readonly maxWaitMs: number;
+  readonly timeoutMs: number;
+  readonly catchUpMs: number;
+  /** `onTimeout: 'release'`. */
+  readonly releaseOnTimeout: boolean;
+  /** `autoStart: false`. */
+  readonly paused: boolean;
+  /** With `store` and `key`: the fleet's settings. */
+  readonly fleet: FleetSettings | undefined;
+}
+
+/**
+ * Checks and parses a Scheduler's options, each once; throws the coded error of the first that is
+ * wrong. @internal
+ */
+export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSettings {
+  checkOptions(options, 'Scheduler options ({ rate, burst, concurrency, maxQueue, ... })', true);
+  const clock = checkClock(options.clock);
+  const fromInterval = intervalRate(options);
+  const rate = fromInterval?.rate ?? options.rate;
+  const hasRate = rate !== undefined;
+  if (!hasRate && options.concurrency === undefined) {
+    throw new InvalidOptionError(
+      'rate',
+      undefined,
+      'a Scheduler needs a limit: give `rate` (jobs or cost per second), `concurrency` (cost running at once), or both',
+    );
+  }
+  let params: BucketParams | undefined;
+  if (hasRate) {
+    params = bucketParams(rate, fromInterval?.burst ?? options.burst ?? 1);
+  } else if (options.burst !== undefined) {
+    throw new InvalidOptionError('burst', options.burst, '`burst` needs a `rate`: give the rate the bucket refills at');
+  }
+  const settings = {
+    clock,
+    params,
+    concurrency: parseConcurrency(options.concurrency ?? Number.POSITIVE_INFINITY, hasRate),
+    maxQueue: parseMaxQueue(options.maxQueue),
+    maxWaitMs: parseOptionalDuration(options.maxWait, Number.POSITIVE_INFINITY),
+    timeoutMs: parseTimeout(options.timeout),
+    catchUpMs: parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS),
+    releaseOnTimeout: parseOnTimeout(options.onTimeout),
+    paused: options.autoStart === false,
+  };
+  return { ...settings, fleet: parseFleet(options) };
+}
+
+/** The fleet options: `store` and `key` (both or neither), and the three that only a fleet has. */
+function parseFleet(options: SchedulerOptions): FleetSettings | undefined {
+  const { store, key } = options;
+  if (store === undefined && key === undefined) {
+    for (const name of ['leaseMs', 'pollMs', 'reserveAhead'] as const) {
+      if (options[name] !== undefined) {
+        throw new InvalidOptionError(name, options[name], `\`${name}\` is for a fleet: give \`store\` and \`key\` too`);
+      }
+    }
+    return undefined;
+  }
+  if (typeof store !== 'object' || store === null || typeof (store as FleetStore).exchange !== 'function') {
+    throw new InvalidOptionError(
+      'store',
+      store,
+      `Expected \`store\` to be a RedisFleetStore or a MemoryFleetStore, got ${describeValue(store)}`,
+    );
+  }
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new InvalidOptionError(
+      'key',
+      key,
+      `Expected \`key\` (the fleet's name in the store) to be a non-empty string, got ${describeValue(key)}`,
+    );
+  }
+  if (options.catchUp !== undefined) {
+    throw new NotSupportedError(
+      "`catchUp` does not apply to a fleet: a start is charged when the store reserves it, in the store's time, so timer lateness loses no rate",
+    );
+  }
+  const leaseMs = parseOptionalDuration(options.leaseMs, DEFAULT_LEASE_MS);
+  if (!(leaseMs >= 30 && leaseMs < Number.POSITIVE_INFINITY)) {
+    throw new InvalidOptionError(
+      'leaseMs',
+      options.leaseMs,
+      `Expected \`leaseMs\` to be a finite duration >= 30 ms, got ${describeValue(options.leaseMs)}`,
+    );
+  }
+  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
+  if (!(typeof pollMs === 'number' && pollMs >= 1 && pollMs < Number.POSITIVE_INFINITY)) {
+    throw new InvalidOptionError(
+      'pollMs',
+      pollMs,
+      `Expected \`pollMs\` to be a finite number >= 1, got ${describeValue(pollMs)}`,
+    );
+  }
+  const reserveAhead = options.reserveAhead ?? 1;
+  if (!(Number.isSafeInteger(reserveAhead) && reserveAhead >= 1)) {
+    throw new InvalidOptionError(
+      'reserveAhead',
+      reserveAhead,
+      `Expected \`reserveAhead\` to be an integer >= 1, got ${describeValue(reserveAhead)}`,
+    );
+  }
+  return { store, key, leaseMs, pollMs, reserveAhead };
+}
+
+/** `close()`'s options: `drain`, a boolean (true when absent). */
+export function parseDrain(options: { drain?: boolean } | undefined): boolean {
+  const drain = checkOptions(options, 'close options ({ drain })', false)?.drain ?? true;
+  if (typeof drain === 'boolean') return drain;
+  throw new InvalidOptionError('drain', drain, `Expected \`drain\` to be a boolean, got ${describeValue(drain)}`);
+}
+
+/** `sizeBy()`'s options: `priority`, a number. */
+export function parseSizeBy(options: { priority: number }): number {
+  const priority = checkOptions(options, 'sizeBy options ({ priority })', true)?.priority;
+  if (typeof priority === 'number' && !Number.isNaN(priority)) return priority;
+  throw new InvalidOptionError(
+    'priority',
+    priority,
+    `Expected \`priority\` to be a number, got ${describeValue(priority)}`,
+  );
+}
+
+/**
+ * `Scheduler.wrap`: a function whose every call is a job given to `schedule`, with the call's `this`
+ * and arguments; `options.cost` may be a function of the arguments. @internal
+ */
+export function wrapCalls<A extends unknown[], R, T>(
+  schedule: (job: JobFunction<R>, options: ScheduleOptions) => Promise<R>,
+  fn: (this: T, ...args: A) => R | PromiseLike<R>,
+  options: WrapOptions<A>,
+): (this: T, ...args: A) => Promise<R> {
+  const { cost, priority, timeout, signal } = options;
+  return function wrapped(this: T, ...args: A): Promise<R> {
+    let jobCost: number | undefined;
+    try {
+      jobCost = typeof cost === 'function' ? cost(...args) : cost;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return schedule(() => fn.apply(this, args), { cost: jobCost, priority, timeout, signal });
+  };
 }

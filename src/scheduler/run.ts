@@ -1,5 +1,5 @@
 /**
- * Running a job: `fn({ signal })` is called, the job holds its cost of the
+ * Running a job: `fn(context)` is called, the job holds its share of the
  * concurrency until `fn` really settles, and its promise settles with `fn`'s
  * result, or earlier when its signal aborts or its `timeout` passes
  * (`JobTimeoutError`; the signal passed to `fn` aborts too). An abort keeps
@@ -9,7 +9,8 @@
  * or keeps it until `fn` settles with `onTimeout: 'hold'`.
  *
  * Also here: the waiting job itself ({@link Job}), kept small since a full
- * queue holds `maxQueue` of them.
+ * queue holds `maxQueue` of them, and a running job's bill ({@link Bill}),
+ * which is the context its function receives.
  */
 
 import type { Clock } from '../clock.js';
@@ -23,7 +24,7 @@ import type { Level, Waiter } from './queue.js';
  * A waiting job: the queue's node and its promise's settlers in one object.
  * The rarely used parts (a signal, a timeout of its own) live in `extra`.
  * Both settlers are kept, so that the one reaction to its function's result
- * that frees its slot also settles its promise ({@link Runner.invoke}):
+ * that frees its slot also settles its promise ({@link Runner.runJob}):
  * resolving it with that result instead would cost a thenable job, a second
  * reaction and two more microtask hops per job.
  */
@@ -35,6 +36,8 @@ export class Job implements Waiter<Job> {
   newer: Job | undefined = undefined;
   resolve!: (value: unknown) => void;
   reject!: (reason: unknown) => void;
+  /** What its admission keeps for it (a fleet's: its lease id, reservation and lease); the local one keeps nothing. */
+  ticket: unknown = undefined;
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
@@ -52,14 +55,11 @@ export interface JobExtra {
   readonly timeoutMs: number;
 }
 
-/** The context of a job with neither a signal nor a timeout, and nothing to adjust (the Runner's own tests). */
-export const NO_SIGNAL: JobContext = Object.freeze({ signal: undefined, adjust: () => {} });
+/** Changes a running job's bill by `deltaCost` (see {@link JobContext.adjust}): the admission does it. */
+export type Adjuster = (bill: Bill, deltaCost: number) => void;
 
-/** Changes a running job's charge (see {@link JobContext.adjust}): the scheduler's bucket does it. */
-export type Adjuster = (charge: Charge, deltaCost: number) => void;
-
-/** A job's context: its signal and its charge, which `adjust` changes. */
-export class Charge implements JobContext {
+/** A running job's bill: what it is charged now, and the context its function receives (`signal`, `adjust`). */
+export class Bill implements JobContext {
   readonly #adjuster: Adjuster;
   #adjust: ((deltaCost: number) => void) | undefined = undefined;
   constructor(
@@ -71,153 +71,153 @@ export class Charge implements JobContext {
     this.#adjuster = adjuster;
   }
 
-  /** `adjust`'s argument must be a finite number; throws `InvalidOptionError` otherwise. */
-  static checkDelta(deltaCost: number): void {
-    if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
-      throw new InvalidOptionError(
-        'deltaCost',
-        deltaCost,
-        `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
-      );
-    }
-  }
-
   /**
-   * `adjust(deltaCost)`'s rule on this job's charge, the same for the Scheduler and its fleet form
-   * (each checks `deltaCost` first with {@link checkDelta}): a charge that would take the job's cost
-   * above `capacity` throws `CostExceedsCapacityError`, and a refund is at most what the job was
-   * charged. Updates `cost`; returns the change made, signed (0: none). The caller moves its
-   * bucket (or its store) by that much.
+   * `adjust(deltaCost)`'s rule on this bill, the same for every admission: a charge that would
+   * take the job's cost above `capacity` throws `CostExceedsCapacityError`, and a refund is at
+   * most what the job was charged. Updates `cost`; returns the change made, signed (0: none).
+   * The admission moves its bucket (or its store) by that much.
    */
-  static rebill(charge: Charge, deltaCost: number, capacity: number): number {
+  amend(deltaCost: number, capacity: number): number {
     if (deltaCost > 0) {
-      const total = charge.cost + deltaCost;
+      const total = this.cost + deltaCost;
       if (total > capacity) throw new CostExceedsCapacityError(total, capacity);
-      charge.cost = total;
+      this.cost = total;
       return deltaCost;
     }
-    const back = Math.min(-deltaCost, charge.cost);
-    charge.cost -= back;
+    const back = Math.min(-deltaCost, this.cost);
+    this.cost -= back;
     return -back;
   }
 
-  /** Bound, so that `({ adjust }) => adjust(n)` works; made on first use (most jobs never adjust). */
+  /**
+   * Bound, so that `({ adjust }) => adjust(n)` works; made on first use (most jobs never adjust).
+   * Its argument must be a finite number (`InvalidOptionError` otherwise), whatever the admission.
+   */
   get adjust(): (deltaCost: number) => void {
     if (this.#adjust === undefined) {
       const adjuster = this.#adjuster;
-      this.#adjust = (deltaCost) => adjuster(this, deltaCost);
+      this.#adjust = (deltaCost) => {
+        if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
+          throw new InvalidOptionError(
+            'deltaCost',
+            deltaCost,
+            `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
+          );
+        }
+        adjuster(this, deltaCost);
+      };
     }
     return this.#adjust;
   }
 }
 
-/** Runs jobs and counts what runs; `onFinish` runs after each job's function settles. */
-export class Runner {
-  /** Jobs running. */
-  pending = 0;
-  /** The concurrency the jobs running hold: their costs, with {@link zeroCostHold} for each of cost 0. */
-  runningCost = 0;
-  /**
-   * The concurrency a job of cost 0 holds while it runs: 1, or the whole
-   * concurrency if that is smaller. Every running job counts: under
-   * `concurrency: 1` a free job still runs alone.
-   */
-  zeroCostHold = 1;
+/** What a {@link Runner} is built with. */
+export interface RunnerOptions {
+  readonly clock: Clock;
+  /** Counts `started`, `completed`, `failed`, `timedOut` and `waitedMs`. */
+  readonly counters: SchedulerCounters;
+  /** Tells `active`, `completed` and `error`. */
+  readonly events: Emitter;
   /**
    * What a job's timeout does to its concurrency: true (`onTimeout: 'release'`) frees it at the
    * timeout, false (`'hold'`) keeps it until the function really settles.
    */
-  releaseOnTimeout = false;
-  /** Makes the context of a guarded job (signal and timeout): the scheduler gives its own, with `adjust`. */
-  contextFor: (signal: AbortSignal | undefined, cost: number) => JobContext = (signal) =>
-    signal === undefined ? NO_SIGNAL : { signal, adjust: NO_SIGNAL.adjust };
+  readonly releaseOnTimeout: boolean;
+  /** Changes a running job's bill: its `ctx.adjust`. */
+  readonly adjuster: Adjuster;
+  /**
+   * Runs each time a job's concurrency frees (its function settled, or its timeout released it),
+   * with the job if it was a {@link Job} (one that waited, or has a signal or a timeout).
+   */
+  readonly onFinish: (job: Job | undefined) => void;
+}
+
+/** Runs jobs and counts what runs (see the file's opening comment). */
+export class Runner {
+  /** Jobs running. */
+  pending = 0;
+  /** The concurrency the jobs running hold (what each was started with: see {@link run}). */
+  runningCost = 0;
 
   readonly #clock: Clock;
   readonly #counters: SchedulerCounters;
   readonly #events: Emitter;
-  readonly #onFinish: () => void;
-  /** Shared settle handlers for jobs of cost 1 (the usual cost): no closure per job. */
-  readonly #finishOne = (value: unknown): void => this.#finish(1, true, value);
-  readonly #failOne = (error: unknown): void => this.#finish(1, false, error);
+  readonly #releaseOnTimeout: boolean;
+  readonly #adjuster: Adjuster;
+  readonly #onFinish: (job: Job | undefined) => void;
+  /** Shared settle handlers for jobs that hold 1 (the usual cost): no closure per job. */
+  readonly #finishOne = (value: unknown): void => this.#finish(1, true, value, undefined);
+  readonly #failOne = (error: unknown): void => this.#finish(1, false, error, undefined);
 
-  constructor(clock: Clock, counters: SchedulerCounters, events: Emitter, onFinish: () => void) {
-    this.#clock = clock;
-    this.#counters = counters;
-    this.#events = events;
-    this.#onFinish = onFinish;
+  constructor(options: RunnerOptions) {
+    this.#clock = options.clock;
+    this.#counters = options.counters;
+    this.#events = options.events;
+    this.#releaseOnTimeout = options.releaseOnTimeout;
+    this.#adjuster = options.adjuster;
+    this.#onFinish = options.onFinish;
   }
 
   /**
-   * Runs `fn`, holding `cost` of the concurrency until it settles. Returns its
-   * result as a promise (the same promise if `fn` returned a native one).
+   * Runs a job that starts at once and has neither a signal nor a timeout, holding `held` of the
+   * concurrency until `fn` settles. Returns `fn`'s result as a promise (the same promise if `fn`
+   * returned a native one).
    */
-  invoke(
-    fn: JobFunction<unknown>,
-    context: JobContext,
-    cost: number,
-    priority: number,
-    waitedMs: number,
-    slot?: Slot,
-    settle?: Settlers,
-  ) {
-    const held = cost === 0 ? this.zeroCostHold : cost;
+  run(fn: JobFunction<unknown>, cost: number, priority: number, held: number): Promise<unknown> {
+    this.#begin(cost, priority, held, 0);
+    const result = call(fn, new Bill(undefined, cost, this.#adjuster));
+    if (held === 1) result.then(this.#finishOne, this.#failOne);
+    else
+      result.then(
+        (value) => this.#finish(held, true, value, undefined),
+        (error) => this.#finish(held, false, error, undefined),
+      );
+    return result;
+  }
+
+  /**
+   * Runs `job` (one that waited, or that has a signal or a timeout), holding `held` of the
+   * concurrency; its promise settles through the job's settlers. `timeoutMs` is its timeout
+   * (Infinity: none).
+   */
+  runJob(job: Job, held: number, waitedMs: number, timeoutMs: number): void {
+    if (job.extra?.signal !== undefined || timeoutMs !== Number.POSITIVE_INFINITY) {
+      this.#guard(job, { held, released: false }, waitedMs, timeoutMs);
+      return;
+    }
+    this.#begin(job.cost, job.priority, held, waitedMs);
+    // One reaction frees the slot, then settles the job's promise (no second `then`).
+    call(job.fn, new Bill(undefined, job.cost, this.#adjuster)).then(
+      (value) => {
+        this.#finish(held, true, value, job);
+        job.resolve(value);
+      },
+      (error) => {
+        this.#finish(held, false, error, job);
+        job.reject(error);
+      },
+    );
+  }
+
+  /** A job starts: it holds its concurrency, and is counted and told. */
+  #begin(cost: number, priority: number, held: number, waitedMs: number): void {
     this.pending++;
     this.runningCost += held;
     const counters = this.#counters;
     counters.started++;
     counters.waitedMs += waitedMs;
     if (this.#events.has('active')) this.#events.emit('active', { cost, priority, waitedMs });
-    let result: Promise<unknown>;
-    try {
-      result = Promise.resolve(fn(context));
-    } catch (error) {
-      result = Promise.reject(error);
-    }
-    if (settle !== undefined) {
-      // A queued job's promise: one reaction frees the slot, then settles it (no second `then`).
-      result.then(
-        (value) => {
-          this.#finish(held, true, value);
-          settle.resolve(value);
-        },
-        (error) => {
-          this.#finish(held, false, error);
-          settle.reject(error);
-        },
-      );
-    } else if (slot !== undefined) {
-      slot.held = held;
-      result.then(
-        (value) => this.#settle(slot, true, value),
-        (error) => this.#settle(slot, false, error),
-      );
-    } else if (held === 1) result.then(this.#finishOne, this.#failOne);
-    else
-      result.then(
-        (value) => this.#finish(held, true, value),
-        (error) => this.#finish(held, false, error),
-      );
-    return result;
   }
 
-  /** Starts a job that has a signal or a timeout: its promise settles early on abort or timeout. */
-  invokeGuarded(
-    fn: JobFunction<unknown>,
-    cost: number,
-    priority: number,
-    signal: AbortSignal | undefined,
-    timeoutMs: number,
-    waitedMs: number,
-    resolve: (value: unknown) => void,
-    reject: (reason: unknown) => void,
-  ): void {
+  /** Runs a job that has a signal or a timeout: its promise settles early on abort or timeout. */
+  #guard(job: Job, slot: Slot, waitedMs: number, timeoutMs: number): void {
+    const signal = job.extra?.signal;
     let open = true;
     let timer: Watchdog | undefined;
     // The job's own signal when it has a timeout: the caller's abort is forwarded to it by hand, and the
     // listener removed when the job ends. (AbortSignal.any would keep bookkeeping on a long-lived caller's
     // signal, such as a process-wide shutdown signal, for every job until that signal is collected.)
     let own: AbortController | undefined;
-    let slot: Slot | undefined;
     const close = (): void => {
       open = false;
       timer?.disarm();
@@ -228,7 +228,7 @@ export class Runner {
       close();
       const reason = (signal as AbortSignal).reason;
       own?.abort(reason);
-      reject(reason);
+      job.reject(reason);
     };
     if (timeoutMs !== Number.POSITIVE_INFINITY) {
       const controller = new AbortController();
@@ -239,35 +239,37 @@ export class Runner {
         this.#counters.timedOut++;
         const error = new JobTimeoutError(timeoutMs);
         controller.abort(error);
-        reject(error);
-        if (this.releaseOnTimeout && slot !== undefined) this.#release(slot);
+        job.reject(error);
+        if (this.#releaseOnTimeout) this.#release(slot, job);
       });
-      slot = { held: 0, released: false };
       const now = this.#clock.now();
       timer.armAt(now + timeoutMs, now);
     }
-    const jobSignal = own === undefined ? signal : own.signal;
     signal?.addEventListener('abort', onAbort, { once: true });
-    this.invoke(fn, this.contextFor(jobSignal, cost), cost, priority, waitedMs, slot).then(
+    const jobSignal = own === undefined ? signal : own.signal;
+    this.#begin(job.cost, job.priority, slot.held, waitedMs);
+    call(job.fn, new Bill(jobSignal, job.cost, this.#adjuster)).then(
       (value) => {
+        this.#settle(slot, true, value, job);
         if (!open) return;
         close();
-        resolve(value);
+        job.resolve(value);
       },
       (error) => {
+        this.#settle(slot, false, error, job);
         if (!open) return;
         close();
-        reject(error);
+        job.reject(error);
       },
     );
   }
 
   /** A job's function settled: free the concurrency it held, count it, tell. */
-  #finish(held: number, ok: boolean, value: unknown): void {
+  #finish(held: number, ok: boolean, value: unknown, job: Job | undefined): void {
     this.pending--;
     this.runningCost = this.pending === 0 ? 0 : this.runningCost - held;
     this.#count(ok, value);
-    this.#onFinish();
+    this.#onFinish(job);
   }
 
   #count(ok: boolean, value: unknown): void {
@@ -280,34 +282,37 @@ export class Runner {
     }
   }
 
-  /** The function of a job with a slot settled: free the slot unless its timeout did already. */
-  #settle(slot: Slot, ok: boolean, value: unknown): void {
+  /** The function of a guarded job settled: free its slot unless its timeout did already. */
+  #settle(slot: Slot, ok: boolean, value: unknown, job: Job): void {
     if (slot.released) {
       this.#count(ok, value);
       return;
     }
     slot.released = true;
-    this.#finish(slot.held, ok, value);
+    this.#finish(slot.held, ok, value, job);
   }
 
   /** Frees a running job's concurrency before its function settles (`onTimeout: 'release'`). */
-  #release(slot: Slot): void {
+  #release(slot: Slot, job: Job): void {
     if (slot.released) return;
     slot.released = true;
     this.pending--;
     this.runningCost = this.pending === 0 ? 0 : this.runningCost - slot.held;
-    this.#onFinish();
+    this.#onFinish(job);
   }
 }
 
-/** A promise's settlers: a queued {@link Job} is one. */
-export interface Settlers {
-  resolve(value: unknown): void;
-  reject(reason: unknown): void;
+/** Calls a job's function: its result as a promise (a throw becomes a rejection). */
+function call(fn: JobFunction<unknown>, context: JobContext): Promise<unknown> {
+  try {
+    return Promise.resolve(fn(context));
+  } catch (error) {
+    return Promise.reject(error);
+  }
 }
 
 /** The concurrency a guarded job holds, and whether it was freed already. */
 interface Slot {
-  held: number;
+  readonly held: number;
   released: boolean;
 }

@@ -4,11 +4,13 @@
  */
 
 import { describe, expect, it } from 'vitest';
+import { MemoryFleetStore } from '../../src/fleet/store.js';
 import {
   DEFAULT_MAX_QUEUE,
   parseConcurrency,
   parseMaxQueue,
   parseOptionalDuration,
+  parseSchedulerOptions,
   parseTimeout,
 } from '../../src/scheduler/options.js';
 
@@ -56,5 +58,33 @@ describe('option checks', () => {
   it('parseOptionalDuration: the fallback when absent', () => {
     expect(parseOptionalDuration(undefined, 5)).toBe(5);
     expect(parseOptionalDuration('2s', 5)).toBe(2000);
+  });
+});
+
+describe('parseSchedulerOptions: every option parsed once, into settings', () => {
+  it('local: the limits, the queue and the timings', () => {
+    const settings = parseSchedulerOptions({ rate: '10/s', burst: 5, concurrency: 2, maxWait: '2s', timeout: '1s' });
+    expect(settings).toMatchObject({
+      params: { ratePerSecond: 10, capacity: 5 },
+      concurrency: 2,
+      maxQueue: DEFAULT_MAX_QUEUE,
+      maxWaitMs: 2000,
+      timeoutMs: 1000,
+      catchUpMs: 5,
+      releaseOnTimeout: true,
+      paused: false,
+      fleet: undefined,
+    });
+    expect(parseSchedulerOptions({ concurrency: 1 }).params).toBeUndefined();
+  });
+
+  it("a fleet's own options, with their defaults; they are refused without a store", () => {
+    const store = new MemoryFleetStore();
+    const settings = parseSchedulerOptions({ store, key: 'k', rate: 1, leaseMs: '1s' });
+    expect(settings.fleet).toEqual({ store, key: 'k', leaseMs: 1000, pollMs: 20, reserveAhead: 1 });
+    expect(() => parseSchedulerOptions({ rate: 1, pollMs: 5 })).toThrow(expect.objectContaining({ option: 'pollMs' }));
+    expect(() => parseSchedulerOptions({ store, key: 'k', rate: 1, catchUp: 5 })).toThrow(
+      expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
+    );
   });
 });

@@ -1,45 +1,65 @@
 /**
  * Running a job (src/scheduler/run.ts): the concurrency is held until the
  * function really settles, a timeout rejects early (and aborts the job's
- * signal) without freeing it, and a timeout of any length is exact.
+ * signal) without freeing it, and a timeout of any length is exact. A job's
+ * bill (its context) follows `adjust`'s rule whatever the admission.
  */
 
 import { describe, expect, it } from 'vitest';
 import { Emitter } from '../../src/scheduler/events.js';
 import { zeroCounters } from '../../src/scheduler/options.js';
-import { NO_SIGNAL, Runner } from '../../src/scheduler/run.js';
+import { Bill, Job, Runner } from '../../src/scheduler/run.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
-function setup() {
+function setup(releaseOnTimeout = false) {
   const fake = fakeClock();
   const counters = zeroCounters();
-  let finishes = 0;
-  const runner = new Runner(fake.clock, counters, new Emitter(), () => finishes++);
-  return { ...fake, counters, runner, finishes: () => finishes };
+  const finished: (Job | undefined)[] = [];
+  const runner = new Runner({
+    clock: fake.clock,
+    counters,
+    events: new Emitter(),
+    releaseOnTimeout,
+    adjuster: () => {},
+    onFinish: (job) => finished.push(job),
+  });
+  return { ...fake, counters, runner, finished };
 }
 
 describe('Runner', () => {
   it('holds the cost while the function runs and counts the outcome', async () => {
-    const { runner, counters, finishes } = setup();
+    const { runner, counters, finished } = setup();
     let release!: (value: string) => void;
-    const result = runner.invoke(() => new Promise<string>((r) => (release = r)), NO_SIGNAL, 3, 0, 7);
+    const result = runner.run(() => new Promise<string>((r) => (release = r)), 3, 0, 3);
     expect([runner.pending, runner.runningCost]).toEqual([1, 3]);
     release('done');
     await expect(result).resolves.toBe('done');
-    expect([runner.pending, runner.runningCost, finishes()]).toEqual([0, 0, 1]);
-    expect(counters).toMatchObject({ started: 1, completed: 1, waitedMs: 7 });
+    expect([runner.pending, runner.runningCost, finished]).toEqual([0, 0, [undefined]]);
+    expect(counters).toMatchObject({ started: 1, completed: 1, waitedMs: 0 });
     await expect(
-      runner.invoke(
+      runner.run(
         () => {
           throw new Error('sync');
         },
-        NO_SIGNAL,
         1,
         0,
-        0,
+        1,
       ),
     ).rejects.toThrow('sync');
     expect(counters.failed).toBe(1);
+  });
+
+  it('a job that waited settles through its own settlers, and is told to onFinish', async () => {
+    const { runner, counters, finished } = setup();
+    const job = new Job(() => 'ok', 2, 0, 0, undefined);
+    const outcome = new Promise((resolve, reject) => {
+      job.resolve = resolve;
+      job.reject = reject;
+    });
+    runner.runJob(job, 2, 7, Number.POSITIVE_INFINITY);
+    await expect(outcome).resolves.toBe('ok');
+    expect(finished).toEqual([job]);
+    expect(counters).toMatchObject({ started: 1, completed: 1, waitedMs: 7 });
   });
 
   it("a timeout of 30 days rejects after 30 days, aborts the job's signal, and keeps the slot until fn settles", async () => {
@@ -48,19 +68,19 @@ describe('Runner', () => {
     let seen: AbortSignal | undefined;
     let release!: () => void;
     let outcome: unknown;
-    runner.invokeGuarded(
+    const job = new Job(
       ({ signal }) => {
         seen = signal;
         return new Promise<void>((r) => (release = r));
       },
       2,
       0,
-      undefined,
-      30 * day,
       0,
-      (value) => (outcome = { value }),
-      (error) => (outcome = error),
+      undefined,
     );
+    job.resolve = (value) => (outcome = { value });
+    job.reject = (error) => (outcome = error);
+    runner.runJob(job, 2, 0, 30 * day);
     await timers.tickAsync(1);
     expect(outcome).toBeUndefined();
     await timers.tickAsync(30 * day - 2);
@@ -73,5 +93,32 @@ describe('Runner', () => {
     release();
     await timers.tickAsync(0);
     expect(runner.runningCost).toBe(0);
+  });
+
+  it('with releaseOnTimeout the slot frees at the timeout, and onFinish is told then, once', async () => {
+    const { runner, timers, finished } = setup(true);
+    let release!: () => void;
+    const job = new Job(() => new Promise<void>((r) => (release = r)), 1, 0, 0, undefined);
+    job.resolve = () => {};
+    job.reject = () => {};
+    runner.runJob(job, 1, 0, 10);
+    await timers.tickAsync(10);
+    expect([runner.pending, finished]).toEqual([0, [job]]);
+    release();
+    await timers.tickAsync(0);
+    expect(finished).toEqual([job]);
+  });
+});
+
+describe('Bill', () => {
+  it("adjust's rule: a charge past the capacity throws, a refund is at most what was charged", () => {
+    const changes: number[] = [];
+    const bill = new Bill(undefined, 2, (b, delta) => changes.push(b.amend(delta, 5)));
+    bill.adjust(3);
+    expect(bill.cost).toBe(5);
+    expect(() => bill.adjust(1)).toThrow(expect.objectContaining({ code: 'ERR_COST_EXCEEDS_CAPACITY' }));
+    bill.adjust(-10);
+    expect([bill.cost, changes]).toEqual([0, [3, -5]]);
+    expect(() => bill.adjust(Number.NaN)).toThrow(/finite number/);
   });
 });

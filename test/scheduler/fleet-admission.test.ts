@@ -1,5 +1,5 @@
 /**
- * The fleet form of the Scheduler (`new Scheduler({ store, key })`) on a
+ * The fleet admission of the Scheduler (`new Scheduler({ store, key })`) on a
  * MemoryFleetStore and a fake clock: exact times. Two schedulers on one store
  * are two workers of one fleet.
  */
@@ -347,6 +347,47 @@ describe('Scheduler with a fleet store', () => {
     expect(() => new Scheduler({ store, key: 'k2', concurrency: 2 }).setBurst(3)).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'burst' }),
     );
+  });
+
+  it('a subclass given a store is a fleet scheduler too: two of them on one store, concurrency 1, never run two jobs at once', async () => {
+    class Mine extends Scheduler {}
+    const { clock, timers } = fakeClock(0);
+    const store = new MemoryFleetStore({ clock });
+    const workers = [1, 2].map(() => new Mine({ store, key: 'mine', concurrency: 1, clock }));
+    expect(workers[0]).toBeInstanceOf(Mine);
+    expect(workers[0]).toBeInstanceOf(Scheduler);
+    let running = 0;
+    let most = 0;
+    const job = () => async () => {
+      running++;
+      most = Math.max(most, running);
+      await new Promise<void>((resolve) => clock.setTimeout(resolve, 10));
+      running--;
+    };
+    const done = Promise.all(workers.flatMap((s) => [s.schedule(job()), s.schedule(job()), s.schedule(job())]));
+    await advance(timers, 200, 5);
+    await done;
+    expect(most).toBe(1);
+    expect(workers.map((s) => s.counters.completed)).toEqual([3, 3]);
+  });
+
+  it('jobs deep in the queue are rejected at their deadline too, not only those the store was asked about', async () => {
+    const { clock, timers, workers } = fleet({ concurrency: 1, maxWait: 100, maxQueue: 500 }, 1);
+    const s = workers[0] as Scheduler;
+    void s.schedule(() => new Promise(() => {})); // holds the whole budget
+    await flush();
+    const settled: number[] = [];
+    const jobs = Array.from({ length: 200 }, () =>
+      s
+        .schedule(() => 0)
+        .catch((e: { code: string }) => {
+          settled.push(clock.now());
+          return e.code;
+        }),
+    );
+    await advance(timers, 150, 5);
+    expect(new Set(await Promise.all(jobs))).toEqual(new Set(['ERR_WAIT_TOO_LONG']));
+    expect(new Set(settled)).toEqual(new Set([1100])); // all at the deadline (the clock starts at 1000)
   });
 
   it('size counts reserved jobs; onSizeLessThan and onEmpty resolve when the last one starts, not when it ends', async () => {

@@ -1,15 +1,15 @@
 /**
- * Turning jobs away: a cost that can never start, a full queue, a wait past
- * `maxWait`, an abort, `clear()`. Each refusal is counted by reason, told to
+ * Rejecting jobs: a cost that can never start, a full queue, a wait past
+ * `maxWait`, an abort, `clear()`. Each rejection is counted by reason, told to
  * `rejected` listeners, and rejects the job's promise.
  *
  * The flood path. A full queue is flow control, not a bug: a flood produces
- * millions of refusals, so this one is cheap. Each refusal gets its own
+ * millions of rejections, so this one is cheap. Each gets its own
  * `QueueFullError` (without a stack trace: capturing one costs more than
- * everything else a refusal does), with its own `retryAfterMs`: the time at
- * which the queue will have room for *that* caller, so callers refused
+ * everything else a rejection does), with its own `retryAfterMs`: the time at
+ * which the queue will have room for *that* caller, so callers rejected
  * together and following their hints come back spread out, not as one
- * stampede (see the scheduler's retry hints). The rejections of one
+ * stampede (see the admissions' retry hints). The rejections of one
  * synchronous burst are made together in one microtask, once the callers have
  * attached their handlers, so Node never has to track a rejection that has no
  * handler yet.
@@ -21,6 +21,7 @@ import {
   InvalidOptionError,
   InvalidSizeError,
   QueueFullError,
+  WaitTooLongError,
 } from '../errors.js';
 import type { Emitter } from './events.js';
 import type { RejectReason, SchedulerCounters } from './options.js';
@@ -29,8 +30,8 @@ import type { Job } from './run.js';
 /**
  * A queue-full error for the flood path: a `QueueFullError` (its prototype, so `instanceof`,
  * `code`, `isTokenpaceError` and every field hold) made without running Error's native
- * constructor, which was three quarters of a refusal's cost. It has no stack trace (a refusal
- * from a full queue is flow control, not a bug) and its message is built when read.
+ * constructor, which was three quarters of a rejection's cost. It has no stack trace (a
+ * rejection from a full queue is flow control, not a bug) and its message is built when read.
  */
 function queueFullError(maxQueue: number, retryAfterMs: number): QueueFullError {
   const error = Object.create(QueueFullError.prototype) as {
@@ -49,8 +50,21 @@ export function costError(cost: number, burst: number, concurrency: number): Cos
     : new CostExceedsCapacityError(cost, concurrency, "the scheduler's concurrency");
 }
 
-/** A priority that is not a finite number: refused, and the promise says so (nothing is counted). */
-export function badPriority(priority: unknown): Promise<never> {
+/** A job rejected at its deadline: it waited `waitedMs`, past `maxWaitMs`, because of `why`. */
+export function deadlineError(
+  waitedMs: number,
+  maxWaitMs: number,
+  retryAfterMs: number,
+  why: string,
+): WaitTooLongError {
+  const message =
+    `waited ${Math.ceil(waitedMs)} ms without starting, past maxWait of ${maxWaitMs} ms (${why}); ` +
+    'retry later, raise maxWait, or lower the load';
+  return new WaitTooLongError(waitedMs, maxWaitMs, retryAfterMs, message);
+}
+
+/** A priority that is not a finite number: rejected, and the promise says so (nothing is counted). */
+export function rejectPriority(priority: unknown): Promise<never> {
   return Promise.reject(
     new InvalidOptionError(
       'priority',
@@ -60,12 +74,39 @@ export function badPriority(priority: unknown): Promise<never> {
   );
 }
 
-export class Refusals {
+/** An argument that is not `expected` (a phrase: 'a number >= 0'): a coded rejection. */
+export function rejectOption(option: string, value: unknown, expected: string): Promise<never> {
+  return Promise.reject(
+    new InvalidOptionError(option, value, `Expected \`${option}\` to be ${expected}, got ${describeValue(value)}`),
+  );
+}
+
+/**
+ * A call to `schedule` with something other than a function and an options object: a coded
+ * rejection (nothing is counted).
+ */
+export function rejectCall(fn: unknown, options: unknown): Promise<never> {
+  if (typeof fn !== 'function') {
+    return Promise.reject(
+      new InvalidOptionError('fn', fn, `Expected the job to be a function, got ${describeValue(fn)}`),
+    );
+  }
+  return Promise.reject(
+    new InvalidOptionError(
+      'options',
+      options,
+      `Expected the job's options to be an object or undefined, got ${describeValue(options)}`,
+    ),
+  );
+}
+
+/** A scheduler's rejections: counted by reason, told to `rejected` listeners (see the file's opening comment). */
+export class Rejections {
   readonly #counters: SchedulerCounters;
   readonly #events: Emitter;
   readonly #maxQueue: number;
   /**
-   * The refusals of the current synchronous burst, as (reject, error) pairs: rejected together in
+   * The rejections of the current synchronous burst, as (reject, error) pairs: settled together in
    * one microtask, once the callers have attached their handlers.
    */
   #burst: unknown[] | undefined;
@@ -76,21 +117,21 @@ export class Refusals {
     this.#maxQueue = maxQueue;
   }
 
-  /** Turns a new job away: counted, told, and rejected. */
-  refuse(reason: RejectReason, error: unknown, cost: number, priority: number): Promise<never> {
+  /** Rejects a new job: counted, told, and its promise rejected. */
+  reject(reason: RejectReason, error: unknown, cost: number, priority: number): Promise<never> {
     this.#counters.rejected[reason]++;
     if (this.#events.has('rejected')) this.#events.emit('rejected', { reason, error, cost, priority });
     return Promise.reject(error);
   }
 
-  /** Turns a new job away for its cost: not a number >= 0, or one that can never start. */
-  refuseCost(cost: unknown, priority: number, burst: number, concurrency: number): Promise<never> {
+  /** Rejects a new job for its cost: not a number >= 0, or one that can never start. */
+  rejectCost(cost: unknown, priority: number, burst: number, concurrency: number): Promise<never> {
     if (typeof cost !== 'number' || !(cost >= 0)) {
       return Promise.reject(
         new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`),
       );
     }
-    return this.refuse('costExceedsCapacity', costError(cost, burst, concurrency), cost, priority);
+    return this.reject('costExceedsCapacity', costError(cost, burst, concurrency), cost, priority);
   }
 
   /** Rejects a job that was waiting (the caller has taken it out of the queue). */
@@ -102,10 +143,13 @@ export class Refusals {
     }
   }
 
-  /** Turns a new job away from a full queue: the flood path (see the file's opening comment). */
-  queueFull(cost: number, priority: number, retryAfterMs: (cost: number) => number): Promise<never> {
+  /**
+   * Rejects a new job at a full queue, telling it to retry in `retryAfterMs`: the flood path (see
+   * the file's opening comment).
+   */
+  queueFull(cost: number, priority: number, retryAfterMs: number): Promise<never> {
     this.#counters.rejected.queueFull++;
-    const error = queueFullError(this.#maxQueue, retryAfterMs(cost));
+    const error = queueFullError(this.#maxQueue, retryAfterMs);
     let burst = this.#burst;
     if (burst === undefined) {
       burst = this.#burst = [];
@@ -119,7 +163,7 @@ export class Refusals {
     });
   }
 
-  /** Rejects the refusals of one burst (a reject function is cheaper than a throw in a reaction). */
+  /** Settles the rejections of one burst (a reject function is cheaper than a throw in a reaction). */
   readonly #rejectBurst = (): void => {
     const burst = this.#burst as unknown[];
     this.#burst = undefined;

@@ -1,0 +1,129 @@
+/**
+ * The jobs that wait: the queue (a FIFO per priority, ./queue.ts), the jobs
+ * taken from it to wait for a reservation's time (a fleet's), and their
+ * signals. A waiting job leaves by starting ({@link Waiting.take}) or by being
+ * rejected ({@link Waiting.reject}); either way it is off its signal, and a
+ * rejected one is handed back to its admission (`dropped`), which gives back
+ * what it held for it. Aborting a signal rejects every job waiting on it.
+ *
+ * One abort listener per signal, not per job: a listener per job would make
+ * each add and removal O(n) in the jobs waiting on one signal (Node's
+ * EventTarget scans its listeners) and warn past 10 of them.
+ */
+
+import type { RejectReason } from './options.js';
+import { WaitQueue } from './queue.js';
+import type { Rejections } from './reject.js';
+import type { Job } from './run.js';
+
+/** What {@link Waiting} is built with. */
+export interface WaitingOptions {
+  readonly rejections: Rejections;
+  /** A job left without starting: its admission gives back what it held for it. */
+  readonly dropped: (job: Job) => void;
+  /** After a signal's jobs were rejected: start what may start now. */
+  readonly aborted: () => void;
+}
+
+/** The jobs that wait; see the file's opening comment. */
+export class Waiting {
+  readonly queue = new WaitQueue<Job>();
+  /** Taken from the queue to wait for a reservation's time: waiting, not started. */
+  readonly #reserved = new Set<Job>();
+  readonly #bySignal = new Map<AbortSignal, { readonly jobs: Set<Job>; readonly onAbort: () => void }>();
+  readonly #rejections: Rejections;
+  readonly #dropped: (job: Job) => void;
+  readonly #aborted: () => void;
+
+  constructor(options: WaitingOptions) {
+    this.#rejections = options.rejections;
+    this.#dropped = options.dropped;
+    this.#aborted = options.aborted;
+  }
+
+  /** Jobs waiting: queued or reserved. */
+  get size(): number {
+    return this.queue.size + this.#reserved.size;
+  }
+
+  /** Jobs waiting at exactly `priority`. */
+  sizeAt(priority: number): number {
+    let reserved = 0;
+    for (const job of this.#reserved) if (job.priority === priority) reserved++;
+    return this.queue.sizeAt(priority) + reserved;
+  }
+
+  /** Queues `job`; its signal (if any) rejects it while it waits. */
+  push(job: Job): void {
+    const extra = job.extra;
+    if (extra?.signal !== undefined) {
+      this.#watch(job, extra.signal);
+      extra.watched = true;
+    }
+    this.queue.push(job);
+  }
+
+  /** Takes `job` from the queue to wait for its reservation: its signal still rejects it. */
+  reserve(job: Job): void {
+    this.queue.remove(job);
+    this.#reserved.add(job);
+  }
+
+  /** Takes `job` out (from the queue or its reservation) to start it. */
+  take(job: Job): void {
+    if (!this.#reserved.delete(job)) this.queue.remove(job);
+    this.#unwatch(job);
+  }
+
+  /**
+   * Takes away `job`, which has not started (or was taken out already), and rejects it; its admission
+   * gives back what it held.
+   */
+  reject(job: Job, reason: RejectReason, error: unknown): void {
+    this.take(job);
+    this.#dropped(job);
+    this.#rejections.rejectWaiting(job, reason, error);
+  }
+
+  /** Rejects every waiting job, the queued ones first (`clear()`, `close({ drain: false })`). */
+  rejectAll(error: () => Error): void {
+    for (const job of [...this.queue]) this.reject(job, 'cleared', error());
+    for (const job of [...this.#reserved]) this.reject(job, 'cleared', error());
+  }
+
+  #watch(job: Job, signal: AbortSignal): void {
+    let waiting = this.#bySignal.get(signal);
+    if (waiting === undefined) {
+      const jobs = new Set<Job>();
+      waiting = { jobs, onAbort: () => this.#abort(signal, jobs) };
+      this.#bySignal.set(signal, waiting);
+      signal.addEventListener('abort', waiting.onAbort, { once: true });
+    }
+    waiting.jobs.add(job);
+  }
+
+  #unwatch(job: Job): void {
+    const extra = job.extra;
+    if (extra?.watched !== true) return;
+    extra.watched = false;
+    const signal = extra.signal as AbortSignal;
+    const waiting = this.#bySignal.get(signal);
+    if (waiting === undefined) return;
+    waiting.jobs.delete(job);
+    if (waiting.jobs.size !== 0) return;
+    this.#bySignal.delete(signal);
+    signal.removeEventListener('abort', waiting.onAbort);
+  }
+
+  /** `signal` aborted: every job waiting on it leaves and rejects with its reason. */
+  #abort(signal: AbortSignal, jobs: Set<Job>): void {
+    this.#bySignal.delete(signal);
+    for (const job of jobs) {
+      (job.extra as { watched: boolean }).watched = false;
+      if (!this.#reserved.delete(job)) this.queue.remove(job);
+      this.#dropped(job);
+      this.#rejections.rejectWaiting(job, 'aborted', signal.reason);
+    }
+    this.#aborted();
+  }
+}
