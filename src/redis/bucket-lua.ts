@@ -93,6 +93,15 @@ local function ms_until(tokens, cost, r, c)
 end`,
   },
   {
+    name: 'ms_until_within',
+    uses: ['ms_until'],
+    lua: `-- bucket.ts msUntilWithin
+local function ms_until_within(tokens, cost, r, c, within)
+  if within > 0 and ms_until(tokens + (within * r) / 1000, cost, r, c) == 0 then return 0 end
+  return ms_until(tokens, cost, r, c)
+end`,
+  },
+  {
     name: 'first_conforming',
     uses: ['conforms', 'tokens_at'],
     lua: `-- bucket.ts firstConforming

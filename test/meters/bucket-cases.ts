@@ -63,6 +63,16 @@ export const msUntilCases = [
   [0, 20, 2000],
 ] as const;
 
+/** [tokens, cost, withinMs, expected ms] at {@link params}: a wait of at most withinMs counts as none */
+export const msUntilWithinCases = [
+  [0, 1, 100, 0], // exactly within
+  [0, 1, 99.99, 100],
+  [0, 1, 0, 100],
+  [20, 1, 0, 0],
+  [0.5, 1, 50, 0],
+  [-5, 0, 499, 500],
+] as const;
+
 /** [tokens, updatedAtMs, atMs, cost, tokens after, updatedAtMs after] at {@link params} */
 export const chargeCases = [
   [20, 0, 0, 5, 15, 0],
@@ -223,6 +233,7 @@ export type StepName =
   | 'tokensAt'
   | 'advance'
   | 'msUntil'
+  | 'msUntilWithin'
   | 'readyAt'
   | 'delayUntil'
   | 'charge'
@@ -271,6 +282,9 @@ export function tableCalls(): StepCall[] {
   for (const [tokens, at, now] of tokensAtCases) calls.push(call('tokensAt', [tokens, at], params, now));
   for (const [tokens, at, now] of advanceCases) calls.push(call('advance', [tokens, at], params, now));
   for (const [tokens, cost] of msUntilCases) calls.push(call('msUntil', none, params, tokens, cost));
+  for (const [tokens, cost, within] of msUntilWithinCases) {
+    calls.push(call('msUntilWithin', none, params, tokens, cost, within));
+  }
   for (const [tokens, upd, at, cost] of chargeCases) calls.push(call('charge', [tokens, upd], params, at, cost));
   for (const [cost] of chargeNewCases) calls.push(call('chargeNew', none, params, cost));
   for (const [tokens, upd, at, cost] of tryChargeCases) {

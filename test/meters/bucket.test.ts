@@ -19,6 +19,7 @@ import {
   delayUntil,
   largestConforming,
   msUntil,
+  msUntilWithin,
   readyAt,
   rebill,
   reconfigure,
@@ -44,6 +45,7 @@ import {
   largestConformingCases,
   lateTimer,
   msUntilCases,
+  msUntilWithinCases,
   params,
   readyAtCases,
   rebillCases,
@@ -83,6 +85,13 @@ describe('tokensAt, advance and msUntil', () => {
       const s = state(tokens, at);
       advance(s, params, nowMs);
       expect(s).toEqual({ tokens: expTokens, updatedAtMs: expAt });
+    },
+  );
+
+  it.each(msUntilWithinCases)(
+    'msUntilWithin(%d tokens, cost %d, within %d ms) = %d ms',
+    (tokens, cost, within, expected) => {
+      expect(msUntilWithin(tokens, cost, params, within)).toBe(expected);
     },
   );
 
