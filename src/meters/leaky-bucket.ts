@@ -34,8 +34,8 @@
  * Time that goes backwards counts as no time at all.
  */
 
-import { type Clock, systemClock } from '../clock.js';
-import { CostExceedsCapacityError, InvalidOptionError, InvalidSizeError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import { CostExceedsCapacityError, checkKnownOptions, InvalidOptionError, InvalidSizeError } from '../errors.js';
 import { parseRate, type RateInput } from '../units.js';
 import { slackFor } from './bucket.js';
 import type { Decision } from './decision.js';
@@ -112,6 +112,8 @@ export interface LeakyBucketOptions {
   clock?: Clock;
 }
 
+const LEAKY_OPTIONS: ReadonlySet<string> = new Set(['rate', 'maxQueue', 'clock']);
+
 /**
  * A leaky bucket that shapes: admitted requests leave evenly spaced at `rate`,
  * at most `maxQueue` of them in the bucket; the rest are refused at once.
@@ -134,6 +136,9 @@ export class LeakyBucket {
         'expected an options object such as { rate: "100/s", maxQueue: 50 }',
       );
     }
+    checkKnownOptions(options, LEAKY_OPTIONS, 'LeakyBucket options', {
+      burst: 'write `maxQueue` (the bucket holds at most that much cost)',
+    });
     const ratePerSecond = parseRate(options.rate);
     const { maxQueue } = options;
     if (!(typeof maxQueue === 'number' && Number.isFinite(maxQueue) && maxQueue > 0)) {
@@ -144,7 +149,7 @@ export class LeakyBucket {
       );
     }
     this.#params = { ratePerSecond, maxQueue };
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     const now = this.#clock.now();
     this.#state = { nextFreeMs: now, latestMs: now };
   }

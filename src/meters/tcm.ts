@@ -32,8 +32,8 @@
  * (Tc 0). The tokens of 1.6 and 2.4 ms go to C, so 2 B at 2.5 ms is green.
  */
 
-import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, InvalidSizeError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import { checkKnownOptions, InvalidOptionError, InvalidSizeError } from '../errors.js';
 import { parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
 
 /** A packet's colour. */
@@ -364,6 +364,9 @@ export interface SrTcmOptions {
   clock?: Clock;
 }
 
+const SRTCM_OPTIONS: ReadonlySet<string> = new Set(['cir', 'cbs', 'ebs', 'mode', 'refill', 'clock']);
+const TRTCM_OPTIONS: ReadonlySet<string> = new Set(['pir', 'pbs', 'cir', 'cbs', 'mode', 'refill', 'clock']);
+
 /**
  * The single rate three colour marker of RFC 2697.
  *
@@ -387,6 +390,7 @@ export class srTCM {
         "expected an options object such as { cir: '1MiB/s', cbs: 1500, ebs: 3000 }",
       );
     }
+    checkKnownOptions(options, SRTCM_OPTIONS, 'srTCM options');
     const cir = parseRateOption(options.cir, 'cir');
     const cbs = sizeOrZero(options.cbs, 'cbs');
     const ebs = sizeOrZero(options.ebs, 'ebs');
@@ -400,7 +404,7 @@ export class srTCM {
     this.#mode = checkMode(options.mode);
     this.#refillKind = checkRefill(options.refill);
     this.#params = { cir, cbs, ebs };
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     this.#state = { tc: cbs, te: ebs };
     this.#refill = refillOf(this.#refillKind, cir, this.#clock.now());
   }
@@ -488,6 +492,7 @@ export class trTCM {
         'expected an options object such as { pir: 2000, pbs: 3000, cir: 1000, cbs: 1500 }',
       );
     }
+    checkKnownOptions(options, TRTCM_OPTIONS, 'trTCM options');
     const pir = parseRateOption(options.pir, 'pir');
     const cir = parseRateOption(options.cir, 'cir');
     const pbs = parseSizeOption(options.pbs, 'pbs');
@@ -502,7 +507,7 @@ export class trTCM {
     this.#mode = checkMode(options.mode);
     this.#refillKind = checkRefill(options.refill);
     this.#params = { pir, pbs, cir, cbs };
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     this.#state = { tp: pbs, tc: cbs };
     const nowMs = this.#clock.now();
     this.#peakRefill = refillOf(this.#refillKind, pir, nowMs);

@@ -41,8 +41,8 @@
  * keep the state elsewhere and run the same step; the classes add a clock.
  */
 
-import { type Clock, systemClock } from '../clock.js';
-import { CostExceedsCapacityError, InvalidOptionError, InvalidSizeError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import { CostExceedsCapacityError, checkKnownOptions, InvalidOptionError, InvalidSizeError } from '../errors.js';
 import { type DurationInput, parseDuration } from '../units.js';
 import type { Decision } from './decision.js';
 
@@ -253,6 +253,16 @@ export interface WindowOptions {
   clock?: Clock;
 }
 
+/** Names that users bring from express-rate-limit and p-queue, with what to write here instead. */
+export const WINDOW_PEER_OPTIONS: Readonly<Record<string, string>> = {
+  max: 'write `limit` (the most cost per window)',
+  windowMs: 'write `window` (milliseconds, or a string such as "1s")',
+  intervalCap: 'write `limit` (the most cost per window)',
+  interval: 'write `window` (milliseconds, or a string such as "1s")',
+};
+const FIXED_OPTIONS: ReadonlySet<string> = new Set(['limit', 'window', 'clock']);
+const SLIDING_OPTIONS: ReadonlySet<string> = new Set(['limit', 'window', 'clock', 'mode']);
+
 /** Validates `limit` and `window` into WindowParams. */
 export function windowParams(options: WindowOptions): WindowParams {
   if (options === null || typeof options !== 'object') {
@@ -291,7 +301,8 @@ export class FixedWindow {
 
   constructor(options: WindowOptions) {
     this.#params = windowParams(options);
-    this.#clock = options.clock ?? systemClock;
+    checkKnownOptions(options, FIXED_OPTIONS, 'FixedWindow options', WINDOW_PEER_OPTIONS);
+    this.#clock = checkClock(options.clock);
   }
 
   /** The most cost per window. */
@@ -353,7 +364,8 @@ export class SlidingWindow {
 
   constructor(options: SlidingWindowOptions) {
     this.#params = windowParams(options);
-    this.#clock = options.clock ?? systemClock;
+    checkKnownOptions(options, SLIDING_OPTIONS, 'SlidingWindow options', WINDOW_PEER_OPTIONS);
+    this.#clock = checkClock(options.clock);
     const mode = options.mode ?? 'log';
     if (mode !== 'log' && mode !== 'counter') {
       throw new InvalidOptionError('mode', mode, `Expected \`mode\` to be 'log' or 'counter', got ${String(mode)}`);
