@@ -187,7 +187,17 @@ export function createEngine<Req, Res>(
     if (fields.marker === undefined || readField(res, fields.marker) === undefined) headers = fields.first(decision);
     else ({ name, fields: headers } = fields.stacked(decision, res, readField));
     if (requestProperty !== undefined) {
-      const info: RequestRateLimit = { ...decision, policy: name, key, cost };
+      // Written out, not spread: a spread of the decision costs several times more per request.
+      const info: RequestRateLimit = {
+        allowed: decision.allowed,
+        remaining: decision.remaining,
+        retryAfterMs: decision.retryAfterMs,
+        resetAfterMs: decision.resetAfterMs,
+        limit: decision.limit,
+        policy: name,
+        key,
+        cost,
+      };
       (req as unknown as Record<string, unknown>)[requestProperty] = info;
     }
     if (decision.allowed) {

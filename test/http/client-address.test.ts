@@ -136,6 +136,35 @@ describe('clientAddress: the forwarding chain, from the right', () => {
   });
 });
 
+describe('trustProxy lists: addresses and CIDR blocks', () => {
+  it.each([
+    [['10.0.0.0/8'], '10.200.3.4', true],
+    [['10.0.0.0/8'], '11.0.0.1', false],
+    [['10.0.0.0/8'], '::ffff:10.1.2.3', true], // every spelling of an IPv4 address is that address
+    [['192.0.2.1'], '192.0.2.1', true],
+    [['192.0.2.1'], '192.0.2.10', false],
+    [['::ffff:192.0.2.1'], '192.0.2.1', true],
+    [['192.0.2.0/31'], '192.0.2.1', true],
+    [['192.0.2.0/31'], '192.0.2.2', false],
+    [['::1'], '::1', true],
+    [['2001:db8::/32'], '2001:db8:ffff::1', true],
+    [['2001:db8::/33'], '2001:db8:8000::1', false],
+    [['fe80::1%eth0'], 'fe80::1', true],
+    [['0.0.0.0/0'], '203.0.113.9', true],
+    [['0.0.0.0/0'], '2001:db8::1', false],
+    [['::/0'], '2001:db8::1', true],
+    [['10.0.0.0/8', '::1'], 'unknown', false],
+  ])('%o trusts %s: %s', (list, address, trusted) => {
+    expect(compileTrust(list)?.(address, 1)).toBe(trusted);
+  });
+
+  it.each([['10.0.0.0/33'], ['::/129'], ['not-an-ip'], ['10.0.0.0/x'], [42]])('refuses the entry %o', (entry) => {
+    expect(() => compileTrust([entry as string])).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'trustProxy' }),
+    );
+  });
+});
+
 describe("the frameworks' own trust proxy, when trustProxy is not given", () => {
   const apps: App[] = [];
   const client = agent();
