@@ -28,7 +28,7 @@ export interface AppSpec {
   sendHeadersFirst?: boolean;
   /** Express's `trust proxy` setting, Fastify's `trustProxy` option. */
   frameworkTrustProxy?: string | boolean;
-  /** Listen on this host (default 127.0.0.1). */
+  /** Listen on this host (default 127.0.0.1), or on this Unix socket path (starting with `/`). */
   host?: string;
 }
 
@@ -55,7 +55,9 @@ const headersFirst: Step = (_req, res, next) => {
 
 export async function startApp(framework: Framework, spec: AppSpec): Promise<App> {
   const host = spec.host ?? '127.0.0.1';
-  const urlOf = (address: AddressInfo) => `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
+  const unix = host.startsWith('/');
+  const urlOf = (address: AddressInfo | string | null): string =>
+    unix ? 'http://localhost' : `http://${host.includes(':') ? `[${host}]` : host}:${(address as AddressInfo).port}`;
   if (framework === 'fastify') {
     const app = Fastify({ trustProxy: spec.frameworkTrustProxy ?? false });
     if (spec.sendHeadersFirst) {
@@ -74,8 +76,8 @@ export async function startApp(framework: Framework, spec: AppSpec): Promise<App
       reply.code(status(request.headers));
       return found(request);
     });
-    await app.listen({ port: 0, host });
-    return { url: urlOf(app.server.address() as AddressInfo), close: () => app.close() };
+    await app.listen(unix ? { path: host } : { port: 0, host });
+    return { url: urlOf(app.server.address()), close: () => app.close() };
   }
   const steps: Step[] = [
     ...(spec.sendHeadersFirst ? [headersFirst] : []),
@@ -117,9 +119,9 @@ export async function startApp(framework: Framework, spec: AppSpec): Promise<App
       run(0);
     });
   }
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  await new Promise<void>((resolve) => (unix ? server.listen(host, resolve) : server.listen(0, host, resolve)));
   return {
-    url: urlOf(server.address() as AddressInfo),
+    url: urlOf(server.address()),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -8,6 +8,10 @@
  */
 
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Agent } from 'undici';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { HttpErrorMessage } from '../../src/http/messages.js';
 import { rateLimit } from '../../src/http/middleware.js';
@@ -155,6 +159,27 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     }
     expect((await call(app.url, { dispatcher: client })).status).toBe(200);
     expect(fake.pending()).toBe(0); // a settled key leaves no timer
+  });
+});
+
+describe.each(FRAMEWORKS)('%s on a Unix socket', (framework) => {
+  it('the default key has no address to read: a 500 that says what to give, published', async () => {
+    const path = join(tmpdir(), `tokenpace-w20-${process.pid}-${framework.replace(':', '')}.sock`);
+    rmSync(path, { force: true });
+    const app = await start(framework, { host: path, layers: [{ rate: 1, burst: 1 }] });
+    const local = new Agent({ connect: { socketPath: path } });
+    try {
+      const reply = await call(`${app.url}/`, { dispatcher: local });
+      expect(reply.status).toBe(500);
+      expect(errors).toMatchObject([{ stage: 'key', statusCode: 500 }]);
+      expect(messageOf(errors[0])).toMatch(/address is unknown .*give `key`, or `trustProxy`/);
+      const keyed = await start(framework, { host: `${path}2`, layers: [{ rate: 1, burst: 1, key: () => 'k' }] });
+      const second = new Agent({ connect: { socketPath: `${path}2` } });
+      expect((await call(`${keyed.url}/`, { dispatcher: second })).status).toBe(200);
+      await second.close();
+    } finally {
+      await local.close();
+    }
   });
 });
 
