@@ -221,6 +221,8 @@ const PEERS: Readonly<Record<string, string>> = {
   hook: "register the hook you want yourself: `fastify.addHook('preHandler', rateLimit.fastify(...))`",
   onExceeding: 'subscribe to the `tokenpace:http:decision` diagnostics channel (every decision)',
   onExceeded: 'answer refusals with `onLimit`, or subscribe to `tokenpace:http:decision`',
+  retryAfter: "`Retry-After` is the bucket's own wait, in whole seconds rounded up; set another in `onLimit`",
+  logger: 'subscribe to the `tokenpace:http:error` diagnostics channel: every failure is published there',
   ban: NOT_OFFERED,
   onBanReach: NOT_OFFERED,
   continueExceeding: NOT_OFFERED,
