@@ -9,7 +9,7 @@
  * | channel                          | published by (message type's home)              | when |
  * |----------------------------------|-------------------------------------------------|------|
  * | `tokenpace:http:decision`        | `rateLimit` (`HttpDecisionMessage`, http/messages.ts) | a request was decided (admitted or 429) |
- * | `tokenpace:http:error`           | `rateLimit` (`HttpErrorMessage`, http/messages.ts) | a `key`/`cost`/`skip` function threw, or the limiter rejected |
+ * | `tokenpace:http:error`           | `rateLimit` (`HttpErrorMessage`, http/messages.ts) | a request could not be decided (`key`/`cost`/`skip`, the limiter), answered (`onLimit`/`onError` threw, headers already sent) or given back (`credit`) |
  * | `tokenpace:http:client:start`    | `throttleInterceptor` (`ClientStartMessage`, http/messages.ts) | a request left for its origin |
  * | `tokenpace:http:client:refused`  | `throttleInterceptor` (`ClientRefusedMessage`, http/messages.ts) | a request was rejected (queue full, wait too long) |
  * | `tokenpace:http:client:pause`    | `throttleInterceptor` (`ClientPauseMessage`, http/messages.ts) | an origin answered 429/503 asking to wait |

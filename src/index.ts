@@ -64,8 +64,8 @@ export type {
   HttpErrorMessage,
 } from './http/messages.js';
 export { type RateLimitMiddleware, rateLimit } from './http/middleware.js';
-export type { ErrorInfo, LimitInfo, RateLimitOptions } from './http/rate-limit-options.js';
-export type { ProblemDetails } from './http/response.js';
+export type { ErrorInfo, LimitInfo, RateLimitOptions, RequestRateLimit } from './http/rate-limit-options.js';
+export type { HeaderStyle, ProblemDetails } from './http/response.js';
 export type { DeciderTakeOptions, RateLimitDecider } from './http/types.js';
 export {
   type BucketKeyedLimiterOptions,
@@ -84,7 +84,7 @@ export {
   type RedisStoreOptions,
   type RedisStoreStats,
 } from './keyed/redis-store.js';
-export type { KeyedStore, StoreMode, StoreOp, StoreResult } from './keyed/store.js';
+export type { KeyedStore, StoreCredit, StoreMode, StoreOp, StoreResult } from './keyed/store.js';
 export {
   MemoryWindowStore,
   type MemoryWindowStoreOptions,

@@ -12,6 +12,8 @@
  *
  * `trustProxy`:
  * - `false` (default): the socket's peer; forwarding headers are ignored.
+ *   (Not given at all, the adapters take the framework's own answer when it
+ *   has one: Express's `trust proxy`, Fastify's `trustProxy`.)
  * - `true`: every hop is trusted; the left-most address is the client. Only
  *   safe when every request arrives through a proxy that overwrites the header.
  * - a number n: the n nearest hops are proxies; the client is the address n
@@ -20,14 +22,15 @@
  *   predicate `(address, hop) => boolean`: walk leftwards while the address at
  *   hop i (0 = the socket's peer) is a trusted proxy.
  *
- * IPv6 clients are grouped by /64: one subscriber usually gets a whole /64 and
- * can pick any address in it, so a per-address key would give each of them
- * 2^64 buckets. IPv4-mapped IPv6 addresses (`::ffff:192.0.2.1`) count as the
- * IPv4 address.
+ * Any IPv6 spelling of an IPv4 address (mapped, translated, compatible,
+ * NAT64's `64:ff9b::/96`) is keyed as the IPv4 address. Other IPv6 clients
+ * are grouped by a prefix, /64 by default (`ipv6Subnet`): one subscriber
+ * gets at least a /64 and can pick any address in it, so a per-address key
+ * would give each of them 2^64 buckets. docs/http.md says when to choose /56.
  */
 
 import type { IncomingMessage } from 'node:http';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
 import { InvalidOptionError } from '../errors.js';
 
 /** Which forwarding hops to believe; see the file's opening comment. */
@@ -55,11 +58,11 @@ export function compileTrust(trust: TrustProxy | undefined): TrustFn | undefined
   }
   if (typeof trust === 'function') return trust;
   if (Array.isArray(trust)) {
-    const list = new BlockList();
-    for (const entry of trust) addToBlockList(list, entry);
+    // Our own prefix match rather than node:net's BlockList, whose check() costs about 1 us a call.
+    const blocks = trust.map(trustedBlock);
     return (address) => {
-      const family = isIP(address);
-      return family !== 0 && list.check(address, family === 6 ? 'ipv6' : 'ipv4');
+      const hextets = hextetsOf(address);
+      return hextets !== undefined && blocks.some((block) => inBlock(hextets, block));
     };
   }
   throw new InvalidOptionError(
@@ -69,22 +72,26 @@ export function compileTrust(trust: TrustProxy | undefined): TrustFn | undefined
   );
 }
 
-function addToBlockList(list: BlockList, entry: unknown): void {
+/** A trusted address or CIDR block: its first `bits` bits, over an address's 8 hextets (IPv4 as ::ffff:a.b.c.d). */
+interface Block {
+  readonly hextets: readonly number[];
+  readonly bits: number;
+}
+
+function trustedBlock(entry: unknown): Block {
   if (typeof entry === 'string') {
     const [address = '', prefix] = entry.split('/');
-    const family = isIP(address);
-    if (family !== 0) {
-      const type = family === 6 ? 'ipv6' : 'ipv4';
-      if (prefix === undefined) {
-        list.addAddress(address, type);
-        if (family === 4) list.addAddress(`::ffff:${address}`, 'ipv6');
-        return;
-      }
-      const bits = Number(prefix);
-      if (Number.isInteger(bits) && bits >= 0 && bits <= (family === 6 ? 128 : 32)) {
-        list.addSubnet(address, bits, type);
-        return;
-      }
+    // A single address is compared as the addresses it is compared with are: folded (see normalize).
+    const hextets = hextetsOf(prefix === undefined ? normalize(address) : address);
+    const bits = Number(prefix ?? 128);
+    const ipv4 = isIP(address) === 4;
+    if (
+      hextets !== undefined &&
+      Number.isInteger(bits) &&
+      bits >= 0 &&
+      bits <= (ipv4 && prefix !== undefined ? 32 : 128)
+    ) {
+      return { hextets, bits: ipv4 && prefix !== undefined ? 96 + bits : bits };
     }
   }
   throw new InvalidOptionError(
@@ -94,26 +101,74 @@ function addToBlockList(list: BlockList, entry: unknown): void {
   );
 }
 
-/** The addresses a forwarding header lists, left (the claimed client) to right (the nearest hop). */
-export function forwardedChain(req: IncomingMessage, header: ProxyHeader): string[] {
-  const value = req.headers[header];
-  if (value === undefined) return [];
-  const text = Array.isArray(value) ? value.join(',') : value;
-  if (header === 'x-forwarded-for') return text.split(',').map((part) => stripPort(part.trim()));
-  const chain: string[] = [];
-  for (const element of text.split(',')) {
-    let forAddress = '';
-    for (const pair of element.split(';')) {
-      const eq = pair.indexOf('=');
-      if (eq < 0 || pair.slice(0, eq).trim().toLowerCase() !== 'for') continue;
-      forAddress = pair.slice(eq + 1).trim();
+/** An address's 8 hextets (IPv4 in its mapped form, `::ffff:a.b.c.d`), or undefined if it is not one. */
+function hextetsOf(address: string): number[] | undefined {
+  const family = isIP(address);
+  if (family === 6) return parseIPv6(address);
+  if (family !== 4) return undefined;
+  // Four octets, read by hand (isIP has checked the form): split and map cost more than the match.
+  let word = 0; // the octets so far, as a number
+  let octet = 0;
+  for (let i = 0; i < address.length; i++) {
+    const code = address.charCodeAt(i);
+    if (code === 46) {
+      word = word * 256 + octet;
+      octet = 0;
+    } else {
+      octet = octet * 10 + code - 48;
     }
-    if (forAddress.startsWith('"') && forAddress.endsWith('"') && forAddress.length >= 2) {
-      forAddress = forAddress.slice(1, -1);
-    }
-    chain.push(stripPort(forAddress));
   }
-  return chain;
+  word = word * 256 + octet;
+  return [0, 0, 0, 0, 0, 0xffff, Math.floor(word / 65536), word % 65536];
+}
+
+function inBlock(hextets: readonly number[], block: Block): boolean {
+  for (let i = 0, bits = block.bits; bits > 0; i++, bits -= 16) {
+    const mask = bits >= 16 ? 0xffff : (0xffff << (16 - bits)) & 0xffff;
+    if (((hextets[i] as number) & mask) !== ((block.hextets[i] as number) & mask)) return false;
+  }
+  return true;
+}
+
+/**
+ * The client's address as the trust rule allows it to be known: the socket's
+ * peer, or the first untrusted hop of the forwarding chain. The header is
+ * read from its right end, one entry at a time, and reading stops at the
+ * first address that is not a trusted proxy, so a long chain costs only the
+ * hops that are trusted (all of them only with `trustProxy: true`). An entry
+ * that is not an IP address (`unknown`, an obfuscated identifier) stops the
+ * walk: the hop that wrote it is the client as far as we can know.
+ */
+export function clientAddress(req: IncomingMessage, trust: TrustFn | undefined, header: ProxyHeader): string {
+  const peer = req.socket?.remoteAddress ?? '';
+  if (trust === undefined || !trust(normalize(peer), 0)) return peer;
+  const value = req.headers[header];
+  if (value === undefined) return peer;
+  const text = typeof value === 'string' ? value : value.join(',');
+  const xff = header === 'x-forwarded-for';
+  let client = peer;
+  let end = text.length;
+  for (let hop = 1; ; hop++) {
+    const comma = end > 0 ? text.lastIndexOf(',', end - 1) : -1;
+    const entry = text.slice(comma + 1, end);
+    const address = xff ? stripPort(entry.trim()) : forAddress(entry);
+    if (isIP(address) === 0) return client;
+    client = address;
+    if (comma < 0 || !trust(normalize(address), hop)) return client;
+    end = comma;
+  }
+}
+
+/** The address of one `Forwarded` element's `for=` pair (RFC 7239), quotes and port removed; '' if none. */
+function forAddress(element: string): string {
+  let value = '';
+  for (const pair of element.split(';')) {
+    const eq = pair.indexOf('=');
+    if (eq < 0 || pair.slice(0, eq).trim().toLowerCase() !== 'for') continue;
+    value = pair.slice(eq + 1).trim();
+  }
+  if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
+  return stripPort(value);
 }
 
 /** `[2001:db8::1]:80` -> `2001:db8::1`; `192.0.2.1:80` -> `192.0.2.1`; anything else unchanged. */
@@ -127,49 +182,64 @@ function stripPort(address: string): string {
   return address;
 }
 
-/**
- * The client's address as the trust rule allows it to be known: the socket's
- * peer, or the first untrusted hop of the forwarding chain read from the right.
- * An entry that is not an IP address (`unknown`, an obfuscated identifier)
- * stops the walk: the hop that wrote it is the client as far as we can know.
- */
-export function clientAddress(req: IncomingMessage, trust: TrustFn | undefined, header: ProxyHeader): string {
-  const peer = req.socket?.remoteAddress ?? '';
-  if (trust === undefined || !trust(normalize(peer), 0)) return peer;
-  const chain = forwardedChain(req, header);
-  let client = peer;
-  for (let i = chain.length - 1, hop = 1; i >= 0; i--, hop++) {
-    const address = chain[i] ?? '';
-    if (isIP(address) === 0) return client;
-    client = address;
-    if (!trust(normalize(address), hop)) return client;
-  }
-  return client;
-}
-
-/** Strips an IPv6 zone (`%eth0`) and turns an IPv4-mapped IPv6 address into the IPv4 one. */
+/** Strips an IPv6 zone (`%eth0`) and writes any IPv6 spelling of an IPv4 address as the IPv4 address. */
 function normalize(address: string): string {
   const zone = address.indexOf('%');
   const bare = zone >= 0 ? address.slice(0, zone) : address;
-  const lower = bare.toLowerCase();
-  if (lower.startsWith('::ffff:') && isIP(lower.slice(7)) === 4) return lower.slice(7);
-  return bare;
+  if (!bare.includes(':') || isIP(bare) !== 6) return bare;
+  const hextets = parseIPv6(bare);
+  return embeddedIPv4(hextets) ?? bare;
+}
+
+/** The IPv6 prefix length that groups clients by default (see the opening comment and docs/http.md). */
+export const DEFAULT_IPV6_SUBNET = 64;
+
+/**
+ * The rate-limit key for an address: IPv4 as is; every IPv6 spelling of an
+ * IPv4 address as that address; other IPv6 addresses as their prefix of
+ * `ipv6Subnet` bits (`2001:db8:1:2::/64`); anything unparseable as is (an
+ * empty peer is `''`).
+ */
+export function addressKey(address: string, ipv6Subnet = DEFAULT_IPV6_SUBNET): string {
+  if (!address.includes(':')) return address; // IPv4 (or not an address): the common case, first
+  const zone = address.indexOf('%');
+  const bare = zone >= 0 ? address.slice(0, zone) : address;
+  if (isIP(bare) !== 6) return bare;
+  const hextets = parseIPv6(bare);
+  const ipv4 = embeddedIPv4(hextets);
+  if (ipv4 !== undefined) return ipv4;
+  const kept = Math.ceil(ipv6Subnet / 16);
+  const parts: string[] = [];
+  for (let i = 0; i < kept; i++) {
+    const bits = Math.min(16, ipv6Subnet - 16 * i); // 1..16 bits of this hextet are kept
+    const mask = (0xffff << (16 - bits)) & 0xffff;
+    parts.push(((hextets[i] as number) & mask).toString(16));
+  }
+  return `${parts.join(':')}${kept < 8 ? '::' : ''}/${ipv6Subnet}`;
 }
 
 /**
- * The rate-limit key for an address: IPv4 as is, IPv6 as its /64 prefix
- * (`2001:db8:1:2::/64`), anything unparseable as is (an empty peer is `''`).
+ * The IPv4 address an IPv6 address stands for, if it is one of its spellings:
+ * IPv4-mapped `::ffff:0:0/96` (in dotted or hex form: `::ffff:1.2.3.4`,
+ * `::ffff:102:304`), IPv4-translated `::ffff:0:0:0/96` (RFC 2765), the
+ * deprecated IPv4-compatible `::/96` (`::1.2.3.4`, but not `::` or `::1`,
+ * which are IPv6's own), and the NAT64 well-known prefix `64:ff9b::/96` (RFC
+ * 6052), whose low 32 bits are the IPv4 host the translator speaks for.
  */
-export function addressKey(address: string): string {
-  const bare = normalize(address);
-  if (isIP(bare) !== 6) return bare;
-  const hextets = expandIPv6(bare);
-  return `${hextets.slice(0, 4).join(':')}::/64`;
+function embeddedIPv4(h: readonly number[]): string | undefined {
+  const [h0, h1, h2, h3, h4, h5, h6 = 0, h7 = 0] = h;
+  const zero0to3 = h0 === 0 && h1 === 0 && h2 === 0 && h3 === 0;
+  const mapped = zero0to3 && h4 === 0 && h5 === 0xffff;
+  const translated = zero0to3 && h4 === 0xffff && h5 === 0;
+  const compatible = zero0to3 && h4 === 0 && h5 === 0 && (h6 !== 0 || h7 > 1);
+  const nat64 = h0 === 0x64 && h1 === 0xff9b && h2 === 0 && h3 === 0 && h4 === 0 && h5 === 0;
+  if (!(mapped || translated || compatible || nat64)) return undefined;
+  return `${h6 >> 8}.${h6 & 0xff}.${h7 >> 8}.${h7 & 0xff}`;
 }
 
-/** The eight hextets of a valid IPv6 address, each without leading zeros. */
-function expandIPv6(address: string): string[] {
-  let text = address.toLowerCase();
+/** The eight hextets of a valid IPv6 address (without a zone), as numbers. */
+function parseIPv6(address: string): number[] {
+  let text = address;
   // An embedded IPv4 tail (::ffff:1.2.3.4 style, any prefix) becomes two hextets.
   const lastColon = text.lastIndexOf(':');
   const tail = text.slice(lastColon + 1);
@@ -181,5 +251,5 @@ function expandIPv6(address: string): string[] {
   const left = head === '' ? [] : head.split(':');
   const right = rest === undefined || rest === '' ? [] : rest.split(':');
   const zeros = rest === undefined ? [] : Array<string>(8 - left.length - right.length).fill('0');
-  return [...left, ...zeros, ...right].map((h) => Number.parseInt(h, 16).toString(16));
+  return [...left, ...zeros, ...right].map((h) => Number.parseInt(h, 16));
 }

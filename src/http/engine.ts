@@ -7,12 +7,17 @@
  * client-address.ts) and a cost (1 by default), and the limiter decides at
  * once, or with `maxWait` holds the request in its own FIFO of reservations
  * (at most `maxQueue` at a time; beyond that the decision is immediate).
+ * The decision is put on the request (`req.rateLimit`) and turned into header
+ * fields added to those of earlier limiters (response.ts).
  *
  * Invariants: a request is decided once, and nothing that fails becomes an
  * unhandled rejection or a crash: a `key`, `cost` or `skip` function that
- * throws or rejects, or a limiter that rejects, is an `error` outcome (and a
+ * throws, rejects, returns a bad value or does not settle within
+ * `functionTimeout`, or a limiter that rejects, is an `error` outcome (and a
  * `tokenpace:http:error` message). A held request whose client goes away is
- * `gone`, and its reservation is given back. docs/internals/http.md says why
+ * `gone`, and its reservation is given back. With `skipSuccessfulRequests` or
+ * `skipFailedRequests`, an admitted request's cost is credited back once its
+ * response is done, if its outcome says so. docs/internals/http.md says why
  * the steps are written as they are.
  */
 
@@ -26,9 +31,10 @@ import {
   type ErrorInfo,
   type LimitInfo,
   type RateLimitOptions,
+  type RequestRateLimit,
   resolveRateLimitOptions,
 } from './rate-limit-options.js';
-import { failureProblem, type HeaderList, NO_HEADERS, refusalProblem } from './response.js';
+import { type FieldReader, failureProblem, type HeaderList, refusalProblem } from './response.js';
 import type { Decision } from './types.js';
 
 /** What became of a request; the adapters apply it. */
@@ -42,33 +48,62 @@ export type Outcome =
 const SKIP: Outcome = Object.freeze({ kind: 'skip' });
 const GONE: Outcome = Object.freeze({ kind: 'gone' });
 
+/** What an adapter tells the engine about its framework. */
+export interface EngineAdapter<Req, Res> {
+  /** Reads a field set on the response so far (lowercase name): stacked limiters add to it. */
+  readonly readField: FieldReader<Res>;
+  /**
+   * The client's address as the framework resolved it, used for the default key when `trustProxy`
+   * is not given; `undefined`: the socket's peer.
+   */
+  readonly frameworkAddress?: (req: Req) => string | undefined;
+}
+
 /** The engine of one `rateLimit`: `run` decides a request; `onLimit`/`onError` are the user's answers, if any. */
 export interface Engine<Req, Res> {
-  run(req: Req, raw: IncomingMessage, res: ServerResponse): Outcome | Promise<Outcome>;
+  /** `req`/`res` are the framework's, `raw`/`rawRes` node:http's (the same objects for node:http). */
+  run(req: Req, res: Res, raw: IncomingMessage, rawRes: ServerResponse): Outcome | Promise<Outcome>;
   readonly onLimit: RateLimitOptions<Req, Res>['onLimit'];
   readonly onError: RateLimitOptions<Req, Res>['onError'];
+  /** Publishes on `tokenpace:http:error` a failure the adapter met while answering. */
+  failed(raw: IncomingMessage, stage: HttpErrorMessage['stage'], error: unknown, statusCode: number): void;
 }
 
 /** Checks `options` (throwing on a bad one) and makes the engine that decides requests with them. */
-export function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>): Engine<Req, Res> {
+export function createEngine<Req, Res>(
+  options: RateLimitOptions<Req, Res>,
+  adapter: EngineAdapter<Req, Res>,
+): Engine<Req, Res> {
   const {
     limiter,
     advertisedCapacity,
     clock,
     policyName,
-    sendHeaders,
-    rateHeaders,
+    fields,
     maxWaitMs,
     maxQueue,
     trust,
+    trustGiven,
     proxyHeader,
+    ipv6Subnet,
+    functionTimeoutMs,
+    requestProperty,
+    giveBack,
     key: keyFn,
     cost: costFn,
     skip: skipFn,
     onLimit,
     onError,
   } = resolveRateLimitOptions(options);
+  const { readField } = adapter;
+  const frameworkAddress = trustGiven ? undefined : adapter.frameworkAddress;
   let held = 0;
+
+  const failed = (raw: IncomingMessage, stage: HttpErrorMessage['stage'], error: unknown, statusCode: number): void => {
+    if (errorChannel.hasSubscribers) {
+      errorChannel.publish({ req: raw, stage, error, statusCode } satisfies HttpErrorMessage);
+    }
+  };
 
   const refusedAfterWait = (retryAfterMs: number): Decision => ({
     allowed: false,
@@ -101,16 +136,43 @@ export function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>): Eng
   const errorOutcome = (stage: ErrorInfo['stage'], error: unknown, raw: IncomingMessage): Outcome => {
     const unavailable = stage === 'limiter' && !isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY');
     const statusCode = unavailable ? 503 : 500;
-    const problem = failureProblem(stage, unavailable);
-    if (errorChannel.hasSubscribers) {
-      errorChannel.publish({ req: raw, stage, error, statusCode } satisfies HttpErrorMessage);
-    }
-    return { kind: 'error', error, info: { stage, statusCode, problem } };
+    failed(raw, stage, error, statusCode);
+    return { kind: 'error', error, info: { stage, statusCode, problem: failureProblem(stage, unavailable) } };
+  };
+
+  /** Once an admitted request's response is done: credits its cost back if its outcome says so. */
+  const watchOutcome = (
+    req: Req,
+    res: Res,
+    raw: IncomingMessage,
+    rawRes: ServerResponse,
+    key: string,
+    cost: number,
+  ) => {
+    const { successful, failed: failedToo, wasSuccessful, credit } = giveBack as NonNullable<typeof giveBack>;
+    rawRes.once('close', () => {
+      const give = (success: boolean): void => {
+        if (success ? successful : failedToo)
+          credit(key, cost).catch((error: unknown) => failed(raw, 'credit', error, 0));
+      };
+      if (!rawRes.writableFinished) return give(false); // cut short: a failure
+      if (wasSuccessful === undefined) return give(rawRes.statusCode < 400);
+      try {
+        const verdict = wasSuccessful(req, res);
+        if (typeof verdict === 'boolean') give(verdict);
+        else Promise.resolve(verdict).then(give, (error: unknown) => failed(raw, 'credit', error, 0));
+      } catch (error) {
+        failed(raw, 'credit', error, 0);
+      }
+    });
   };
 
   /** The outcome of a decision. */
   const outcomeOf = (
+    req: Req,
+    res: Res,
     raw: IncomingMessage,
+    rawRes: ServerResponse,
     key: string,
     cost: number,
     decision: Decision,
@@ -119,11 +181,32 @@ export function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>): Eng
     if (decisionChannel.hasSubscribers) {
       decisionChannel.publish({ req: raw, key, cost, decision, waitedMs } satisfies HttpDecisionMessage);
     }
-    if (decision.allowed) return { kind: 'allow', headers: sendHeaders ? rateHeaders(decision) : NO_HEADERS };
+    // Earlier limiters' fields, if any, are added to (stacked limiters); the common case reads one field.
+    let name = policyName;
+    let headers: Array<[string, string]>;
+    if (fields.marker === undefined || readField(res, fields.marker) === undefined) headers = fields.first(decision);
+    else ({ name, fields: headers } = fields.stacked(decision, res, readField));
+    if (requestProperty !== undefined) {
+      // Written out, not spread: a spread of the decision costs several times more per request.
+      const info: RequestRateLimit = {
+        allowed: decision.allowed,
+        remaining: decision.remaining,
+        retryAfterMs: decision.retryAfterMs,
+        resetAfterMs: decision.resetAfterMs,
+        limit: decision.limit,
+        policy: name,
+        key,
+        cost,
+      };
+      (req as unknown as Record<string, unknown>)[requestProperty] = info;
+    }
+    if (decision.allowed) {
+      if (giveBack !== undefined && cost > 0) watchOutcome(req, res, raw, rawRes, key, cost);
+      return { kind: 'allow', headers };
+    }
     const seconds = retryAfterSeconds(decision.retryAfterMs);
-    const headers = rateHeaders(decision);
     headers.push(['Retry-After', String(seconds)]);
-    const problem = refusalProblem(seconds, policyName);
+    const problem = refusalProblem(seconds, name);
     return { kind: 'limit', info: { key, cost, decision, retryAfterSeconds: seconds, headers, problem } };
   };
 
@@ -131,29 +214,63 @@ export function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>): Eng
   // user's functions return plain values, so the common path costs one promise: the limiter's.
 
   const decideNow = (
+    req: Req,
+    res: Res,
     raw: IncomingMessage,
-    res: ServerResponse,
+    rawRes: ServerResponse,
     key: string,
     cost: number,
   ): Outcome | Promise<Outcome> => {
     if (maxWaitMs > 0 && held < maxQueue) {
-      return hold(key, cost, res).then(
-        (decided) => (decided === undefined ? GONE : outcomeOf(raw, key, cost, decided[0], decided[1])),
+      return hold(key, cost, rawRes).then(
+        (decided) =>
+          decided === undefined ? GONE : outcomeOf(req, res, raw, rawRes, key, cost, decided[0], decided[1]),
         (error: unknown) => errorOutcome('limiter', error, raw),
       );
     }
-    return decideAsync(raw, key, cost);
+    return decideAsync(req, res, raw, rawRes, key, cost);
   };
 
   // An async function rather than .then() callbacks: no closure is made per request.
-  const decideAsync = async (raw: IncomingMessage, key: string, cost: number): Promise<Outcome> => {
+  const decideAsync = async (
+    req: Req,
+    res: Res,
+    raw: IncomingMessage,
+    rawRes: ServerResponse,
+    key: string,
+    cost: number,
+  ): Promise<Outcome> => {
     let decision: Decision;
     try {
       decision = await limiter.tryTake(key, cost);
     } catch (error) {
       return errorOutcome('limiter', error, raw);
     }
-    return outcomeOf(raw, key, cost, decision, 0);
+    return outcomeOf(req, res, raw, rawRes, key, cost, decision, 0);
+  };
+
+  /** A user function's promise, rejected with a `TimeoutError` if it has not settled within `functionTimeout`. */
+  const bounded = <T>(value: T | Promise<T>, what: string): Promise<T> => {
+    const promise = Promise.resolve(value);
+    if (functionTimeoutMs === Number.POSITIVE_INFINITY) return promise;
+    return new Promise<T>((resolve, reject) => {
+      const timer = clock.setTimeout(() => {
+        const message =
+          `${what}(req) did not settle within ${functionTimeoutMs} ms (functionTimeout): ` +
+          'make it settle (a lookup with its own timeout), or raise `functionTimeout`';
+        reject(new DOMException(message, 'TimeoutError'));
+      }, functionTimeoutMs);
+      promise.then(
+        (result) => {
+          clock.clearTimeout(timer);
+          resolve(result);
+        },
+        (error: unknown) => {
+          clock.clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
   };
 
   const checkCost = (value: unknown): number => {
@@ -163,19 +280,25 @@ export function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>): Eng
     return value;
   };
 
-  const withKey = (req: Req, raw: IncomingMessage, res: ServerResponse, key: string): Outcome | Promise<Outcome> => {
-    if (costFn === undefined) return decideNow(raw, res, key, 1);
+  const withKey = (
+    req: Req,
+    res: Res,
+    raw: IncomingMessage,
+    rawRes: ServerResponse,
+    key: string,
+  ): Outcome | Promise<Outcome> => {
+    if (costFn === undefined) return decideNow(req, res, raw, rawRes, key, 1);
     let result: number | Promise<number>;
     try {
       result = costFn(req);
-      if (typeof result === 'number') return decideNow(raw, res, key, checkCost(result));
+      if (typeof result === 'number') return decideNow(req, res, raw, rawRes, key, checkCost(result));
     } catch (error) {
       return errorOutcome('cost', error, raw);
     }
-    return Promise.resolve(result).then(
+    return bounded(result, 'cost').then(
       (cost) => {
         try {
-          return decideNow(raw, res, key, checkCost(cost));
+          return decideNow(req, res, raw, rawRes, key, checkCost(cost));
         } catch (error) {
           return errorOutcome('cost', error, raw);
         }
@@ -185,23 +308,43 @@ export function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>): Eng
   };
 
   const checkKey = (value: unknown): string => {
-    if (typeof value !== 'string') throw new TypeError(`key(req) must return a string, got ${typeof value}`);
+    if (typeof value !== 'string' || value.length === 0) {
+      const got = typeof value === 'string' ? 'an empty string' : typeof value;
+      throw new TypeError(`key(req) must return a non-empty string, got ${got}`);
+    }
     return value;
   };
 
-  const unskipped = (req: Req, raw: IncomingMessage, res: ServerResponse): Outcome | Promise<Outcome> => {
+  /** The default key; `''` when the client's address is unknown. */
+  const addressOf = (req: Req, raw: IncomingMessage): string => {
+    const resolved = frameworkAddress?.(req);
+    return addressKey(resolved ?? clientAddress(raw, trust, proxyHeader), ipv6Subnet);
+  };
+
+  const unknownAddress = (raw: IncomingMessage): Outcome => {
+    if (raw.socket?.destroyed !== false) return GONE; // the connection closed: nobody to answer
+    const message =
+      "the client's address is unknown (the server listens on a Unix socket or a pipe): " +
+      'give `key`, or `trustProxy` to read it from the forwarding header';
+    return errorOutcome('key', new TypeError(message), raw);
+  };
+
+  const unskipped = (req: Req, res: Res, raw: IncomingMessage, rawRes: ServerResponse): Outcome | Promise<Outcome> => {
     let result: string | Promise<string>;
     try {
-      if (keyFn === undefined) return withKey(req, raw, res, addressKey(clientAddress(raw, trust, proxyHeader)));
+      if (keyFn === undefined) {
+        const key = addressOf(req, raw);
+        return key === '' ? unknownAddress(raw) : withKey(req, res, raw, rawRes, key);
+      }
       result = keyFn(req);
-      if (typeof result === 'string') return withKey(req, raw, res, result);
+      if (typeof result === 'string') return withKey(req, res, raw, rawRes, checkKey(result));
     } catch (error) {
       return errorOutcome('key', error, raw);
     }
-    return Promise.resolve(result).then(
+    return bounded(result, 'key').then(
       (key) => {
         try {
-          return withKey(req, raw, res, checkKey(key));
+          return withKey(req, res, raw, rawRes, checkKey(key));
         } catch (error) {
           return errorOutcome('key', error, raw);
         }
@@ -210,20 +353,20 @@ export function createEngine<Req, Res>(options: RateLimitOptions<Req, Res>): Eng
     );
   };
 
-  const run = (req: Req, raw: IncomingMessage, res: ServerResponse): Outcome | Promise<Outcome> => {
-    if (skipFn === undefined) return unskipped(req, raw, res);
+  const run = (req: Req, res: Res, raw: IncomingMessage, rawRes: ServerResponse): Outcome | Promise<Outcome> => {
+    if (skipFn === undefined) return unskipped(req, res, raw, rawRes);
     let result: boolean | Promise<boolean>;
     try {
       result = skipFn(req);
     } catch (error) {
       return errorOutcome('skip', error, raw);
     }
-    if (typeof result === 'boolean') return result ? SKIP : unskipped(req, raw, res);
-    return Promise.resolve(result).then(
-      (skipped) => (skipped === true ? SKIP : unskipped(req, raw, res)),
+    if (typeof result === 'boolean') return result ? SKIP : unskipped(req, res, raw, rawRes);
+    return bounded(result, 'skip').then(
+      (skipped) => (skipped === true ? SKIP : unskipped(req, res, raw, rawRes)),
       (error: unknown) => errorOutcome('skip', error, raw),
     );
   };
 
-  return { run, onLimit, onError };
+  return { run, onLimit, onError, failed };
 }

@@ -1,16 +1,21 @@
 /**
  * `rateLimit.fastify`: the rate limiter as a Fastify `onRequest` hook, over
  * the same engine as the node:http middleware (engine.ts). Fastify's types
- * are written structurally here, so fastify is not a dependency.
+ * are written structurally here, so fastify is not a dependency. The default
+ * key is Fastify's `request.ip` (its own `trustProxy`) unless `trustProxy` is
+ * given; the decision is on `request.rateLimit`.
  *
- * Invariant: an async hook that answered returns the reply, so Fastify stops
- * the request there; one that lets it through returns `undefined`.
+ * Invariants: an async hook that answered returns the reply, so Fastify stops
+ * the request there; one that lets it through returns `undefined`. A user's
+ * `onLimit` or `onError` that throws is published and rethrown, so Fastify's
+ * error handler answers it; a refusal whose headers have gone out destroys
+ * the connection (published too).
  */
 
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { createEngine } from './engine.js';
 import type { RateLimitOptions } from './rate-limit-options.js';
-import { failureHeaders, type HeaderList, PROBLEM_TYPE, type ProblemDetails } from './response.js';
+import { abandon, failureHeaders, type HeaderList, PROBLEM_TYPE, type ProblemDetails } from './response.js';
 
 /** The parts of a Fastify request the hook uses (structural, so fastify is not a dependency). */
 export interface FastifyRequestLike {
@@ -18,6 +23,8 @@ export interface FastifyRequestLike {
   readonly headers: IncomingHttpHeaders;
   readonly method: string;
   readonly url: string;
+  /** The client's address as Fastify resolved it (with its own `trustProxy`). */
+  readonly ip?: string | undefined;
 }
 
 /** The parts of a Fastify reply the hook uses. */
@@ -26,6 +33,7 @@ export interface FastifyReplyLike {
   readonly sent: boolean;
   code(statusCode: number): FastifyReplyLike;
   header(name: string, value: string): FastifyReplyLike;
+  getHeader(name: string): number | string | string[] | undefined;
   send(payload?: unknown): FastifyReplyLike;
 }
 
@@ -38,55 +46,82 @@ export type RateLimitHook<Req extends FastifyRequestLike, Rep extends FastifyRep
 /**
  * The same limiter as a Fastify `onRequest` hook:
  * `fastify.addHook('onRequest', rateLimit.fastify({ rate: 20, burst: 40 }))`.
- * `key`, `cost`, `skip`, `onLimit` and `onError` receive Fastify's request
- * and reply; the default key is still the socket's peer (with `trustProxy`
- * as above, independent of Fastify's own `trustProxy`).
+ * `key`, `cost`, `skip`, `onLimit`, `onError` and `requestWasSuccessful`
+ * receive Fastify's request and reply; the default key is `request.ip`
+ * (Fastify's own `trustProxy`) unless `trustProxy` is given, and the decision
+ * is on `request.rateLimit` (`requestPropertyName`).
  */
 export function fastifyHook<
   Req extends FastifyRequestLike = FastifyRequestLike,
   Rep extends FastifyReplyLike = FastifyReplyLike,
 >(options: RateLimitOptions<Req, Rep>): RateLimitHook<Req, Rep> {
-  const engine = createEngine(options);
+  const engine = createEngine<Req, Rep>(options, {
+    readField: (reply, name) => {
+      const value = reply.getHeader(name);
+      if (value === undefined || typeof value === 'string') return value;
+      return Array.isArray(value) ? value.join(', ') : String(value);
+    },
+    frameworkAddress: (request) => request.ip,
+  });
   const send = (reply: Rep, problem: ProblemDetails, headers: HeaderList): void => {
-    if (reply.sent) return;
     reply.code(problem.status);
     for (const [name, value] of headers) reply.header(name, value);
     reply.header('content-type', PROBLEM_TYPE);
     reply.send(JSON.stringify(problem));
   };
+  /** A refusal or failure that can no longer be answered: its headers went out before it. */
+  const cutShort = (request: Req, reply: Rep, what: string): Rep => {
+    const error = new Error(
+      `rateLimit could not answer a ${what} request: its response's headers had been sent (status ` +
+        `${reply.raw.statusCode}) by an earlier hook, so the connection was destroyed; register the limiter first`,
+    );
+    engine.failed(request.raw, 'response', error, 0);
+    abandon(reply.raw);
+    return reply;
+  };
+  /** Runs a user's callback; if it throws, publishes the error and rethrows it to Fastify's error handler. */
+  const guarded = async (stage: 'onLimit' | 'onError', request: Req, call: () => void | Promise<void>) => {
+    try {
+      await call();
+    } catch (error) {
+      engine.failed(request.raw, stage, error, 0);
+      throw error;
+    }
+  };
   // An async hook that answered must return the reply, so Fastify stops the request there.
   return async (request, reply) => {
-    const outcome = await engine.run(request, request.raw, reply.raw);
+    const outcome = await engine.run(request, reply, request.raw, reply.raw);
     switch (outcome.kind) {
       case 'skip':
         return undefined;
       case 'gone':
         return reply; // the client went away while held: nothing more to do
       case 'allow':
-        for (const [name, value] of outcome.headers) reply.header(name, value);
+        if (!reply.raw.headersSent) for (const [name, value] of outcome.headers) reply.header(name, value);
         return undefined;
-      case 'limit':
-        if (engine.onLimit === undefined) send(reply, outcome.info.problem, outcome.info.headers);
+      case 'limit': {
+        const { info } = outcome;
+        if (reply.raw.headersSent) return cutShort(request, reply, 'refused');
+        if (engine.onLimit === undefined) send(reply, info.problem, info.headers);
         else {
-          for (const [name, value] of outcome.info.headers) reply.header(name, value);
-          await engine.onLimit(request, reply, outcome.info);
+          const onLimit = engine.onLimit;
+          for (const [name, value] of info.headers) reply.header(name, value);
+          await guarded('onLimit', request, () => onLimit(request, reply, info));
         }
         return reply;
+      }
       case 'error': {
-        if (engine.onError === undefined) {
+        const { onError } = engine;
+        if (onError === undefined) {
+          if (reply.raw.headersSent) return cutShort(request, reply, 'failed');
           send(reply, outcome.info.problem, failureHeaders(outcome.info.statusCode));
           return reply;
         }
         let passed = false;
-        await engine.onError(
-          outcome.error,
-          request,
-          reply,
-          () => {
-            passed = true;
-          },
-          outcome.info,
-        );
+        const pass = (): void => {
+          passed = true;
+        };
+        await guarded('onError', request, () => onError(outcome.error, request, reply, pass, outcome.info));
         return passed ? undefined : reply;
       }
     }

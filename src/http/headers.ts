@@ -64,6 +64,21 @@ export function retryAfterSeconds(retryAfterMs: number): number {
   return Math.max(1, ceilSeconds(retryAfterMs));
 }
 
+/** `r` of a decision: the whole tokens left (also the remaining of the draft-6/7 and X-RateLimit fields). */
+export function remainingOf(decision: Decision): number {
+  return Math.max(0, Math.floor(decision.remaining));
+}
+
+/** `t` of a decision, seconds (see the opening comment; also the reset of the draft-6/7 and X-RateLimit fields). */
+export function resetSecondsOf(decision: Decision): number {
+  return decision.allowed ? ceilSeconds(decision.resetAfterMs) : retryAfterSeconds(decision.retryAfterMs);
+}
+
+/** `40;w=2`: a policy as drafts -06 and -07 write it (a quota and a window, no name). */
+export function formatPolicyUnnamed(policy: PolicyWindow): string {
+  return `${policy.quota};w=${policy.windowSeconds}`;
+}
+
 /** `"default";r=10;t=2` for a decision (see the opening comment for `t`). */
 export function formatRateLimit(name: string, decision: Decision): string {
   return formatRateLimitQuoted(sfString(name), decision);
@@ -71,9 +86,7 @@ export function formatRateLimit(name: string, decision: Decision): string {
 
 /** {@link formatRateLimit} with the name already quoted by {@link sfString} (the per-request path). */
 export function formatRateLimitQuoted(quotedName: string, decision: Decision): string {
-  const remaining = Math.max(0, Math.floor(decision.remaining));
-  const t = decision.allowed ? ceilSeconds(decision.resetAfterMs) : retryAfterSeconds(decision.retryAfterMs);
-  return `${quotedName};r=${remaining};t=${t}`;
+  return `${quotedName};r=${remainingOf(decision)};t=${resetSecondsOf(decision)}`;
 }
 
 /**

@@ -17,13 +17,25 @@ export interface HttpDecisionMessage {
   readonly waitedMs: number;
 }
 
-/** `tokenpace:http:error`: the middleware could not decide. */
+/**
+ * `tokenpace:http:error`: the middleware could not decide a request, or could not answer or
+ * finish it as it should. Every such failure is published, whoever answers it.
+ */
 export interface HttpErrorMessage {
   readonly req: IncomingMessage;
-  /** Where it failed. */
-  readonly stage: 'key' | 'cost' | 'skip' | 'limiter';
+  /**
+   * Where it failed: a `key`, `cost` or `skip` function, or the limiter (the request could not be
+   * decided); the user's `onLimit` or `onError`, which threw or rejected; `next`, the handler a
+   * plain node:http middleware passed the request to, which threw; `response`, a refusal or failure
+   * that could not be answered because the response's headers had gone out (the connection was
+   * destroyed); `credit`, a cost that could not be given back (`skipSuccessfulRequests`, ...).
+   */
+  readonly stage: 'key' | 'cost' | 'skip' | 'limiter' | 'onLimit' | 'onError' | 'next' | 'response' | 'credit';
   readonly error: unknown;
-  /** The status answered (500, 503), or 0 if `onError` handled it. */
+  /**
+   * The status the middleware answered (500, 503), or 0 when it answered nothing: `onError` or the
+   * framework's error path answers, the connection was destroyed, or the response was already done.
+   */
   readonly statusCode: number;
 }
 

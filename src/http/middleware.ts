@@ -2,22 +2,27 @@
  * `rateLimit`: the 429 middleware for node:http, Connect and Express,
  * `(req, res, next) => void`; `rateLimit.fastify` is the same limiter as a
  * Fastify hook (fastify.ts). The decision is engine.ts's; this file applies
- * it to a `ServerResponse`: an admitted request gets its `RateLimit-Policy`
- * and `RateLimit` headers and goes on (`next()`); a refused one gets a 429
- * with `Retry-After` and a problem body (response.ts), unless `onLimit`
- * answers; one that could not be decided gets a 500 or 503, unless `onError`
- * answers.
+ * it to a `ServerResponse`: an admitted request gets its rate-limit fields
+ * (added to those of earlier limiters) and `req.rateLimit`, and goes on
+ * (`next()`); a refused one gets a 429 with `Retry-After` and a problem body
+ * (response.ts), unless `onLimit` answers; one that could not be decided gets
+ * a 500 or 503, unless `onError` answers. Under Express with its `trust proxy`
+ * setting on, the default key is Express's `req.ip` (unless `trustProxy` is
+ * given).
  *
- * Invariant: the server never crashes on it and no rejection goes unhandled;
- * if a user's `onLimit`, `onError` or `next` throws, the request is answered
- * 500 (or cut short if its headers have gone out).
+ * Invariants: the server never crashes on it, no rejection goes unhandled,
+ * and every request ends: a refusal or failure whose response's headers have
+ * gone out destroys the connection; a user's `onLimit` or `onError` that
+ * throws goes to `next(error)` (Express's and Connect's error path) when
+ * `next` takes an argument, else is answered 500. Each of these is published
+ * on `tokenpace:http:error`.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createEngine, type Outcome } from './engine.js';
 import { fastifyHook } from './fastify.js';
 import type { RateLimitOptions } from './rate-limit-options.js';
-import { failureHeaders, salvage, sendProblem } from './response.js';
+import { abandon, failureHeaders, salvage, sendProblem } from './response.js';
 
 /** A Connect/Express/node:http middleware. */
 export type RateLimitMiddleware = (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void;
@@ -38,7 +43,39 @@ export type RateLimitMiddleware = (req: IncomingMessage, res: ServerResponse, ne
  * }));
  */
 export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
-  const engine = createEngine(options);
+  const engine = createEngine(options, { readField: readResponseField, frameworkAddress: expressAddress });
+
+  /** A refusal or failure that can no longer be answered: its headers went out before it. */
+  const cutShort = (req: IncomingMessage, res: ServerResponse, what: string): void => {
+    const error = new Error(
+      `rateLimit could not answer a ${what} request: its response's headers had been sent (status ` +
+        `${res.statusCode}) by an earlier handler, so the connection was destroyed; put the limiter first`,
+    );
+    engine.failed(req, 'response', error, 0);
+    abandon(res);
+  };
+
+  /** A user's callback threw or rejected: Connect/Express's `next(error)` if `next` takes one, else a 500. */
+  const callbackFailed = (
+    stage: 'onLimit' | 'onError' | 'next',
+    error: unknown,
+    req: IncomingMessage,
+    res: ServerResponse,
+    next: (error?: unknown) => void,
+  ): void => {
+    if (next.length > 0) {
+      engine.failed(req, stage, error, 0);
+      try {
+        next(error);
+      } catch {
+        salvage(res);
+      }
+      return;
+    }
+    engine.failed(req, stage, error, res.headersSent ? 0 : 500);
+    salvage(res);
+  };
+
   // Synchronous for the common outcomes; only a user's onLimit/onError may return a promise.
   const apply = (
     outcome: Outcome,
@@ -56,36 +93,41 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
         return;
       case 'limit': {
         const { info } = outcome;
-        if (engine.onLimit === undefined) {
-          sendProblem(res, info.problem, info.headers);
-          return;
-        }
-        if (!res.headersSent) for (const [name, value] of info.headers) res.setHeader(name, value);
+        if (res.headersSent) return cutShort(req, res, 'refused');
+        if (engine.onLimit === undefined) return sendProblem(res, info.problem, info.headers);
+        for (const [name, value] of info.headers) res.setHeader(name, value);
         return engine.onLimit(req, res, info);
       }
       case 'error':
-        if (engine.onError === undefined) {
-          sendProblem(res, outcome.info.problem, failureHeaders(outcome.info.statusCode));
-          return;
-        }
-        return engine.onError(outcome.error, req, res, next, outcome.info);
+        if (engine.onError !== undefined) return engine.onError(outcome.error, req, res, next, outcome.info);
+        if (res.headersSent) return cutShort(req, res, 'failed');
+        return sendProblem(res, outcome.info.problem, failureHeaders(outcome.info.statusCode));
       case 'gone':
         return;
     }
   };
-  const settle = (outcome: Outcome, req: IncomingMessage, res: ServerResponse, next: () => void): void => {
+  const settle = (
+    outcome: Outcome,
+    req: IncomingMessage,
+    res: ServerResponse,
+    next: (error?: unknown) => void,
+  ): void => {
+    let pending: void | Promise<void>;
     try {
-      const pending = apply(outcome, req, res, next);
-      if (pending !== undefined) Promise.resolve(pending).catch(() => salvage(res));
-    } catch {
-      salvage(res);
+      pending = apply(outcome, req, res, next);
+    } catch (error) {
+      callbackFailed(stageOf(outcome), error, req, res, next);
+      return;
+    }
+    if (pending !== undefined) {
+      Promise.resolve(pending).catch((error: unknown) => callbackFailed(stageOf(outcome), error, req, res, next));
     }
   };
   const finish = async (
     pending: Promise<Outcome>,
     req: IncomingMessage,
     res: ServerResponse,
-    next: () => void,
+    next: (error?: unknown) => void,
   ): Promise<void> => {
     let outcome: Outcome;
     try {
@@ -97,10 +139,35 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     settle(outcome, req, res, next);
   };
   return (req, res, next) => {
-    const outcome = engine.run(req, req, res);
+    const outcome = engine.run(req, res, req, res);
     if (outcome instanceof Promise) void finish(outcome, req, res, next);
     else settle(outcome, req, res, next);
   };
 }
 
 rateLimit.fastify = fastifyHook;
+
+/** Which user callback an outcome runs: what failed if applying it threw. */
+function stageOf(outcome: Outcome): 'onLimit' | 'onError' | 'next' {
+  return outcome.kind === 'limit' ? 'onLimit' : outcome.kind === 'error' ? 'onError' : 'next';
+}
+
+/** A response field set so far, as one string. */
+function readResponseField(res: ServerResponse, name: string): string | undefined {
+  const value = res.getHeader(name);
+  if (value === undefined || typeof value === 'string') return value;
+  return Array.isArray(value) ? value.join(', ') : String(value);
+}
+
+/**
+ * Express's `req.ip` when its `trust proxy` setting is on: Express has resolved the client through
+ * its proxies, and its user expects that answer. Otherwise (plain node:http, Connect, Express with
+ * the setting off) undefined: the socket's peer, as `req.ip` would say too.
+ */
+function expressAddress(req: IncomingMessage): string | undefined {
+  const app = (req as { app?: { get?: (setting: string) => unknown } }).app;
+  if (typeof app?.get !== 'function') return undefined;
+  const setting = app.get('trust proxy');
+  if (setting === undefined || setting === false || setting === 0) return undefined;
+  return (req as { ip?: string }).ip;
+}

@@ -4,14 +4,18 @@
  *
  * Invariants of a config: exactly one source of limits (`limiter`, or `rate`
  * and `burst` from which a `KeyedLimiter` is made); `maxWait` only with a
- * limiter that has take() (a token bucket, not a window); `maxQueue` an
- * integer >= 0; the policy name printable ASCII. A bad option throws a coded
- * error naming it when `rateLimit` is called, never at a request.
+ * limiter that has take() (a token bucket, not a window); giving costs back
+ * (`skipSuccessfulRequests`, `skipFailedRequests`) only with a limiter that
+ * has credit(); `maxQueue` an integer >= 0; the policy name printable ASCII.
+ * A bad option throws a coded error naming it when `rateLimit` is called,
+ * never at a request; so does an option name it does not know, and the names
+ * users bring from express-rate-limit and @fastify/rate-limit are answered
+ * with ours (`keyGenerator` -> `key`).
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError } from '../errors.js';
+import { checkKnownOptions, InvalidOptionError } from '../errors.js';
 import { KeyedLimiter } from '../keyed/keyed-limiter.js';
 import {
   type DurationInput,
@@ -21,10 +25,10 @@ import {
   type RateInput,
   type SizeInput,
 } from '../units.js';
-import { compileTrust, type ProxyHeader, type TrustProxy } from './client-address.js';
+import { compileTrust, DEFAULT_IPV6_SUBNET, type ProxyHeader, type TrustProxy } from './client-address.js';
 import { type PolicyWindow, policyWindow } from './headers.js';
 import type { HttpErrorMessage } from './messages.js';
-import { decisionHeaders, type HeaderList, type ProblemDetails } from './response.js';
+import { type HeaderList, type HeaderStyle, type ProblemDetails, type RateFields, rateFields } from './response.js';
 import type { Decision, RateLimitDecider } from './types.js';
 
 /** What `onLimit` is told about a refused request. */
@@ -43,10 +47,21 @@ export interface LimitInfo {
 /** What `onError` is told. */
 export interface ErrorInfo {
   /** Where it failed: a user function (`key`, `cost`, `skip`) or the limiter itself. */
-  readonly stage: HttpErrorMessage['stage'];
+  readonly stage: Extract<HttpErrorMessage['stage'], 'key' | 'cost' | 'skip' | 'limiter'>;
   /** The status the default answer sends: 500, or 503 for a limiter that could not decide. */
   readonly statusCode: number;
   readonly problem: ProblemDetails;
+}
+
+/**
+ * What a handler finds on the request (`req.rateLimit`, or the property named by
+ * `requestPropertyName`): the decision of the limiter that let the request through.
+ */
+export interface RequestRateLimit extends Decision {
+  /** The policy's name as sent in the header fields (with a suffix when stacked limiters share one). */
+  readonly policy: string;
+  readonly key: string;
+  readonly cost: number;
 }
 
 /** Options for `rateLimit` and `rateLimit.fastify`. `Req`/`Res` are the framework's request and response types. */
@@ -71,8 +86,8 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   /** With `rate`: the time source of the buckets; also times `maxWait` holds. @default systemClock */
   clock?: Clock;
   /**
-   * The request's key. @default the client's address (see `trustProxy`),
-   * IPv6 grouped by /64
+   * The request's key, a non-empty string. @default the client's address
+   * (see `trustProxy`), IPv6 grouped by `ipv6Subnet`
    */
   key?: (req: Req) => string | Promise<string>;
   /** The request's cost, a number >= 0. @default 1 */
@@ -80,12 +95,27 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   /** Requests for which this returns true pass without being counted or given headers. */
   skip?: (req: Req) => boolean | Promise<boolean>;
   /**
+   * The longest a `key`, `cost` or `skip` promise may take (ms or `'2s'`):
+   * past it the request is answered 500 and a `TimeoutError` is published.
+   * @default 5000
+   */
+  functionTimeout?: DurationInput;
+  /**
    * Which forwarding hops to believe for the default key: `false` (the
    * socket's peer only), `true` (all), a hop count, a list of proxy
    * addresses/CIDR blocks, or a predicate `(address, hop) => boolean`.
+   * Not given, the framework's own answer is used when it has one: Express's
+   * `req.ip` when its `trust proxy` setting is on, Fastify's `request.ip`.
    * @default false
    */
   trustProxy?: TrustProxy;
+  /**
+   * For the default key: the prefix length (bits) that groups IPv6 clients,
+   * 1 to 128 (`false`: 128, each address its own). Any IPv6 spelling of an
+   * IPv4 address counts as the IPv4 address whatever this is.
+   * @default 64
+   */
+  ipv6Subnet?: number | false;
   /** The header that lists the forwarding chain, read only with `trustProxy`. @default 'x-forwarded-for' */
   proxyHeader?: ProxyHeader;
   /**
@@ -104,12 +134,31 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
    * `false` leaves it out always.
    */
   policy?: { rate: RateInput; burst: SizeInput } | false;
-  /** Send the `RateLimit-Policy` and `RateLimit` fields. @default true */
-  headers?: boolean;
+  /**
+   * The rate-limit header fields: `true` or `'draft-11'` (`RateLimit-Policy`
+   * and `RateLimit` as Structured Fields lists; `'draft-8'` is the same
+   * syntax), `'draft-7'` (`RateLimit: limit=40, remaining=39, reset=1`),
+   * `'draft-6'` (`RateLimit-Limit`, `-Remaining`, `-Reset`), or `false`.
+   * `Retry-After` is sent on every refusal whatever this is.
+   * @default 'draft-11'
+   */
+  headers?: boolean | HeaderStyle | 'draft-8';
+  /** Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix time, s). @default false */
+  legacyHeaders?: boolean;
+  /** Where handlers find the decision: `req[requestPropertyName]` (a {@link RequestRateLimit}); `false`: nowhere. @default 'rateLimit' */
+  requestPropertyName?: string | false;
+  /** Give an admitted request's cost back once its response has gone out with a status below 400 (see `requestWasSuccessful`). */
+  skipSuccessfulRequests?: boolean;
+  /** Give an admitted request's cost back once its response has a status of 400 or more, or did not complete. */
+  skipFailedRequests?: boolean;
+  /** What counts as a success for `skipSuccessfulRequests`/`skipFailedRequests`. @default a status below 400 */
+  requestWasSuccessful?: (req: Req, res: Res) => boolean | Promise<boolean>;
   /**
    * Answers a refused request instead of the default 429. It must end the
    * response (send the reply). The rate-limit fields and `Retry-After` are
-   * already set on the response (the reply, for Fastify).
+   * already set on the response (the reply, for Fastify). If it throws or
+   * rejects, the error goes to the framework's error path: Express's and
+   * Connect's `next(error)`, Fastify's error handler; see docs/http.md.
    */
   onLimit?: (req: Req, res: Res, info: LimitInfo) => void | Promise<void>;
   /**
@@ -121,6 +170,73 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
 }
 
 const DEFAULT_MAX_QUEUE = 1000;
+const DEFAULT_FUNCTION_TIMEOUT_MS = 5000;
+
+/** Every option's name: any other is refused when the middleware is made. */
+// biome-ignore format: a list of names
+const KNOWN = new Set([
+  'limiter', 'rate', 'burst', 'global', 'maxKeys', 'clock', 'key', 'cost', 'skip', 'functionTimeout',
+  'trustProxy', 'proxyHeader', 'ipv6Subnet', 'maxWait', 'maxQueue', 'policyName', 'policy', 'headers',
+  'legacyHeaders', 'requestPropertyName', 'skipSuccessfulRequests', 'skipFailedRequests', 'requestWasSuccessful',
+  'onLimit', 'onError',
+]);
+
+const LIMITS =
+  "give `rate` and `burst`: a token bucket (express-rate-limit's `limit: 100, windowMs: 15 * 60_000` is about `rate: '100/15min', burst: 100`); for a counter per window, `limiter: new KeyedLimiter({ algorithm: 'fixed-window', limit, window })`";
+const HEADERS =
+  "use `headers`: true or 'draft-11' (the default), 'draft-7', 'draft-6' or false, and `legacyHeaders` for X-RateLimit-*";
+const ANSWER =
+  'answer refusals yourself with `onLimit: (req, res, info) => ...` (the default is a 429 with a problem+json body)';
+const STORE =
+  'pass `limiter: new KeyedLimiter({ rate, burst, store })` with a MemoryStore or a RedisStore (its `prefix` namespaces the keys)';
+const FAIL_OPEN =
+  "write `onError: (error, req, res, next) => next()` to let requests through when the limiter fails (or a RedisStore's `onError: 'allow'`)";
+const NOT_OFFERED = 'not offered: a token bucket refills continuously (see docs/migrating.md)';
+
+/** Options users bring from express-rate-limit and @fastify/rate-limit, and what to write here instead. */
+const PEERS: Readonly<Record<string, string>> = {
+  keyGenerator: 'write `key: (req) => string`',
+  windowMs: LIMITS,
+  limit: LIMITS,
+  max: LIMITS,
+  timeWindow: LIMITS,
+  handler: 'write `onLimit: (req, res, info) => ...`',
+  message: ANSWER,
+  statusCode: ANSWER,
+  errorResponseBuilder: ANSWER,
+  standardHeaders: HEADERS,
+  enableDraftSpec: HEADERS,
+  addHeaders: HEADERS,
+  addHeadersOnExceeding: HEADERS,
+  identifier: 'use `policyName`',
+  store: STORE,
+  cache: STORE,
+  redis: STORE,
+  nameSpace: STORE,
+  validate: 'remove it: rateLimit checks every option when it is made and throws a coded error',
+  passOnStoreError: FAIL_OPEN,
+  skipOnError: FAIL_OPEN,
+  allowList: 'write `skip: (req) => ...`',
+  groupId: 'write `key`: routes that share a limit share a key',
+  hook: "register the hook you want yourself: `fastify.addHook('preHandler', rateLimit.fastify(...))`",
+  onExceeding: 'subscribe to the `tokenpace:http:decision` diagnostics channel (every decision)',
+  onExceeded: 'answer refusals with `onLimit`, or subscribe to `tokenpace:http:decision`',
+  retryAfter: "`Retry-After` is the bucket's own wait, in whole seconds rounded up; set another in `onLimit`",
+  logger: 'subscribe to the `tokenpace:http:error` diagnostics channel: every failure is published there',
+  ban: NOT_OFFERED,
+  onBanReach: NOT_OFFERED,
+  continueExceeding: NOT_OFFERED,
+  exponentialBackoff: NOT_OFFERED,
+};
+
+/** How `skipSuccessfulRequests`/`skipFailedRequests` give costs back. */
+export interface GiveBack<Req, Res> {
+  readonly successful: boolean;
+  readonly failed: boolean;
+  readonly wasSuccessful: RateLimitOptions<Req, Res>['requestWasSuccessful'];
+  /** The limiter's `credit(key, cost)`. */
+  readonly credit: (key: string, cost: number) => Promise<void>;
+}
 
 /** The options of {@link RateLimitOptions}, checked and resolved: what the engine runs on. */
 export interface RateLimitConfig<Req, Res> {
@@ -129,14 +245,20 @@ export interface RateLimitConfig<Req, Res> {
   readonly advertisedCapacity: number;
   readonly clock: Clock;
   readonly policyName: string;
-  readonly sendHeaders: boolean;
-  /** The rate-limit header fields of a decision (none when `sendHeaders` is false). */
-  readonly rateHeaders: (decision: Decision) => Array<[string, string]>;
+  /** The rate-limit header fields of a decision. */
+  readonly fields: RateFields;
   /** 0: decide at once. */
   readonly maxWaitMs: number;
   readonly maxQueue: number;
   readonly trust: ReturnType<typeof compileTrust>;
+  /** False when `trustProxy` was not given (the framework's own answer may then be used). */
+  readonly trustGiven: boolean;
   readonly proxyHeader: ProxyHeader;
+  readonly ipv6Subnet: number;
+  /** Infinity: unbounded. */
+  readonly functionTimeoutMs: number;
+  readonly requestProperty: string | undefined;
+  readonly giveBack: GiveBack<Req, Res> | undefined;
   readonly key: RateLimitOptions<Req, Res>['key'];
   readonly cost: RateLimitOptions<Req, Res>['cost'];
   readonly skip: RateLimitOptions<Req, Res>['skip'];
@@ -148,6 +270,15 @@ export interface RateLimitConfig<Req, Res> {
 export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req, Res>): RateLimitConfig<Req, Res> {
   if (options === null || typeof options !== 'object') {
     throw new InvalidOptionError('options', options, 'Expected rateLimit options to be an object');
+  }
+  checkKnownOptions(options, KNOWN, 'rateLimit options', PEERS);
+  if (options.global !== undefined && (options.global === null || typeof options.global !== 'object')) {
+    throw new InvalidOptionError(
+      'global',
+      options.global,
+      "`global` is a bucket over all keys, `{ rate, burst }`; to limit every route (@fastify/rate-limit's " +
+        "`global: true`), register the hook on the instance: fastify.addHook('onRequest', rateLimit.fastify(...))",
+    );
   }
   let limiter: RateLimitDecider;
   let policy: PolicyWindow | undefined;
@@ -197,11 +328,11 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
   }
   const clock = options.clock ?? systemClock;
   const policyName = options.policyName ?? 'default';
-  const sendHeaders = options.headers !== false;
-  const rateHeaders = decisionHeaders(policyName, policy, sendHeaders);
+  const fields = rateFields(headerStyle(options.headers), options.legacyHeaders === true, policyName, policy);
   const maxWaitMs = options.maxWait === undefined ? 0 : parseDuration(options.maxWait);
   const algorithm = (limiter as { algorithm?: unknown }).algorithm;
-  if (maxWaitMs > 0 && (algorithm === 'fixed-window' || algorithm === 'sliding-window')) {
+  const windowed = algorithm === 'fixed-window' || algorithm === 'sliding-window';
+  if (maxWaitMs > 0 && windowed) {
     // Holding a request is take(): a reservation in a token bucket. A window limiter has no take().
     throw new InvalidOptionError(
       'maxWait',
@@ -232,16 +363,94 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
     advertisedCapacity,
     clock,
     policyName,
-    sendHeaders,
-    rateHeaders,
+    fields,
     maxWaitMs,
     maxQueue,
     trust,
+    trustGiven: options.trustProxy !== undefined,
     proxyHeader,
+    ipv6Subnet: checkIpv6Subnet(options.ipv6Subnet),
+    functionTimeoutMs:
+      options.functionTimeout === undefined ? DEFAULT_FUNCTION_TIMEOUT_MS : positiveMs(options.functionTimeout),
+    requestProperty: checkRequestProperty(options.requestPropertyName),
+    giveBack: giveBackOf(options, limiter, windowed ? String(algorithm) : undefined),
     key: options.key,
     cost: options.cost,
     skip: options.skip,
     onLimit: options.onLimit,
     onError: options.onError,
   };
+}
+
+function headerStyle(value: RateLimitOptions['headers']): HeaderStyle | false {
+  if (value === undefined || value === true || value === 'draft-11' || value === 'draft-8') return 'draft-11';
+  if (value === false || value === 'draft-7' || value === 'draft-6') return value;
+  throw new InvalidOptionError(
+    'headers',
+    value,
+    `Expected \`headers\` to be true, false, 'draft-11', 'draft-8', 'draft-7' or 'draft-6', got ${String(value)}`,
+  );
+}
+
+function checkIpv6Subnet(value: number | false | undefined): number {
+  if (value === undefined) return DEFAULT_IPV6_SUBNET;
+  if (value === false) return 128;
+  if (Number.isInteger(value) && value >= 1 && value <= 128) return value;
+  throw new InvalidOptionError(
+    'ipv6Subnet',
+    value,
+    `Expected \`ipv6Subnet\` to be a prefix length from 1 to 128 (usually 48 to 64), or false, got ${String(value)}`,
+  );
+}
+
+function positiveMs(value: DurationInput): number {
+  const ms = parseDuration(value);
+  if (ms > 0) return ms;
+  throw new InvalidOptionError(
+    'functionTimeout',
+    value,
+    'Expected `functionTimeout` to be a duration above 0 (Infinity: no bound)',
+  );
+}
+
+function checkRequestProperty(value: string | false | undefined): string | undefined {
+  if (value === undefined) return 'rateLimit';
+  if (value === false) return undefined;
+  if (typeof value === 'string' && value.length > 0) return value;
+  throw new InvalidOptionError(
+    'requestPropertyName',
+    value,
+    `Expected \`requestPropertyName\` to be a non-empty string or false, got ${String(value)}`,
+  );
+}
+
+function giveBackOf<Req, Res>(
+  options: RateLimitOptions<Req, Res>,
+  limiter: RateLimitDecider,
+  windowAlgorithm: string | undefined,
+): GiveBack<Req, Res> | undefined {
+  const successful = options.skipSuccessfulRequests === true;
+  const failed = options.skipFailedRequests === true;
+  if (!successful && !failed) {
+    if (options.requestWasSuccessful !== undefined) {
+      throw new InvalidOptionError(
+        'requestWasSuccessful',
+        options.requestWasSuccessful,
+        '`requestWasSuccessful` is read only with `skipSuccessfulRequests` or `skipFailedRequests`: give one of them',
+      );
+    }
+    return undefined;
+  }
+  const option = successful ? 'skipSuccessfulRequests' : 'skipFailedRequests';
+  if (windowAlgorithm !== undefined || typeof limiter.credit !== 'function') {
+    throw new InvalidOptionError(
+      option,
+      true,
+      `\`${option}\` gives a request's cost back with the limiter's credit(key, cost), which ` +
+        `${windowAlgorithm === undefined ? 'this limiter does not have' : `a '${windowAlgorithm}' limiter does not have`}: ` +
+        'use a token-bucket limiter (rate and burst, or a KeyedLimiter on a MemoryStore or RedisStore)',
+    );
+  }
+  const credit = limiter.credit.bind(limiter);
+  return { successful, failed, wasSuccessful: options.requestWasSuccessful, credit };
 }

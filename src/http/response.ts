@@ -1,17 +1,28 @@
 /**
  * From a decision to what the client is sent: the rate-limit header fields
- * (headers.ts formats them), `Retry-After`, and the RFC 9457
+ * (draft-11 by default, draft-7, draft-6, `X-RateLimit-*`; headers.ts formats
+ * the values), `Retry-After`, and the RFC 9457
  * `application/problem+json` bodies of a 429, 500 or 503.
  *
  * Invariants: a refusal carries `Retry-After` in whole seconds, rounded up,
- * at least 1; a limiter that could not decide answers 503 with `Retry-After:
- * 1`, a user function that threw or a cost above the burst 500; nothing is
- * written to a response whose headers have gone out (it is then cut short,
- * never answered twice).
+ * at least 1, whatever header style; a limiter that could not decide answers
+ * 503 with `Retry-After: 1`, a user function that threw or a cost above the
+ * burst 500; stacked limiters add to each other's fields, never overwrite
+ * them (see {@link RateFields}); nothing is written to a response whose
+ * headers have gone out: it is cut short ({@link abandon}), never left
+ * hanging and never answered twice.
  */
 
 import type { ServerResponse } from 'node:http';
-import { formatPolicy, formatRateLimitQuoted, type PolicyWindow, sfString } from './headers.js';
+import {
+  formatPolicy,
+  formatPolicyUnnamed,
+  formatRateLimitQuoted,
+  type PolicyWindow,
+  remainingOf,
+  resetSecondsOf,
+  sfString,
+} from './headers.js';
 import type { HttpErrorMessage } from './messages.js';
 import type { Decision } from './types.js';
 
@@ -33,28 +44,134 @@ export type HeaderList = ReadonlyArray<readonly [string, string]>;
 export const NO_HEADERS: HeaderList = Object.freeze([]);
 export const PROBLEM_TYPE = 'application/problem+json';
 
+/** The rate-limit fields a limiter sends besides `Retry-After` (see `RateLimitOptions.headers`). */
+export type HeaderStyle = 'draft-11' | 'draft-7' | 'draft-6';
+
+/** Reads a field set on the response so far (by an earlier limiter), by its lowercase name. */
+export type FieldReader<Res> = (res: Res, name: string) => string | undefined;
+
 /**
- * The header fields of a decision under the policy `policyName`: the
- * `RateLimit-Policy` field (when `policy` is known) and `RateLimit`; none when
- * `send` is false. Validates the name once, here.
+ * One limiter's rate-limit fields. `first` is the common case, when no earlier
+ * limiter has written (the response has no `marker` field); `stacked` merges
+ * with what earlier limiters wrote: list fields (`RateLimit-Policy`, draft-11's
+ * `RateLimit`) get this limiter's item appended, under a name no earlier item
+ * has (`default-2`, `default-3`, ... when two share one); single-valued fields
+ * (draft-7's `RateLimit`, draft-6's and the `X-RateLimit-*` trios) keep the
+ * most restrictive layer's values: they are replaced unless they already say
+ * fewer remaining.
  */
-export function decisionHeaders(
-  policyName: string,
-  policy: PolicyWindow | undefined,
-  send: boolean,
-): (decision: Decision) => Array<[string, string]> {
-  const quotedName = sfString(policyName); // validates, once
-  const policyHeader = send && policy !== undefined ? formatPolicy(policyName, policy) : undefined;
-  return (decision: Decision): Array<[string, string]> => {
-    if (!send) return [];
-    const list: Array<[string, string]> = [];
-    if (policyHeader !== undefined) list.push(['RateLimit-Policy', policyHeader]);
-    list.push(['RateLimit', formatRateLimitQuoted(quotedName, decision)]);
-    return list;
-  };
+export interface RateFields {
+  /** The lowercase field whose presence means an earlier limiter wrote (undefined: this one sends none). */
+  readonly marker: string | undefined;
+  first(decision: Decision): Array<[string, string]>;
+  stacked<Res>(decision: Decision, res: Res, read: FieldReader<Res>): { name: string; fields: Array<[string, string]> };
 }
 
-/** The 429 body of a refusal that may be retried in `seconds` (its `Retry-After`). */
+/** Makes a limiter's {@link RateFields}; validates the policy name once, here. */
+export function rateFields(
+  style: HeaderStyle | false,
+  legacy: boolean,
+  policyName: string,
+  policy: PolicyWindow | undefined,
+): RateFields {
+  const quotedName = sfString(policyName); // validates, once
+  const unnamedPolicy = policy === undefined ? undefined : formatPolicyUnnamed(policy);
+  const namedPolicy = policy === undefined ? undefined : formatPolicy(policyName, policy);
+  const marker =
+    style === 'draft-6' ? 'ratelimit-remaining' : style !== false ? 'ratelimit' : legacy ? LEGACY : undefined;
+  // The limit of the single-valued forms: the advertised quota per window, else the bucket's capacity.
+  const limitOf = (decision: Decision): number => policy?.quota ?? decision.limit;
+  const draft7 = (decision: Decision): string =>
+    `limit=${limitOf(decision)}, remaining=${remainingOf(decision)}, reset=${resetSecondsOf(decision)}`;
+  const pushTrio = (list: Array<[string, string]>, prefix: string, decision: Decision, reset: number): void => {
+    list.push([`${prefix}Limit`, String(limitOf(decision))]);
+    list.push([`${prefix}Remaining`, String(remainingOf(decision))]);
+    list.push([`${prefix}Reset`, String(reset)]);
+  };
+  const pushLegacy = (list: Array<[string, string]>, decision: Decision): void =>
+    pushTrio(list, 'X-RateLimit-', decision, unixSecondsIn(resetSecondsOf(decision)));
+
+  const first = (decision: Decision): Array<[string, string]> => {
+    const list: Array<[string, string]> = [];
+    if (style === 'draft-11') {
+      if (namedPolicy !== undefined) list.push(['RateLimit-Policy', namedPolicy]);
+      list.push(['RateLimit', formatRateLimitQuoted(quotedName, decision)]);
+    } else if (style !== false) {
+      if (unnamedPolicy !== undefined) list.push(['RateLimit-Policy', unnamedPolicy]);
+      if (style === 'draft-7') list.push(['RateLimit', draft7(decision)]);
+      else pushTrio(list, 'RateLimit-', decision, resetSecondsOf(decision));
+    }
+    if (legacy) pushLegacy(list, decision);
+    return list;
+  };
+
+  const stacked = <Res>(decision: Decision, res: Res, read: FieldReader<Res>) => {
+    const list: Array<[string, string]> = [];
+    let name = policyName;
+    const remaining = remainingOf(decision);
+    const policies = style === false ? undefined : read(res, 'ratelimit-policy');
+    if (style === 'draft-11') {
+      const limits = read(res, 'ratelimit');
+      let quoted = quotedName;
+      for (let n = 2; hasItem(limits, quoted) || hasItem(policies, quoted); n++) {
+        name = `${policyName}-${n}`;
+        quoted = sfString(name);
+      }
+      if (policy !== undefined) list.push(['RateLimit-Policy', appendItem(policies, formatPolicy(name, policy))]);
+      list.push(['RateLimit', appendItem(limits, formatRateLimitQuoted(quoted, decision))]);
+    } else if (style !== false) {
+      if (unnamedPolicy !== undefined) list.push(['RateLimit-Policy', appendItem(policies, unnamedPolicy)]);
+      if (style === 'draft-7') {
+        const earlier = /remaining=(\d+)/.exec(read(res, 'ratelimit') ?? '')?.[1];
+        if (remaining <= wholeOr(earlier)) list.push(['RateLimit', draft7(decision)]);
+      } else if (remaining <= wholeOr(read(res, 'ratelimit-remaining'))) {
+        pushTrio(list, 'RateLimit-', decision, resetSecondsOf(decision));
+      }
+    }
+    if (legacy && remaining <= wholeOr(read(res, 'x-ratelimit-remaining'))) pushLegacy(list, decision);
+    return { name, fields: list };
+  };
+
+  return { marker, first, stacked };
+}
+
+const LEGACY = 'x-ratelimit-remaining';
+
+/** A whole number of remaining units written by an earlier layer, or Infinity if there is none. */
+function wholeOr(text: string | undefined): number {
+  const value = text === undefined || text === '' ? Number.NaN : Number(text);
+  return Number.isFinite(value) ? value : Number.POSITIVE_INFINITY;
+}
+
+/** Whether a list field has an item named `quoted` (an sf-string, as sfString writes it). */
+function hasItem(field: string | undefined, quoted: string): boolean {
+  if (field === undefined) return false;
+  for (let at = field.indexOf(quoted); at >= 0; at = field.indexOf(quoted, at + 1)) {
+    const before = field.slice(0, at).trimEnd();
+    const after = field[at + quoted.length];
+    if (
+      (before === '' || before.endsWith(',')) &&
+      (after === undefined || after === ';' || after === ',' || after === ' ')
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
+
+function appendItem(field: string | undefined, item: string): string {
+  return field === undefined || field === '' ? item : `${field}, ${item}`;
+}
+
+/**
+ * `X-RateLimit-Reset`: the Unix time (s, rounded up) `seconds` from now. Read from the process's
+ * monotonic clock and its start (`performance.timeOrigin`), not `Date.now()`, so it never jumps.
+ */
+function unixSecondsIn(seconds: number): number {
+  return Math.ceil((performance.timeOrigin + performance.now()) / 1000) + seconds;
+}
+
+/** The 429 body of a refusal that may be retried in `seconds` (its `Retry-After`), by the policy named `policyName`. */
 export function refusalProblem(seconds: number, policyName: string): ProblemDetails {
   return {
     type: QUOTA_EXCEEDED,
@@ -87,24 +204,33 @@ export function failureHeaders(statusCode: number): HeaderList {
   return statusCode === 503 ? [['Retry-After', '1']] : NO_HEADERS;
 }
 
-/** Ends `res` with a problem details body, unless something was already sent. */
+/** Ends `res` with a problem details body; the caller has checked that its headers have not gone out. */
 export function sendProblem(res: ServerResponse, problem: ProblemDetails, headers: HeaderList): void {
-  if (res.headersSent || res.writableEnded) return;
   res.statusCode = problem.status;
   for (const [name, value] of headers) res.setHeader(name, value);
   res.setHeader('Content-Type', PROBLEM_TYPE);
   res.end(JSON.stringify(problem));
 }
 
-/** The last resort when a user callback (onLimit, onError, next) itself failed. */
+/**
+ * Ends a response that can no longer be answered as it should (its headers went out before the
+ * limiter refused it, or a user's callback failed after that): the connection is destroyed, so the
+ * client sees it close before the response is complete, never a success. Nothing if it has ended.
+ */
+export function abandon(res: ServerResponse): void {
+  if (!res.writableEnded) res.destroy();
+}
+
+/** The 500 body when a user's callback (onLimit, onError, next) itself failed. */
+export const CALLBACK_FAILED: ProblemDetails = Object.freeze({
+  type: 'about:blank',
+  title: 'Internal Server Error',
+  status: 500,
+  detail: 'The request could not be handled.',
+});
+
+/** The last resort when a user callback failed: a 500 if nothing was sent yet, else {@link abandon}. */
 export function salvage(res: ServerResponse): void {
-  if (!res.headersSent) {
-    sendProblem(
-      res,
-      { type: 'about:blank', title: 'Internal Server Error', status: 500, detail: 'The request could not be handled.' },
-      NO_HEADERS,
-    );
-  } else if (!res.writableEnded) {
-    res.destroy();
-  }
+  if (!res.headersSent) sendProblem(res, CALLBACK_FAILED, NO_HEADERS);
+  else abandon(res);
 }

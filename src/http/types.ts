@@ -1,10 +1,11 @@
 /**
  * The contract between the HTTP adapters and the limiter that decides.
  *
- * The middleware needs two verbs of a keyed limiter, nothing more: `tryTake`
- * to decide now, and `take` to wait (for `maxWait`). They are
+ * The middleware needs two verbs of a keyed limiter: `tryTake` to decide
+ * now, and `take` to wait (for `maxWait`); and a third, `credit`, only to
+ * give costs back (`skipSuccessfulRequests`, `skipFailedRequests`). They are
  * `KeyedLimiter`'s (src/keyed/keyed-limiter.ts), written structurally here so
- * that any object with these two methods will do: a `KeyedLimiter` (memory or
+ * that any object with these methods will do: a `KeyedLimiter` (memory or
  * Redis store), or one of your own. `rateLimit({ rate, burst })` makes a
  * `KeyedLimiter` itself.
  */
@@ -34,4 +35,9 @@ export interface RateLimitDecider {
   tryTake(key: string, cost?: number): ReturnType<KeyedLimiter['tryTake']>;
   /** Reserves `cost` and resolves when it conforms; over `maxWait` rejects with `WaitTooLongError`. */
   take(key: string, cost?: number, options?: DeciderTakeOptions): ReturnType<KeyedLimiter['take']>;
+  /**
+   * Gives `cost` back to `key`'s bucket (and the global one), never above the capacity: what
+   * `skipSuccessfulRequests`/`skipFailedRequests` call once a response is done. Optional otherwise.
+   */
+  credit?(key: string, cost?: number): Promise<void>;
 }

@@ -12,7 +12,8 @@
  *   `maxWait` charges nothing and rejects with `WaitTooLongError`; an abort
  *   gives back what Go's cancel rule allows and rejects with the signal's reason.
  * - `peek(key, cost)` says what `tryTake` would, spending nothing; `reset(key)`
- *   forgets a key (its bucket is full again).
+ *   forgets a key (its bucket is full again); `credit(key, cost)` gives back
+ *   the cost of a request that, once done, should not count.
  *
  * With `global`, a request is admitted only if the key's bucket and the global
  * bucket both have the tokens; when either refuses, neither is charged. The
@@ -390,6 +391,27 @@ export class KeyedLimiter {
       resetAfterMs: timeToFullMs(tokens, op.bucket),
       limit: op.bucket.capacity,
     };
+  }
+
+  /**
+   * Gives `cost` tokens back to `key`'s bucket (and the global one), never above the capacity, for a
+   * request that, once done, should not count (bucket.ts's `credit`; `rateLimit`'s
+   * `skipSuccessfulRequests`). Rejects for a window limiter or a store without `credit`.
+   */
+  credit(key: string, cost = 1): Promise<void> {
+    const store = this.store;
+    try {
+      if (this.#window !== undefined || store.credit === undefined) {
+        throw new NotSupportedError(
+          `credit() gives tokens back to a token bucket; ${this.#window !== undefined ? `a '${this.algorithm}' limiter` : 'this store'} ` +
+            'has none to give them to: use rate and burst with a MemoryStore or RedisStore',
+        );
+      }
+      this.#check(key, cost);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return store.credit({ key, cost, bucket: this.#bucket, global: this.#global });
   }
 
   /** Forgets `key`: its bucket is full again. The global bucket is untouched. */

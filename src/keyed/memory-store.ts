@@ -40,11 +40,12 @@ import {
   chargeNew,
   clampToCapacity,
   conformsAt,
+  credit,
   delayUntil,
   refund,
   tokensAt,
 } from '../meters/bucket.js';
-import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
+import type { KeyedStore, StoreCredit, StoreMode, StoreOp, StoreResult } from './store.js';
 
 /** Options for {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -285,6 +286,24 @@ export class MemoryStore implements KeyedStore {
 
   /** {@link refund} at an explicit time. @internal */
   refundAt(nowMs: number, op: StoreOp, result: StoreResult): void {
+    this.#giveBack(nowMs, op, result);
+  }
+
+  credit(op: StoreCredit): Promise<void> {
+    this.creditAt(this.#clock.now(), op);
+    return Promise.resolve();
+  }
+
+  /** {@link credit} at an explicit time. @internal */
+  creditAt(nowMs: number, op: StoreCredit): void {
+    this.#giveBack(nowMs, op, undefined);
+  }
+
+  /**
+   * Gives `op.cost` back to the key's bucket (if it still has one) and the global one: by the
+   * cancel rule for the reservation `reserved` (its due times), or as a credit without one.
+   */
+  #giveBack(nowMs: number, op: StoreCredit, reserved: StoreResult | undefined): void {
     const slot = this.#slots.get(op.key);
     if (slot !== undefined) {
       const k = this.#scratch;
@@ -292,14 +311,16 @@ export class MemoryStore implements KeyedStore {
       k.tokens = state[2 * slot] as number;
       k.updatedAtMs = state[2 * slot + 1] as number;
       clampToCapacity(k, op.bucket);
-      refund(k, op.bucket, nowMs, op.cost, result.readyAtMs);
+      if (reserved === undefined) credit(k, op.bucket, nowMs, op.cost);
+      else refund(k, op.bucket, nowMs, op.cost, reserved.readyAtMs);
       state[2 * slot] = k.tokens;
       state[2 * slot + 1] = k.updatedAtMs;
     }
     const g = this.#global;
     if (op.global !== undefined && !Number.isNaN(g.tokens)) {
       clampToCapacity(g, op.global);
-      refund(g, op.global, nowMs, op.cost, result.globalReadyAtMs);
+      if (reserved === undefined) credit(g, op.global, nowMs, op.cost);
+      else refund(g, op.global, nowMs, op.cost, reserved.globalReadyAtMs);
     }
   }
 

@@ -29,7 +29,7 @@
  * virtual clock, whose durations are not Redis's, a minute), rate, capacity,
  * global rate (empty = none), global capacity, then per operation its mode and
  * cost and what the mode needs: `t` try, `p` peek: nothing; `r` reserve:
- * maxWaitMs (-1 = any); `c` cancel: readyAtMs, globalReadyAtMs.
+ * maxWaitMs (-1 = any); `c` cancel: readyAtMs, globalReadyAtMs; `a` credit: nothing.
  * Reply: nowMs, then per operation: allowed (1/0), tokens, ms until the key's
  * bucket holds the cost, and with a global bucket its tokens and its wait.
  */
@@ -49,7 +49,7 @@ if has_g then
   grate = tonumber(ARGV[6])
   gcap = tonumber(ARGV[7])
 end
-${bucketLua('fmt', 'tokens_at', 'delay_until', 'conforms_at', 'charge', 'refund', 'clamp_to_capacity', 'time_to_full_ms')}
+${bucketLua('fmt', 'tokens_at', 'delay_until', 'conforms_at', 'charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
 local function load(k, r, c)
@@ -92,15 +92,15 @@ for i = 1, n do
   local k = KEYS[ki]
   ki = ki + 1
   local b = load(k, rate, cap)
-  if mode == 'c' then
-    -- MemoryStore.refundAt
-    refund(b, rate, cap, now, cost, tonumber(ARGV[a]))
+  if mode == 'c' or mode == 'a' then
+    -- MemoryStore.refundAt (c) and creditAt (a)
+    if mode == 'c' then refund(b, rate, cap, now, cost, tonumber(ARGV[a])) else credit(b, rate, cap, now, cost) end
     store(k, b, rate, cap)
     if has_g then
-      refund(g, grate, gcap, now, cost, tonumber(ARGV[a + 1]))
+      if mode == 'c' then refund(g, grate, gcap, now, cost, tonumber(ARGV[a + 1])) else credit(g, grate, gcap, now, cost) end
       g_dirty = true
     end
-    a = a + 2
+    if mode == 'c' then a = a + 2 end
     o = o + 1; out[o] = '1'
     o = o + 1; out[o] = fmt(b.tokens)
     o = o + 1; out[o] = '0'

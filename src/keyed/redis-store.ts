@@ -60,7 +60,7 @@ import { clusterSlot } from '../redis/cluster-slot.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import { MemoryStore } from './memory-store.js';
 import { KEYED_SCRIPT } from './redis-script.js';
-import type { KeyedStore, StoreOp, StoreResult } from './store.js';
+import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../redis/client.js';
 export { DEFAULT_TIMEOUT_MS, type FailurePolicy, type RedisStoreEvents } from '../redis/health.js';
@@ -214,6 +214,35 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     return new Promise<void>((resolve) => {
       this.#enqueue({ op, cancel: result, resolve: () => resolve() });
     });
+  }
+
+  /**
+   * Gives `op.cost` back (bucket.ts's `credit`) in one script call of its own. While Redis is
+   * unreachable, only the `'local'` policy charged anything: its own bucket gets the credit.
+   * A credit that fails is lost (it errs on the strict side) and counts as a failure.
+   */
+  credit(op: StoreCredit): Promise<void> {
+    if (!this.#health.usable) return this.#local === undefined ? Promise.resolve() : this.#local.credit(op);
+    const { bucket, global } = op;
+    const hasGlobal = global !== undefined;
+    const keys = hasGlobal ? [this.globalKey, this.keyFor(op.key, true)] : [this.keyFor(op.key, false)];
+    // The call's layout is #send's (redis-script.ts), for one `a` operation.
+    const args = [
+      '1',
+      this.#now === undefined ? '' : String(this.#now()),
+      this.#now === undefined ? '0' : String(VIRTUAL_CLOCK_MIN_TTL_MS),
+      String(bucket.ratePerSecond),
+      String(bucket.capacity),
+      hasGlobal ? String(global.ratePerSecond) : '',
+      hasGlobal ? String(global.capacity) : '',
+      'a',
+      String(op.cost),
+    ];
+    this.stats.calls++;
+    return this.#health.withTimeout(this.#run(keys, args)).then(
+      () => undefined,
+      (error: unknown) => this.#health.failed(errorOf(error), 1),
+    );
   }
 
   async reset(key: string): Promise<void> {

@@ -22,7 +22,10 @@
  * - `peek`: what `try` would say, changing nothing.
  *
  * A reservation is cancelled with `refund(op, result)`, which gives back what
- * Go's cancel rule allows (`refund` in src/meters/bucket.ts).
+ * Go's cancel rule allows (`refund` in src/meters/bucket.ts). A cost that was
+ * charged for a request that, once done, should not count is given back with
+ * `credit(op)` (bucket.ts's `credit`: added, capped at the capacity; there
+ * is no later reservation to protect).
  */
 
 import type { BucketParams } from '../meters/bucket.js';
@@ -80,6 +83,15 @@ export interface KeyedStore {
   decide(op: StoreOp): Promise<StoreResult>;
   /** Cancels a reservation that `decide` made (`mode: 'reserve'`, allowed), by Go's cancel rule. */
   refund(op: StoreOp, result: StoreResult): Promise<void>;
+  /**
+   * Gives `op.cost` back to the key's bucket and the global one, never above their capacities
+   * (a key the store no longer has is full: nothing to give). Optional for stores of your own;
+   * `KeyedLimiter.credit` needs it.
+   */
+  credit?(op: StoreCredit): Promise<void>;
   /** Forgets a key: its bucket is full again. The global bucket is untouched. */
   reset(key: string): Promise<void>;
 }
+
+/** What a {@link KeyedStore.credit} gives back, and to which buckets. */
+export type StoreCredit = Pick<StoreOp, 'key' | 'cost' | 'bucket' | 'global'>;

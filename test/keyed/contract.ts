@@ -294,5 +294,23 @@ export function storeContract(name: string, makeStore: StoreFactory): void {
       await waiting;
       expect(done).toBe(true);
     });
+
+    it('credit gives a cost back to the key and the global bucket, never above either capacity', async () => {
+      const { fc, limiter } = setup({ rate: 1, burst: 5, global: { rate: 1, burst: 8 } });
+      expect(await takeMany(limiter, 'a', 5)).toBe(5); // a: 0, global: 3
+      await limiter.credit('a', 2); // a: 2, global: 5
+      expect(await limiter.peek('a')).toMatchObject({ remaining: 2 });
+      expect(await takeMany(limiter, 'b', 5)).toBe(5); // the global had 5 for b
+      expect((await limiter.tryTake('c')).allowed).toBe(false); // and is empty now
+      await limiter.credit('a', 5); // a: min(5, 2 + 5); global: 5
+      expect(await takeMany(limiter, 'a', 9)).toBe(5);
+      // A key the store does not have is full (nothing to add); the global bucket, charged too, gets 3.
+      await limiter.credit('never-seen', 3);
+      fc.timers.tick(3000); // global: 6
+      expect(await takeMany(limiter, 'never-seen', 9)).toBe(5);
+      expect(await takeMany(limiter, 'c', 9)).toBe(1);
+      await expectRejection(limiter.credit('a', 6), CostExceedsCapacityError, { cost: 6, capacity: 5 });
+      await expectRejection(limiter.credit(''), InvalidOptionError, { option: 'key' });
+    });
   });
 }
