@@ -30,32 +30,53 @@
  * each refused one is told to retry in (1 - tokens) / 20 s.
  */
 
-import { type Clock, systemClock } from '../clock.js';
+import { type Clock, checkClock } from '../clock.js';
 import { keyedDecisionChannel, keyedRefusalChannel } from '../diagnostics.js';
-import { InvalidOptionError, NotSupportedError, StoreUnavailableError, WaitTooLongError } from '../errors.js';
+import {
+  checkKnownOptions,
+  checkOptions,
+  checkSignal,
+  InvalidOptionError,
+  NotSupportedError,
+  StoreUnavailableError,
+  WaitTooLongError,
+} from '../errors.js';
 import {
   type BucketParams,
   bucketParams,
+  burstParam,
   checkCost,
   largestConforming,
+  rateParam,
   timeToFullMs,
   tokensAt,
 } from '../meters/bucket.js';
 import type { Decision } from '../meters/decision.js';
 import { checkWindowCost, type WindowParams, windowParams } from '../meters/windows.js';
+import { parseDuration, type RateInput, type SizeInput } from '../units.js';
 import {
-  type DurationInput,
-  parseDuration,
-  parseRate,
-  parseSizeOption,
-  type RateInput,
-  type SizeInput,
-} from '../units.js';
+  BUCKET_OPTIONS,
+  type BucketKeyedLimiterOptions,
+  checkStore,
+  globalParams,
+  type KeyedLimiterOptions,
+  type KeyedTakeOptions,
+  PEER_OPTIONS,
+  WINDOW_OPTIONS,
+  type WindowKeyedLimiterOptions,
+} from './keyed-options.js';
 import { MemoryStore } from './memory-store.js';
 import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
 import { MemoryWindowStore, type WindowKind, type WindowStore } from './window-store.js';
 
-/** The global bucket's parameters. */
+export type {
+  BucketKeyedLimiterOptions,
+  GlobalLimitOptions,
+  KeyedLimiterOptions,
+  KeyedTakeOptions,
+  WindowKeyedLimiterOptions,
+} from './keyed-options.js';
+
 /** `tokenpace:keyed:decision`: a KeyedLimiter's store answered (`peek` is not published). */
 export interface KeyedDecisionMessage {
   readonly limiter: KeyedLimiter;
@@ -88,77 +109,6 @@ export interface KeyedRefusalMessage {
   readonly reason: 'limit' | 'max-wait' | 'store-unavailable';
   /** When to try again, ms. */
   readonly retryAfterMs: number;
-}
-
-export interface GlobalLimitOptions {
-  /** Tokens per second for all keys together. */
-  rate: RateInput;
-  /** Capacity of the global bucket. */
-  burst: SizeInput;
-}
-
-/** Options for a {@link KeyedLimiter} with a token bucket per key (the default algorithm). */
-export interface BucketKeyedLimiterOptions {
-  /** @default 'token-bucket' */
-  algorithm?: 'token-bucket';
-  /** Each key's refill rate: a number per second or a string like `'100/min'`. */
-  rate: RateInput;
-  /** Each key's capacity (its largest burst). A new key starts full. */
-  burst: SizeInput;
-  /**
-   * Where bucket state lives. Use one store (or one Redis `prefix`) per limiter.
-   * @default a MemoryStore with `maxKeys` and `clock`
-   */
-  store?: KeyedStore;
-  /** A bucket over every key: a request needs tokens from both. */
-  global?: GlobalLimitOptions;
-  /**
-   * For the default MemoryStore: the most keys kept (full buckets are dropped first, then the least
-   * recently used). Pass it to the store instead when you give a `store`.
-   * @default 100_000
-   */
-  maxKeys?: number;
-  /** Time for the default store and for `take`'s waits. @default systemClock */
-  clock?: Clock;
-}
-
-/**
- * Options for a {@link KeyedLimiter} that counts per window: at most `limit` cost per key in each
- * fixed window (`'fixed-window'`) or in any window of length `window` (`'sliding-window'`), with
- * the arithmetic of FixedWindow and SlidingWindow (src/meters/windows.ts).
- */
-export interface WindowKeyedLimiterOptions {
-  algorithm: 'fixed-window' | 'sliding-window';
-  /** The most cost (requests, for cost 1) per key per window. */
-  limit: number;
-  /** The window's length: ms or a string such as `'1 min'`. */
-  window: DurationInput;
-  /**
-   * For `'sliding-window'`: `'log'` (exact, memory only) or `'counter'` (the two-counter estimate,
-   * memory or Redis). @default 'log' in memory, 'counter' with a RedisWindowStore
-   */
-  mode?: 'log' | 'counter';
-  /** Where the counters live. @default a MemoryWindowStore with `maxKeys` and `clock` */
-  store?: WindowStore;
-  /** For the default MemoryWindowStore: the most keys kept. @default 100_000 */
-  maxKeys?: number;
-  /** Time for the default store. @default systemClock */
-  clock?: Clock;
-  rate?: never;
-  burst?: never;
-  /** Not offered with windows: a global limit is a token bucket's. */
-  global?: never;
-}
-
-/** Options for {@link KeyedLimiter}: a token bucket per key (`rate`, `burst`), or a window (`algorithm`, `limit`, `window`). */
-export type KeyedLimiterOptions = BucketKeyedLimiterOptions | WindowKeyedLimiterOptions;
-
-/** Options for {@link KeyedLimiter.take}. */
-export interface KeyedTakeOptions {
-  /** Aborting it while waiting gives the tokens back (by the cancel rule) and rejects with the signal's reason. */
-  signal?: AbortSignal;
-  /** Refuse (charging nothing) a wait longer than this: ms or a string like `'2s'`. @default Infinity */
-  maxWait?: DurationInput;
 }
 
 /**
@@ -195,9 +145,15 @@ export class KeyedLimiter {
   };
 
   constructor(options: KeyedLimiterOptions) {
-    const algorithm = options?.algorithm ?? 'token-bucket';
+    checkOptions(
+      options,
+      "KeyedLimiter options ({ rate, burst } or { algorithm: 'fixed-window', limit, window })",
+      true,
+    );
+    const algorithm = options.algorithm ?? 'token-bucket';
     if (algorithm === 'fixed-window' || algorithm === 'sliding-window') {
       const o = options as WindowKeyedLimiterOptions;
+      checkKnownOptions(o, WINDOW_OPTIONS, `KeyedLimiter options (algorithm '${algorithm}')`, PEER_OPTIONS);
       if (o.global !== undefined) {
         throw new InvalidOptionError(
           'global',
@@ -231,6 +187,7 @@ export class KeyedLimiter {
           '`maxKeys` configures the default memory store; with a `store`, pass it to the store instead',
         );
       }
+      if (o.store !== undefined) checkOptions(o.store, 'store (a MemoryWindowStore or RedisWindowStore)', true);
       if (o.store !== undefined && typeof (o.store as Partial<WindowStore>).decideWindow !== 'function') {
         throw new InvalidOptionError(
           'store',
@@ -240,7 +197,7 @@ export class KeyedLimiter {
       }
       this.algorithm = algorithm;
       this.#window = { kind, params };
-      this.#clock = o.clock ?? systemClock;
+      this.#clock = checkClock(o.clock);
       this.windowStore = o.store ?? new MemoryWindowStore({ maxKeys: o.maxKeys, clock: this.#clock });
       this.#bucket = { ratePerSecond: params.limit / (params.windowMs / 1000), capacity: params.limit };
       this.#global = undefined;
@@ -259,15 +216,12 @@ export class KeyedLimiter {
     this.#window = undefined;
     this.windowStore = undefined;
     options = options as BucketKeyedLimiterOptions;
+    checkKnownOptions(options, BUCKET_OPTIONS, 'KeyedLimiter options', PEER_OPTIONS);
     this.#bucket = bucketParams(options.rate, options.burst);
-    this.#global =
-      options.global === undefined
-        ? undefined
-        : {
-            ratePerSecond: parseRate(options.global.rate),
-            capacity: parseSizeOption(options.global.burst, 'global.burst'),
-          };
-    this.#clock = options.clock ?? systemClock;
+    this.#global = globalParams(options.global);
+    this.#clock = checkClock(options.clock);
+    if (options.store !== undefined)
+      checkStore(options.store, ['decide', 'refund', 'reset'], 'a KeyedStore (MemoryStore, RedisStore)');
     if (options.store !== undefined && options.maxKeys !== undefined) {
       throw new InvalidOptionError(
         'maxKeys',
@@ -345,7 +299,8 @@ export class KeyedLimiter {
           '(wait retryAfterMs yourself), or use rate and burst for a limiter that can wait',
       );
     }
-    const { signal } = options;
+    checkOptions(options, 'take options ({ signal, maxWait })', false);
+    const signal = checkSignal(options.signal);
     const maxWaitMs = options.maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(options.maxWait);
     this.#check(key, cost);
     signal?.throwIfAborted();
@@ -431,13 +386,13 @@ export class KeyedLimiter {
    */
   setRate(rate: RateInput): void {
     this.#bucketOnly('setRate');
-    this.#bucket = { ratePerSecond: parseRate(rate), capacity: this.#bucket.capacity };
+    this.#bucket = { ratePerSecond: rateParam(rate), capacity: this.#bucket.capacity };
   }
 
   /** Changes each key's burst from now on; tokens above a smaller burst are dropped at the key's next decision. */
   setBurst(burst: SizeInput): void {
     this.#bucketOnly('setBurst');
-    this.#bucket = { ratePerSecond: this.#bucket.ratePerSecond, capacity: parseSizeOption(burst, 'burst') };
+    this.#bucket = { ratePerSecond: this.#bucket.ratePerSecond, capacity: burstParam(burst) };
   }
 
   #bucketOnly(verb: string): void {
