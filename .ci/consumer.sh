@@ -223,6 +223,13 @@ step "TypeScript --strict, moduleResolution bundler"
 step "run the compiled TypeScript consumers"
 (cd "$app" && node out/consumer.js >/dev/null && node out/consumer.cjs)
 
+step "the README's quick starts, as plain JavaScript in the consumer project"
+# The examples import undici and pg too: the consumer gets this checkout's copies (offline).
+for dep in undici pg pg-types pg-protocol pg-pool pg-connection-string pgpass pg-int8 postgres-array postgres-bytea postgres-date postgres-interval split2 xtend pg-cloudflare; do
+  [ -e "$repo/node_modules/$dep" ] && ln -sfn "$repo/node_modules/$dep" "$app/node_modules/$dep"
+done
+node "$repo/.ci/readme-examples.mjs" "$app" "$repo"
+
 step "npm install of the folder (a link to it as it is)"
 linked="$work/linked"
 mkdir "$linked"
