@@ -63,7 +63,7 @@ export type {
   HttpDecisionMessage,
   HttpErrorMessage,
 } from './http/messages.js';
-export { type RateLimitMiddleware, rateLimit } from './http/middleware.js';
+export { type HttpRequest, type RateLimitMiddleware, rateLimit } from './http/middleware.js';
 export type { ErrorInfo, LimitInfo, RateLimitOptions, RequestRateLimit } from './http/rate-limit-options.js';
 export type { HeaderStyle, ProblemDetails } from './http/response.js';
 export type { DeciderTakeOptions, RateLimitDecider } from './http/types.js';

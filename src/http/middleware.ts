@@ -24,8 +24,23 @@ import { fastifyHook } from './fastify.js';
 import type { RateLimitOptions } from './rate-limit-options.js';
 import { abandon, failureHeaders, salvage, sendProblem } from './response.js';
 
-/** A Connect/Express/node:http middleware. */
-export type RateLimitMiddleware = (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void;
+/** A Connect/Express/node:http middleware over the framework's request and response types. */
+export type RateLimitMiddleware<
+  Req extends IncomingMessage = IncomingMessage,
+  Res extends ServerResponse = ServerResponse,
+> = (req: Req, res: Res, next: (error?: unknown) => void) => void;
+
+/**
+ * The request `rateLimit`'s callbacks see when TypeScript cannot tell the framework's own type
+ * (`app.get(path, rateLimit(...), handler)`): node:http's, with the fields Express adds that a key
+ * function reads. With `app.use(rateLimit(...))` they see Express's `Request` itself.
+ */
+export interface HttpRequest extends IncomingMessage {
+  /** Express's client address (with its `trust proxy` setting); undefined in plain node:http. */
+  readonly ip?: string | undefined;
+  /** Express's path without the query string. */
+  readonly path?: string | undefined;
+}
 
 /**
  * A rate-limit middleware for node:http, Connect and Express:
@@ -42,7 +57,15 @@ export type RateLimitMiddleware = (req: IncomingMessage, res: ServerResponse, ne
  *   key: (req) => String(req.headers['x-api-key'] ?? 'anonymous'),
  * }));
  */
-export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
+export function rateLimit<Req extends IncomingMessage = HttpRequest, Res extends ServerResponse = ServerResponse>(
+  options: RateLimitOptions<Req, Res>,
+): RateLimitMiddleware<Req, Res> {
+  // The callbacks are the user's, typed by their framework; the engine hands them the very objects
+  // the framework passed in, so the request and response types are only narrowed, never changed.
+  return nodeMiddleware(options as unknown as RateLimitOptions) as RateLimitMiddleware<Req, Res>;
+}
+
+function nodeMiddleware(options: RateLimitOptions): RateLimitMiddleware {
   const engine = createEngine(options, { readField: readResponseField, frameworkAddress: expressAddress });
 
   /** A refusal or failure that can no longer be answered: its headers went out before it. */
