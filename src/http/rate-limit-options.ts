@@ -14,8 +14,8 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type Clock, systemClock } from '../clock.js';
-import { checkKnownOptions, InvalidOptionError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import { checkKnownOptions, describeValue, InvalidOptionError } from '../errors.js';
 import { KeyedLimiter } from '../keyed/keyed-limiter.js';
 import {
   type DurationInput,
@@ -326,8 +326,8 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
     advertisedCapacity = made.burst;
     if (options.policy !== false) policy = policyWindow(made.rate, made.burst);
   }
-  const clock = options.clock ?? systemClock;
-  const policyName = options.policyName ?? 'default';
+  const clock = checkClock(options.clock);
+  const policyName = checkPolicyName(options.policyName);
   const fields = rateFields(headerStyle(options.headers), options.legacyHeaders === true, policyName, policy);
   const maxWaitMs = options.maxWait === undefined ? 0 : parseDuration(options.maxWait);
   const algorithm = (limiter as { algorithm?: unknown }).algorithm;
@@ -374,12 +374,33 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
       options.functionTimeout === undefined ? DEFAULT_FUNCTION_TIMEOUT_MS : positiveMs(options.functionTimeout),
     requestProperty: checkRequestProperty(options.requestPropertyName),
     giveBack: giveBackOf(options, limiter, windowed ? String(algorithm) : undefined),
-    key: options.key,
-    cost: options.cost,
-    skip: options.skip,
-    onLimit: options.onLimit,
-    onError: options.onError,
+    key: callback(options.key, 'key', '(req) => string'),
+    cost: callback(options.cost, 'cost', '(req) => number'),
+    skip: callback(options.skip, 'skip', '(req) => boolean'),
+    onLimit: callback(options.onLimit, 'onLimit', '(req, res, info) => void'),
+    onError: callback(options.onError, 'onError', '(error, req, res, next, info) => void'),
   };
+}
+
+/** A callback option: a function or nothing, refused now rather than failing every request later. */
+function callback<F>(value: F | undefined, option: string, shape: string): F | undefined {
+  if (value === undefined || typeof value === 'function') return value;
+  throw new InvalidOptionError(
+    option,
+    value,
+    `Expected \`${option}\` to be a function ${shape}, got ${describeValue(value)}`,
+  );
+}
+
+/** The policy's name in RateLimit-Policy and RateLimit: a non-empty string (quoted there as a structured-field string). */
+function checkPolicyName(value: unknown): string {
+  if (value === undefined) return 'default';
+  if (typeof value === 'string' && value !== '' && /^[\x20-\x7e]*$/.test(value)) return value;
+  throw new InvalidOptionError(
+    'policyName',
+    value,
+    `Expected \`policyName\` to be a non-empty string of printable ASCII characters, got ${describeValue(value)}`,
+  );
 }
 
 function headerStyle(value: RateLimitOptions['headers']): HeaderStyle | false {
@@ -452,5 +473,6 @@ function giveBackOf<Req, Res>(
     );
   }
   const credit = limiter.credit.bind(limiter);
-  return { successful, failed, wasSuccessful: options.requestWasSuccessful, credit };
+  const wasSuccessful = callback(options.requestWasSuccessful, 'requestWasSuccessful', '(req, res) => boolean');
+  return { successful, failed, wasSuccessful, credit };
 }

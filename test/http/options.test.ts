@@ -115,3 +115,32 @@ describe('option values', () => {
     await expectRejection(windowed.credit('k'), NotSupportedError, { code: 'ERR_NOT_SUPPORTED' }, /fixed-window/);
   });
 });
+
+describe('values that would fail every request later are refused when the middleware is made', () => {
+  it.each([
+    ['key', 'notfn', /Expected `key` to be a function \(req\) => string, got "notfn"/],
+    ['cost', 3, /Expected `cost` to be a function/],
+    ['skip', true, /Expected `skip` to be a function/],
+    ['onLimit', 5, /Expected `onLimit` to be a function \(req, res, info\) => void, got 5/],
+    ['onError', 'x', /Expected `onError` to be a function/],
+    ['policyName', 5, /Expected `policyName` to be a non-empty string/],
+    ['policyName', '', /Expected `policyName` to be a non-empty string/],
+    ['clock', {}, /Expected `clock` to have now\(\)/],
+  ])('%s: %j', (option, value, message) => {
+    const error = refusal(() => rateLimit(loose({ rate: 1, burst: 2, [option]: value })), option);
+    expect(error.message).toMatch(message);
+  });
+
+  it('a clock that is not one is refused with a limiter of your own too', () => {
+    const limiter = new KeyedLimiter({ rate: 1, burst: 2 });
+    refusal(() => rateLimit(loose({ limiter, clock: { now: 5 } })), 'clock');
+  });
+
+  it('requestWasSuccessful must be a function', () => {
+    const error = refusal(
+      () => rateLimit(loose({ rate: 1, burst: 2, skipFailedRequests: true, requestWasSuccessful: 200 })),
+      'requestWasSuccessful',
+    );
+    expect(error.message).toMatch(/\(req, res\) => boolean/);
+  });
+});
