@@ -205,17 +205,38 @@ try {
 if (!first || code !== 'ERR_COST_EXCEEDS_CAPACITY') throw new Error('TokenBucket misbehaves under require');
 console.log('ts cjs ok');
 EOF
+# What Express and Fastify users write, without type parameters: the callbacks see their framework's
+# own request type. The frameworks and their types come from this checkout (linked, offline).
+mkdir -p "$app/node_modules/@types"
+for dep in express fastify; do ln -sfn "$repo/node_modules/$dep" "$app/node_modules/$dep"; done
+for dep in "$repo"/node_modules/@types/*; do ln -sfn "$dep" "$app/node_modules/@types/$(basename "$dep")"; done
+cat >"$app/frameworks.ts" <<'EOF'
+import express from 'express';
+import Fastify from 'fastify';
+import { rateLimit } from 'tokenpace';
+
+const app = express();
+app.set('trust proxy', 'loopback');
+app.use(rateLimit({ rate: 10, burst: 20, key: (req) => req.ip ?? 'unknown' }));
+app.get('/report', rateLimit({ rate: 1, burst: 5, key: (req) => `${req.ip}`, cost: () => 5 }), (_req, res) => {
+  res.send('ok');
+});
+
+const server = Fastify();
+server.addHook('onRequest', rateLimit.fastify({ rate: 10, burst: 20, key: (request) => request.ip ?? 'x' }));
+export { app, server };
+EOF
 # The nodenext run also checks the shipped .d.ts themselves (skipLibCheck false); the bundler run
 # differs only in how 'tokenpace' is resolved, so it skips them, which halves its time.
 common='"strict": true, "target": "ES2022", "lib": ["ES2023"],
   "types": ["node"], "typeRoots": ["'"$repo"'/node_modules/@types"]'
 cat >"$app/tsconfig.nodenext.json" <<EOF
 { "compilerOptions": { $common, "skipLibCheck": false, "module": "nodenext", "moduleResolution": "nodenext",
-  "outDir": "out" }, "files": ["consumer.ts", "consumer.cts"] }
+  "outDir": "out" }, "files": ["consumer.ts", "consumer.cts", "frameworks.ts"] }
 EOF
 cat >"$app/tsconfig.bundler.json" <<EOF
 { "compilerOptions": { $common, "skipLibCheck": true, "module": "preserve", "moduleResolution": "bundler",
-  "noEmit": true }, "files": ["consumer.ts"] }
+  "noEmit": true }, "files": ["consumer.ts", "frameworks.ts"] }
 EOF
 (cd "$app" && "${tsc[@]}" -p tsconfig.nodenext.json)
 step "TypeScript --strict, moduleResolution bundler"
