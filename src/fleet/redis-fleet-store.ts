@@ -186,8 +186,8 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const { key } = op;
     const ids = op.release.map((l) => l.leaseId);
     this.#forget(key, ids);
-    const local = op.release.filter((l) => l.source !== 'store');
-    if (local.length !== 0) await this.#fallback?.release(key, local);
+    // The fallback holds the policy's leases and, in an outage, the ones Redis granted (seeded).
+    if (op.release.length !== 0) await this.#fallback?.release(key, op.release);
     if (!this.#health.usable) {
       this.#defer(key, ids);
       return this.#exchangeByPolicy(op);
