@@ -39,7 +39,7 @@ import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import type { BucketState } from '../meters/bucket.js';
-import { evalScript, isNodeRedis, type RedisClientLike } from '../redis/client.js';
+import { evalScript, type RedisClientLike } from '../redis/client.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import { FLEET_SCRIPT } from './script.js';
 import {
@@ -127,9 +127,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     // One store serves every fleet key of a process, and each Scheduler on it listens for its
     // `degraded` and `recovered` (until closed): more than ten is normal, not a leak.
     this.setMaxListeners(0);
-    const { client } = options;
-    this.#nodeRedis = isNodeRedis(client);
     const failure = failureOptions(options);
+    const { client } = options;
+    this.#nodeRedis = failure.nodeRedis;
     const expectedWorkers = options.expectedWorkers ?? (options.onError === 'local' ? Number.NaN : 1);
     if (!(Number.isSafeInteger(expectedWorkers) && expectedWorkers >= 1)) {
       throw new InvalidOptionError(
@@ -152,10 +152,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     }
     this.#client = client;
     this.#clock = options.clock ?? systemClock;
-    if (options.now !== undefined && typeof options.now !== 'function') {
-      throw new InvalidOptionError('now', options.now, 'Expected `now` to be a function that returns ms');
-    }
-    this.#now = options.now;
+    this.#now = failure.now;
     this.prefix = prefix;
     this.policy = failure.policy;
     this.expectedWorkers = expectedWorkers;

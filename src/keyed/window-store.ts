@@ -28,7 +28,7 @@ import {
   slidingLogTake,
   type WindowParams,
 } from '../meters/windows.js';
-import { evalScript, isNodeRedis, luaNow } from '../redis/client.js';
+import { evalScript, luaNow } from '../redis/client.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import {
   DENY_RETRY_AFTER_MS,
@@ -288,9 +288,9 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
 
   constructor(options: RedisWindowStoreOptions) {
     super();
-    const { client } = options;
-    const nodeRedis = isNodeRedis(client);
     const failure = failureOptions(options);
+    const { client } = options;
+    const nodeRedis = failure.nodeRedis;
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0) {
       throw new InvalidOptionError('prefix', prefix, `Expected \`prefix\` to be a non-empty string, got ${prefix}`);
@@ -301,7 +301,7 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#client = client;
     this.#nodeRedis = nodeRedis;
-    this.#now = options.now;
+    this.#now = failure.now;
     this.#clock = options.clock ?? systemClock;
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
     this.#local =
