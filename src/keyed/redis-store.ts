@@ -49,7 +49,7 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { evalScript, type IoredisLikeClient, type NodeRedisLikeClient, type RedisClientLike } from '../redis/client.js';
+import { delKeys, evalScript, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import { MemoryStore } from './memory-store.js';
@@ -355,9 +355,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   }
 
   #del(keys: string[]): Promise<unknown> {
-    return this.#nodeRedis
-      ? (this.#client as NodeRedisLikeClient).del(keys)
-      : (this.#client as IoredisLikeClient).del(...keys);
+    return delKeys(this.#client, this.#nodeRedis, keys);
   }
 
   #failed(error: Error, batch: Pending[]): void {
