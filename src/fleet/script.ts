@@ -5,7 +5,9 @@
  * The bucket is the meter's arithmetic (`src/meters/bucket.ts`: `tokensAt`,
  * `delayUntil`, `charge`, `refund`, `rebill`, `reconfigure`, `slackFor`), by
  * its Lua twin (src/redis/bucket-lua.ts), with the time from Redis's `TIME`,
- * so workers with skewed clocks agree. The concurrency budget is a set of leases: a sorted set of lease ids
+ * so workers with skewed clocks agree; a `TIME` earlier than the last update
+ * re-counts from it (`rewind`: no token created, no key shut for the step).
+ * The concurrency budget is a set of leases: a sorted set of lease ids
  * scored by expiry (ms, Redis time) and a hash of their weights; the sum of
  * the weights is kept in the state hash (`inf`), and leases whose expiry has
  * passed are purged at the start of every call, so a crashed worker's units
@@ -79,7 +81,7 @@ local op = ARGV[1]
 ${luaNow(2)}
 local TTL = tonumber(ARGV[3])
 local late = ARGV[7] ~= '' and now > tonumber(ARGV[7])
-${bucketLua('fmt', 'slack_for', 'tokens_at', 'delay_until', 'charge', 'refund', 'rebill', 'reconfigure', 'clamp_to_capacity')}
+${bucketLua('fmt', 'slack_for', 'tokens_at', 'rewind', 'delay_until', 'charge', 'refund', 'rebill', 'reconfigure', 'clamp_to_capacity')}
 
 -- the parameters, and the bucket b (rate -1: none; then b is kept but not used)
 local rate, burst, conc, b, inf
@@ -90,6 +92,7 @@ if not v[1] then
 else
   rate = tonumber(v[1]); burst = tonumber(v[2]); conc = tonumber(v[3])
   b = { tokens = tonumber(v[4]), upd = tonumber(v[5]) }; inf = tonumber(v[6])
+  rewind(b, now) -- TIME went backwards: re-count from the earlier time (bucket.ts rewind)
 end
 
 local function drop(ids)

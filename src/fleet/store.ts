@@ -39,6 +39,7 @@ import {
   rebill,
   reconfigure,
   refund,
+  rewind,
   slackFor,
   tokensAt,
 } from '../meters/bucket.js';
@@ -389,6 +390,7 @@ export class MemoryFleetStore implements FleetStore {
       };
       this.#keys.set(key, state);
     }
+    rewind(state.bucket, now); // a clock that went backwards: bucket.ts rewind, as the script
     this.#purge(state, now);
     return state;
   }

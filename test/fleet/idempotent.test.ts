@@ -155,3 +155,23 @@ describe('exchanges are idempotent per lease id', () => {
     client.disconnect();
   });
 });
+
+describe("Redis's clock going backwards", () => {
+  it('re-counts from the earlier time: no token created, no key shut for the step', async () => {
+    const client = new Redis({ port: server.port, host: '127.0.0.1' });
+    let t = 10_000_000;
+    const store = new RedisFleetStore({ client, onError: 'deny', now: () => t });
+    const key = `backwards-${Date.now()}`;
+    const p: FleetParams = { ratePerSecond: 10, capacity: 2, concurrency: Number.POSITIVE_INFINITY };
+    const ask = (leaseId: string) =>
+      store.exchange({ ...op(key, [leaseId]), params: p, acquire: [{ cost: 1, maxWaitMs: 60_000, leaseId }] });
+    expect((await ask('a')).grants[0]?.delayMs).toBe(0);
+    expect((await ask('b')).grants[0]?.delayMs).toBe(0); // empty now
+    t -= 5000; // a fail-over to a server 5 s behind
+    const after = await ask('c');
+    expect(after.tokens).toBeLessThanOrEqual(0); // nothing earned by the step
+    expect(after.grants[0]?.delayMs).toBeCloseTo(100, 0); // one token's refill, not 5 s + 100 ms
+    store.close();
+    client.disconnect();
+  });
+});
