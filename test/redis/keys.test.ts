@@ -5,6 +5,7 @@
  */
 
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
 import type { FleetParams } from '../../src/fleet/store.js';
@@ -46,6 +47,20 @@ describe('lone surrogates', () => {
     expect((await limiter.tryTake(A)).allowed).toBe(true);
     expect((await limiter.tryTake(B)).allowed).toBe(false);
     store.close();
+  });
+
+  it('RedisStore on node-redis keeps them apart too (the WTF-8 bytes go as a Buffer)', async () => {
+    const nodeClient = createClient({ socket: { port: server.port, host: '127.0.0.1' } });
+    await nodeClient.connect();
+    const store = new RedisStore({ client: nodeClient, onError: 'deny', prefix: `lonen-${Date.now()}` });
+    const limiter = new KeyedLimiter({ rate: 1, burst: 1, store });
+    expect((await limiter.tryTake(A)).allowed).toBe(true);
+    expect((await limiter.tryTake(A)).allowed).toBe(false);
+    expect((await limiter.tryTake(B)).allowed).toBe(true);
+    await limiter.reset(B);
+    expect((await limiter.tryTake(B)).allowed).toBe(true);
+    store.close();
+    nodeClient.destroy();
   });
 
   it('RedisWindowStore keeps them apart, as the MemoryWindowStore does', async () => {
