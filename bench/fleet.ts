@@ -13,7 +13,11 @@
  *   Redis);
  * - a worker killed (SIGKILL) while it holds the only unit: how long until
  *   another worker's job starts (fleet: leaseMs 1500; bottleneck: job
- *   `expiration` 1500, which its README recommends for exactly this).
+ *   `expiration` 1500, which its README recommends for exactly this);
+ * - Redis killed (SIGKILL) under load and restarted empty on the same port
+ *   after 3 s: how long from its first PONG until the store answers again and
+ *   until the fleet (leaseMs 10 s, onError 'deny', the default timeoutMs and
+ *   probeIntervalMs) starts its next job, with the client's offline queue on.
  */
 
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
@@ -21,7 +25,9 @@ import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { RedisFleetStore } from '../src/fleet/redis-fleet-store.js';
 import { FLEET_SCRIPT } from '../src/fleet/script.js';
+import { Scheduler } from '../src/scheduler/scheduler.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { formatOps, type Section, table } from './harness.js';
 
@@ -71,6 +77,7 @@ function redisBenchmark(port: number): Promise<number | string> {
       '1000000000',
       '1000000000',
       '-1',
+      '',
       '1000',
       '100',
       '0',
@@ -84,6 +91,57 @@ function redisBenchmark(port: number): Promise<number | string> {
       resolve(match ? Number(match[1]) : `(no figure: ${stdout.trim().slice(-200)})`);
     });
   });
+}
+
+/** One restart under load: ms from the restarted server's first PONG to `recovered` and to the next job start. */
+async function recovery(
+  server: Awaited<ReturnType<typeof startRedis>>,
+  Redis: typeof import('ioredis').Redis,
+  round: number,
+): Promise<string[]> {
+  const client = new Redis({ port: server.port, host: '127.0.0.1' });
+  client.on('error', () => {});
+  const store = new RedisFleetStore({ client, onError: 'deny' });
+  const key = `bench-recovery-${process.pid}-${keySeq++}`;
+  const scheduler = new Scheduler({ store, key, rate: 100, burst: 5, concurrency: 4, leaseMs: 10_000, pollMs: 10 });
+  let lastStart = 0;
+  let recoveredAt = 0;
+  store.on('recovered', () => {
+    recoveredAt = performance.now();
+  });
+  let running = true;
+  const jobs: Promise<unknown>[] = [];
+  const feed = (async () => {
+    while (running) {
+      while (scheduler.size < 20) {
+        jobs.push(
+          scheduler
+            .schedule(async () => {
+              lastStart = performance.now();
+              await new Promise((r) => setTimeout(r, 20));
+            })
+            .catch(() => {}),
+        );
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 1000));
+  await server.stop();
+  await new Promise((r) => setTimeout(r, 3000));
+  await server.restart();
+  const backAt = performance.now();
+  while (lastStart < backAt && performance.now() - backAt < 15_000) await new Promise((r) => setTimeout(r, 2));
+  const firstMs = lastStart >= backAt ? `${(lastStart - backAt).toFixed(0)} ms` : 'none within 15 s';
+  const storeMs = recoveredAt >= backAt ? `${(recoveredAt - backAt).toFixed(0)} ms` : '-';
+  running = false;
+  await feed;
+  scheduler.clear();
+  await Promise.all(jobs);
+  await scheduler.close();
+  store.close();
+  client.disconnect();
+  return [String(round), storeMs, firstMs];
 }
 
 export const fleetSection: Section = {
@@ -205,6 +263,10 @@ export const fleetSection: Section = {
       }
       out.push('#### A worker killed (SIGKILL) while holding the only unit: until another worker runs', '');
       out.push(table(['contender', 'unit back after'], killRows), '');
+      out.push('#### Redis killed under load and restarted empty after 3 s (leaseMs 10 s, onError deny)', '');
+      const recoveryRows: string[][] = [];
+      for (let round = 0; round < 3; round++) recoveryRows.push(await recovery(server, Redis, round + 1));
+      out.push(table(['round', 'store answers again after', 'first job start after'], recoveryRows), '');
       out.push('Figures from a 2-core machine shared with other work: compare within a run, not across machines.');
     } finally {
       await server.stop();

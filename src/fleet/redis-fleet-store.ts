@@ -38,12 +38,14 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { evalScript, isNodeRedis, type RedisClientLike } from '../redis/client.js';
+import type { BucketState } from '../meters/bucket.js';
+import { evalScript, type RedisClientLike } from '../redis/client.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import { FLEET_SCRIPT } from './script.js';
 import {
   type AcquireOp,
   type AcquireResult,
+  type ExchangeAcquire,
   type ExchangeGrant,
   type ExchangeOp,
   type ExchangeResult,
@@ -107,6 +109,16 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   /** The last parameters Redis gave per key: what the fallback uses. */
   readonly #known = new Map<string, FleetParams>();
   #fallback: MemoryFleetStore | undefined;
+  /** Per key, the leases this process holds (granted by Redis or by the policy, not given back): lease id -> cost. */
+  readonly #held = new Map<string, Map<string, number>>();
+  /** Per key, lease ids to drop in Redis at the next call that reaches it. */
+  readonly #pending = new Map<string, Set<string>>();
+  /** Per key, the lease length last asked for. */
+  readonly #leaseMs = new Map<string, number>();
+  /** Per key, the bucket's tokens Redis last reported, dated by this process's clock. */
+  readonly #bucketSeen = new Map<string, BucketState>();
+  /** The store's time minus this process's clock, from the last answer (undefined before one). */
+  #offsetMs: number | undefined;
   /** Timeouts, degrading, probes and recovery: the one policy of every store in Redis. */
   readonly #health: RedisHealth;
 
@@ -115,9 +127,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     // One store serves every fleet key of a process, and each Scheduler on it listens for its
     // `degraded` and `recovered` (until closed): more than ten is normal, not a leak.
     this.setMaxListeners(0);
-    const { client } = options;
-    this.#nodeRedis = isNodeRedis(client);
     const failure = failureOptions(options);
+    const { client } = options;
+    this.#nodeRedis = failure.nodeRedis;
     const expectedWorkers = options.expectedWorkers ?? (options.onError === 'local' ? Number.NaN : 1);
     if (!(Number.isSafeInteger(expectedWorkers) && expectedWorkers >= 1)) {
       throw new InvalidOptionError(
@@ -140,10 +152,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     }
     this.#client = client;
     this.#clock = options.clock ?? systemClock;
-    if (options.now !== undefined && typeof options.now !== 'function') {
-      throw new InvalidOptionError('now', options.now, 'Expected `now` to be a function that returns ms');
-    }
-    this.#now = options.now;
+    this.#now = failure.now;
     this.prefix = prefix;
     this.policy = failure.policy;
     this.expectedWorkers = expectedWorkers;
@@ -151,6 +160,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     this.probeIntervalMs = failure.probeIntervalMs;
     this.idleTtlMs = idleTtlMs ?? 86_400_000;
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), { failures: 0 });
+    this.on('recovered', () => this.#resync());
   }
 
   /** False while calls are answered by the failure policy. */
@@ -170,28 +180,41 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   }
 
   async exchange(op: ExchangeOp): Promise<ExchangeResult> {
-    const remote = op.release.filter((l) => l.source === 'store');
-    if (remote.length !== op.release.length) {
-      await this.#fallback?.release(
-        op.key,
-        op.release.filter((l) => l.source !== 'store'),
-      );
+    const { key } = op;
+    const ids = op.release.map((l) => l.leaseId);
+    this.#forget(key, ids);
+    // The fallback holds the policy's leases and, in an outage, the ones Redis granted (seeded).
+    if (op.release.length !== 0) await this.#fallback?.release(key, op.release);
+    if (!this.#health.usable) {
+      this.#defer(key, ids);
+      return this.#exchangeByPolicy(op);
     }
-    if (!this.#health.usable) return this.#exchangeByPolicy(op);
-    const args = ['b', String(op.leaseMs), String(op.claimTtlMs), String(remote.length)];
-    for (const lease of remote) args.push(lease.leaseId);
+    const release = [...this.#takePending(key), ...ids];
+    const args = ['b', String(op.leaseMs), String(op.claimTtlMs), String(release.length), ...release];
     for (const a of op.acquire) {
       args.push(String(a.cost), a.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(a.maxWaitMs), a.leaseId);
     }
-    const reply = await this.#call(op.key, op.params, args);
-    if (reply === undefined) return this.#exchangeByPolicy(op);
+    this.#leaseMs.set(key, op.leaseMs);
+    const reply = await this.#call(key, op.params, args);
+    if (reply === undefined) {
+      // Redis may still carry the call out (a paused server resumes, a client replays its queue):
+      // its releases are sent again, and whatever it granted is given back, at the next call.
+      this.#defer(key, release);
+      this.#defer(
+        key,
+        op.acquire.map((a) => a.leaseId),
+      );
+      return this.#exchangeByPolicy(op);
+    }
     const grants: ExchangeGrant[] = [];
     for (let i = 0; i < op.acquire.length; i++) {
-      grants.push({
+      const grant: ExchangeGrant = {
         status: GRANT[reply.grants[3 * i] as string] ?? 'later',
         delayMs: Number(reply.grants[3 * i + 1]),
         readyAtMs: Number(reply.grants[3 * i + 2]),
-      });
+      };
+      if (grant.status === 'ok') this.#hold(key, op.acquire[i] as ExchangeAcquire);
+      grants.push(grant);
     }
     return { ...reply.snapshot, grants };
   }
@@ -203,27 +226,37 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   }
 
   async cancel(key: string, lease: HeldLease, readyAtMs: number): Promise<void> {
-    if (lease.source !== 'store') return this.#fallback?.cancel(key, lease, readyAtMs);
-    if (!this.healthy) return; // the lease expires in Redis by itself
-    await this.#call(key, undefined, ['c', lease.leaseId, String(lease.cost), String(readyAtMs)]);
+    this.#forget(key, [lease.leaseId]);
+    if (lease.source !== 'store' || !this.#health.usable) {
+      await this.#fallback?.cancel(key, lease, readyAtMs);
+      // Redis may hold it (a lease adopted after an outage, or granted by a call given up on).
+      return this.#giveBack(key, [lease.leaseId]);
+    }
+    const reply = await this.#call(key, undefined, ['c', lease.leaseId, String(lease.cost), String(readyAtMs)]);
+    if (reply === undefined) this.#defer(key, [lease.leaseId]);
   }
 
+  /**
+   * Renews every lease given (whoever granted it) in Redis, adding back the ones it lost: after an
+   * outage Redis counts every job that runs, the ones the policy started included.
+   */
   async renew(key: string, leases: readonly HeldLease[], leaseMs: number): Promise<void> {
+    this.#leaseMs.set(key, leaseMs);
+    for (const lease of leases) this.#hold(key, lease);
+    if (!this.#health.usable) {
+      await this.#fallback?.renew(key, leases, leaseMs);
+      return;
+    }
     const local = leases.filter((l) => l.source !== 'store');
     if (local.length > 0) await this.#fallback?.renew(key, local, leaseMs);
-    const remote = leases.filter((l) => l.source === 'store');
-    if (remote.length === 0 || !this.healthy) return;
-    const args = ['r', String(leaseMs)];
-    for (const lease of remote) args.push(lease.leaseId, String(lease.cost));
-    await this.#call(key, undefined, args);
+    await this.#renewInRedis(key, leases, leaseMs);
   }
 
   async release(key: string, leases: readonly HeldLease[]): Promise<void> {
-    const local = leases.filter((l) => l.source !== 'store');
-    if (local.length > 0) await this.#fallback?.release(key, local);
-    const remote = leases.filter((l) => l.source === 'store');
-    if (remote.length === 0 || !this.healthy) return;
-    await this.#call(key, undefined, ['b', '0', '0', String(remote.length), ...remote.map((l) => l.leaseId)]);
+    const ids = leases.map((l) => l.leaseId);
+    this.#forget(key, ids);
+    if (this.#fallback !== undefined) await this.#fallback.release(key, leases);
+    await this.#giveBack(key, ids);
   }
 
   async adjust(key: string, deltaCost: number, defaults: FleetParams): Promise<FleetSnapshot> {
@@ -231,8 +264,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     if (reply !== undefined) return reply.snapshot;
     // Redis is away: the policy's local bucket (if any) takes the change, as it took the jobs.
     if (this.#fallback !== undefined && this.policy !== 'deny') {
-      const share = this.policy === 'local' ? this.expectedWorkers : 1;
-      const snapshot = await this.#fallback.adjust(key, deltaCost, shareOf(this.#known.get(key) ?? defaults, share));
+      const share = shareOf(this.#known.get(key) ?? defaults, this.policy === 'local' ? this.expectedWorkers : 1);
+      this.#seed(key, share);
+      const snapshot = await this.#fallback.adjust(key, deltaCost, share);
       return { ...snapshot, source: this.policy };
     }
     throw new StoreUnavailableError(`could not adjust a job's charge for ${JSON.stringify(key)}: Redis is unavailable`);
@@ -278,14 +312,95 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       };
     }
     if (this.#fallback === undefined) this.#fallback = new MemoryFleetStore({ clock: this.#clock });
-    const share = this.policy === 'local' ? this.expectedWorkers : 1;
-    const result = this.#fallback.exchangeNow({
-      ...op,
-      release: op.release.filter((l) => l.source !== 'store'),
-      params: shareOf(params, share),
-    });
+    const share = shareOf(params, this.policy === 'local' ? this.expectedWorkers : 1);
+    this.#seed(op.key, share);
+    const result = this.#fallback.exchangeNow({ ...op, release: [], params: share });
+    for (let i = 0; i < op.acquire.length; i++) {
+      if (result.grants[i]?.status === 'ok') this.#hold(op.key, op.acquire[i] as ExchangeAcquire);
+    }
     result.source = this.policy;
     return result;
+  }
+
+  /**
+   * The fallback's state for `key`, on first use in an outage: the share of the limits, the share
+   * of the tokens Redis last reported, and every lease this process holds (its jobs that run).
+   */
+  #seed(key: string, share: FleetParams): void {
+    const fallback = this.#fallback as MemoryFleetStore;
+    const whole = this.#known.get(key);
+    const last = this.#bucketSeen.get(key);
+    const part = whole !== undefined && whole.capacity > 0 ? share.capacity / whole.capacity : 1;
+    const bucket =
+      last === undefined || !Number.isFinite(last.tokens)
+        ? { tokens: share.capacity, updatedAtMs: this.#clock.now() }
+        : { tokens: last.tokens * part, updatedAtMs: last.updatedAtMs };
+    const leases: HeldLease[] = [];
+    for (const [leaseId, cost] of this.#held.get(key) ?? []) leases.push({ leaseId, cost, source: 'store' });
+    fallback.seed(key, share, bucket, leases, this.#leaseMs.get(key) ?? 60_000);
+  }
+
+  /** A lease this process now holds, whoever granted it. */
+  #hold(key: string, a: { leaseId: string; cost: number }): void {
+    const held = this.#held.get(key) ?? new Map<string, number>();
+    this.#held.set(key, held);
+    held.set(a.leaseId, a.cost);
+  }
+
+  /** Leases given back (their jobs ended or never started). */
+  #forget(key: string, ids: readonly string[]): void {
+    const held = this.#held.get(key);
+    if (held === undefined) return;
+    for (const id of ids) held.delete(id);
+    if (held.size === 0) this.#held.delete(key);
+  }
+
+  /** Lease ids to drop in Redis at the next call that reaches it (dropping one it lacks does nothing). */
+  #defer(key: string, ids: readonly string[]): void {
+    if (ids.length === 0) return;
+    const pending = this.#pending.get(key) ?? new Set<string>();
+    this.#pending.set(key, pending);
+    for (const id of ids) pending.add(id);
+  }
+
+  #takePending(key: string): string[] {
+    const pending = this.#pending.get(key);
+    if (pending === undefined) return [];
+    this.#pending.delete(key);
+    return [...pending];
+  }
+
+  /** Drops `ids` in Redis now, or at the next call that reaches it. */
+  async #giveBack(key: string, ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    if (!this.#health.usable) return this.#defer(key, ids);
+    const release = [...this.#takePending(key), ...ids];
+    const reply = await this.#call(key, undefined, ['b', '0', '0', String(release.length), ...release]);
+    if (reply === undefined) this.#defer(key, release);
+  }
+
+  /** One `r`: the pending releases first, then the leases renewed (added back where Redis lacks them). */
+  async #renewInRedis(key: string, leases: Iterable<HeldLease>, leaseMs: number): Promise<void> {
+    const release = this.#takePending(key);
+    const args = ['r', String(leaseMs), String(release.length), ...release];
+    for (const lease of leases) args.push(lease.leaseId, String(lease.cost));
+    const reply = await this.#call(key, undefined, args);
+    if (reply === undefined) this.#defer(key, release);
+  }
+
+  /**
+   * Redis answers again: per key, the releases it missed, then every lease of this process renewed
+   * and added back where Redis lost it (a restart), in one call before any new grant.
+   */
+  #resync(): void {
+    const keys = new Set([...this.#pending.keys(), ...this.#held.keys()]);
+    for (const key of keys) {
+      const leases: HeldLease[] = [];
+      for (const [leaseId, cost] of this.#held.get(key) ?? []) leases.push({ leaseId, cost, source: 'store' });
+      const leaseMs = this.#leaseMs.get(key);
+      if (leaseMs === undefined && leases.length > 0) continue;
+      this.#renewInRedis(key, leases, leaseMs ?? 1).catch(() => {});
+    }
   }
 
   /** One script call; `undefined` when Redis failed (the store is then degraded). */
@@ -302,6 +417,10 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
         capacity: 1,
         concurrency: Number.POSITIVE_INFINITY,
       };
+    // The deadline, in the store's time: after it this process has given the call up, so a late run
+    // (a resumed server, a replayed queue) grants nothing (see ./script.ts).
+    const sentAt = this.#clock.now();
+    const offset = this.#offsetMs;
     const args = [
       opArgs[0] as string,
       this.#now === undefined ? '' : String(this.#now()),
@@ -309,6 +428,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       num(d.ratePerSecond),
       String(d.capacity),
       num(d.concurrency),
+      offset === undefined ? '' : String(sentAt + offset + this.timeoutMs),
       ...opArgs.slice(1),
     ];
     let reply: unknown;
@@ -330,6 +450,10 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     };
     this.#known.set(key, params);
     const nowMs = n[0] as number;
+    const receivedAt = this.#clock.now();
+    // At most the true offset (the script ran before the answer came): deadlines err early.
+    this.#offsetMs = nowMs - receivedAt;
+    this.#bucketSeen.set(key, { tokens: n[4] as number, updatedAtMs: receivedAt });
     return {
       status: String(reply[1]),
       delayMs: n[2] as number,

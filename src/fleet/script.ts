@@ -5,7 +5,9 @@
  * The bucket is the meter's arithmetic (`src/meters/bucket.ts`: `tokensAt`,
  * `delayUntil`, `charge`, `refund`, `rebill`, `reconfigure`, `slackFor`), by
  * its Lua twin (src/redis/bucket-lua.ts), with the time from Redis's `TIME`,
- * so workers with skewed clocks agree. The concurrency budget is a set of leases: a sorted set of lease ids
+ * so workers with skewed clocks agree; a `TIME` earlier than the last update
+ * re-counts from it (`rewind`: no token created, no key shut for the step).
+ * The concurrency budget is a set of leases: a sorted set of lease ids
  * scored by expiry (ms, Redis time) and a hash of their weights; the sum of
  * the weights is kept in the state hash (`inf`), and leases whose expiry has
  * passed are purged at the start of every call, so a crashed worker's units
@@ -28,11 +30,13 @@
  * KEYS[5] claims' "cost lastAskedMs" (hash).
  *
  * ARGV: op, now-or-empty (replaces `TIME`: tests on a virtual clock), idle TTL
- * ms, default rate (-1 = none), burst, concurrency (-1 = none), then per op:
+ * ms, default rate (-1 = none), burst, concurrency (-1 = none), deadline
+ * ('' = none: the store's time after which the caller has given the call
+ * up), then per op:
  *
  * - `b` exchange: leaseMs, claimTtlMs, n, then n lease ids to release, then
  *   (cost, maxWaitMs (-1 = any), leaseId) per job: drops the n leases, then
- *   tries the jobs in order (see `ExchangeOp` in ./store.ts). A job is granted
+ *   (unless late: status 5, every job 4) tries the jobs in order (see `ExchangeOp` in ./store.ts). A job is granted
  *   if the budget has room for `cost` (and for the oldest claim) and the bucket
  *   would hold `cost` within its maxWaitMs: the bucket is charged (into debt)
  *   and a lease of weight `cost` is held until now + delay + leaseMs. Only the
@@ -40,9 +44,10 @@
  *   first job that would need one after a grant, and at the first refused for
  *   lack of units (which records its claim). Per job: 1 ok, 0 wait too long,
  *   2 budget full, 3 cost above the burst or the concurrency, 4 not tried.
- * - `c` cancel: leaseId, cost, readyAtMs: gives back what Go's cancel rule
- *   allows (bucket.ts `refund`) and drops the lease.
- * - `r` renew: leaseMs, then (leaseId, weight) pairs: pushes each lease's
+ * - `c` cancel: leaseId, cost, readyAtMs: drops the lease and, if it was
+ *   held, gives back what Go's cancel rule allows (bucket.ts `refund`).
+ * - `r` renew: leaseMs, n, n lease ids to release (dropped first, even when
+ *   late), then (leaseId, weight) pairs (skipped when late): pushes each lease's
  *   expiry to now + leaseMs; a lease Redis no longer has (it restarted, or
  *   the lease expired while its job still ran) is added back, so the budget
  *   counts what really runs.
@@ -51,6 +56,16 @@
  *   (never above the burst) when negative, as the Scheduler's `ctx.adjust`.
  * - `s` set: rate, burst, concurrency ('' = unchanged): `reconfigure`.
  * - `g` get: nothing.
+ *
+ * Idempotence (a call the worker gave up on may still run: a paused server
+ * resumes, a client replays its queue into a restarted one). A call run after
+ * its deadline grants nothing, re-adds nothing and rebills nothing (its
+ * releases and cancels still apply: they only give back). Every step is
+ * idempotent per lease id: a grant of a lease already held is answered from
+ * the lease (no second charge, no second weight), a renewal adds a lease only
+ * if it is missing, a release or cancel of a lease not held does nothing (a
+ * cancel refunds only a lease it drops). So a lease id is counted once,
+ * whatever is replayed.
  *
  * Reply (every op): now, status, delayMs, readyAtMs, tokens, in-flight weight,
  * rate, burst, concurrency, ms until the earliest lease expires (-1 = none);
@@ -65,7 +80,8 @@ local KS, KL, KW, KQ, KC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
 ${luaNow(2)}
 local TTL = tonumber(ARGV[3])
-${bucketLua('fmt', 'slack_for', 'tokens_at', 'delay_until', 'charge', 'refund', 'rebill', 'reconfigure', 'clamp_to_capacity')}
+local late = ARGV[7] ~= '' and now > tonumber(ARGV[7])
+${bucketLua('fmt', 'slack_for', 'tokens_at', 'rewind', 'delay_until', 'charge', 'refund', 'rebill', 'reconfigure', 'clamp_to_capacity')}
 
 -- the parameters, and the bucket b (rate -1: none; then b is kept but not used)
 local rate, burst, conc, b, inf
@@ -76,19 +92,22 @@ if not v[1] then
 else
   rate = tonumber(v[1]); burst = tonumber(v[2]); conc = tonumber(v[3])
   b = { tokens = tonumber(v[4]), upd = tonumber(v[5]) }; inf = tonumber(v[6])
+  rewind(b, now) -- TIME went backwards: re-count from the earlier time (bucket.ts rewind)
 end
 
 local function drop(ids)
+  local n = 0
   for i = 1, #ids, 1000 do
     local chunk = {}
     for j = i, math.min(i + 999, #ids) do chunk[#chunk + 1] = ids[j] end
     local ws = redis.call('HMGET', KW, unpack(chunk))
     for j, w in ipairs(ws) do
-      if w then inf = inf - tonumber(w) end
+      if w then inf = inf - tonumber(w); n = n + 1 end
     end
     redis.call('ZREM', KL, unpack(chunk))
     redis.call('HDEL', KW, unpack(chunk))
   end
+  return n
 end
 
 -- purge the leases whose expiry has passed
@@ -98,22 +117,32 @@ if #expired > 0 then drop(expired) end
 local status, delay, ready = 1, 0, now
 local grants = {}
 if op == 'b' then
-  local leasems = tonumber(ARGV[7])
-  local claimttl = tonumber(ARGV[8])
-  local nrel = tonumber(ARGV[9])
+  local leasems = tonumber(ARGV[8])
+  local claimttl = tonumber(ARGV[9])
+  local nrel = tonumber(ARGV[10])
   if nrel > 0 then
     local ids = {}
-    for i = 10, 9 + nrel do ids[#ids + 1] = ARGV[i] end
+    for i = 11, 10 + nrel do ids[#ids + 1] = ARGV[i] end
     drop(ids)
   end
-  local granted, stop = 0, false
-  for i = 10 + nrel, #ARGV, 3 do
+  local granted, stop = 0, late
+  if late then status = 5 end
+  for i = 11 + nrel, #ARGV, 3 do
     local cost = tonumber(ARGV[i])
     local maxwait = tonumber(ARGV[i + 1])
     local me = ARGV[i + 2]
     local st, d, r = 4, 0, now
+    local held = redis.call('ZSCORE', KL, me)
     if stop then
       st = 4
+    elseif held then
+      -- a replay of a grant (its first answer was lost): answered from the lease, counted once
+      st = 1
+      r = tonumber(held) - leasems
+      if r < now then r = now end
+      d = r - now
+      granted = granted + 1
+      if d > 0 then stop = true end
     elseif (conc >= 0 and cost > conc) or (rate >= 0 and cost > burst) then
       st = 3
     else
@@ -170,11 +199,18 @@ if op == 'b' then
     grants[#grants + 1] = fmt(r)
   end
 elseif op == 'c' then
-  if rate >= 0 then refund(b, rate, burst, now, tonumber(ARGV[8]), tonumber(ARGV[9])) end
-  drop({ ARGV[7] })
+  if drop({ ARGV[8] }) > 0 and rate >= 0 then refund(b, rate, burst, now, tonumber(ARGV[9]), tonumber(ARGV[10])) end
 elseif op == 'r' then
-  local expiry = now + tonumber(ARGV[7])
-  for i = 8, #ARGV, 2 do
+  local nrel = tonumber(ARGV[9])
+  if nrel > 0 then
+    local ids = {}
+    for i = 10, 9 + nrel do ids[#ids + 1] = ARGV[i] end
+    drop(ids)
+  end
+  local expiry = now + tonumber(ARGV[8])
+  if late then status = 5 end
+  for i = 10 + nrel, #ARGV, 2 do
+    if late then break end
     local id, w = ARGV[i], ARGV[i + 1]
     if not redis.call('ZSCORE', KL, id) then
       redis.call('HSET', KW, id, w)
@@ -182,13 +218,15 @@ elseif op == 'r' then
     end
     redis.call('ZADD', KL, expiry, id)
   end
+elseif op == 'j' and late then
+  status = 5
 elseif op == 'j' then
-  if rate >= 0 then rebill(b, rate, burst, now, tonumber(ARGV[7])) end
+  if rate >= 0 then rebill(b, rate, burst, now, tonumber(ARGV[8])) end
 elseif op == 's' then
   local nrate, nburst = rate, burst
-  if ARGV[7] ~= '' then nrate = tonumber(ARGV[7]) end
-  if ARGV[8] ~= '' then nburst = tonumber(ARGV[8]) end
-  if ARGV[9] ~= '' then conc = tonumber(ARGV[9]) end
+  if ARGV[8] ~= '' then nrate = tonumber(ARGV[8]) end
+  if ARGV[9] ~= '' then nburst = tonumber(ARGV[9]) end
+  if ARGV[10] ~= '' then conc = tonumber(ARGV[10]) end
   if rate >= 0 then
     reconfigure(b, rate, burst, now, nburst)
   else

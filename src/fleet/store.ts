@@ -21,7 +21,10 @@
  * order, so a job costs one call shared with its neighbours, not two of its
  * own. In an exchange only the first job granted may wait for the bucket;
  * the others are granted only if they can start now (`later` otherwise), so
- * a worker never books the bucket's future for more than one job per call. A reservation given up before its job starts is cancelled with
+ * a worker never books the bucket's future for more than one job per call.
+ * Every step is idempotent per lease id (a replayed grant is answered from the
+ * lease, a renewal adds only a missing lease, a release or cancel of a lease
+ * not held does nothing), so a lease id is counted once. A reservation given up before its job starts is cancelled with
  * `cancel`, which refunds by the meter's cancel rule (`refund` in bucket.ts,
  * Go's `CancelAt`) and drops the lease.
  */
@@ -36,6 +39,7 @@ import {
   rebill,
   reconfigure,
   refund,
+  rewind,
   slackFor,
   tokensAt,
 } from '../meters/bucket.js';
@@ -217,6 +221,15 @@ export class MemoryFleetStore implements FleetStore {
         grants.push({ status: 'later', delayMs: 0, readyAtMs: now });
         continue;
       }
+      const held = state.leases.get(a.leaseId);
+      if (held !== undefined) {
+        // A replay of a grant (its first answer was lost): answered from the lease, counted once.
+        const readyAtMs = Math.max(now, held[1] - op.leaseMs);
+        grants.push({ status: 'ok', delayMs: readyAtMs - now, readyAtMs });
+        granted++;
+        if (readyAtMs > now) stop = true;
+        continue;
+      }
       if (a.cost > params.concurrency || (bucket !== undefined && a.cost > params.capacity)) {
         grants.push({ status: 'tooLarge', delayMs: 0, readyAtMs: now });
         continue;
@@ -268,8 +281,9 @@ export class MemoryFleetStore implements FleetStore {
       const now = this.#clock.now();
       this.#purge(state, now);
       const bucket = bucketOf(state.params);
-      if (bucket !== undefined) refund(state.bucket, bucket, now, lease.cost, readyAtMs);
-      this.#drop(state, lease.leaseId);
+      if (this.#drop(state, lease.leaseId) && bucket !== undefined) {
+        refund(state.bucket, bucket, now, lease.cost, readyAtMs);
+      }
     }
     return Promise.resolve();
   }
@@ -307,6 +321,29 @@ export class MemoryFleetStore implements FleetStore {
     if (state === undefined) return [];
     this.#purge(state, this.#clock.now());
     return [...state.leases.keys()];
+  }
+
+  /**
+   * Starts key `key` (if new) with `params` and the bucket `bucket` (tokens dated by this store's
+   * clock), holding `leases` until now + leaseMs: the state a fallback takes over from Redis, so it
+   * counts the jobs already running and the tokens already spent.
+   */
+  seed(key: string, params: FleetParams, bucket: BucketState, leases: readonly HeldLease[], leaseMs: number): void {
+    if (this.#keys.has(key)) return;
+    const now = this.#clock.now();
+    const state = this.#load(key, params, now);
+    const capped = bucketOf(params);
+    if (capped !== undefined) {
+      state.bucket = {
+        tokens: Math.min(bucket.tokens, params.capacity),
+        updatedAtMs: Math.min(bucket.updatedAtMs, now),
+      };
+    }
+    for (const lease of leases) {
+      if (state.leases.has(lease.leaseId)) continue;
+      state.leases.set(lease.leaseId, [lease.cost, now + leaseMs]);
+      state.inFlight += lease.cost;
+    }
   }
 
   adjust(key: string, deltaCost: number, defaults: FleetParams): Promise<FleetSnapshot> {
@@ -353,6 +390,7 @@ export class MemoryFleetStore implements FleetStore {
       };
       this.#keys.set(key, state);
     }
+    rewind(state.bucket, now); // a clock that went backwards: bucket.ts rewind, as the script
     this.#purge(state, now);
     return state;
   }
@@ -371,11 +409,13 @@ export class MemoryFleetStore implements FleetStore {
     for (const [id, [, expiry]] of state.leases) if (expiry <= now) this.#drop(state, id);
   }
 
-  #drop(state: KeyState, leaseId: string): void {
+  /** Drops a lease; false if it was not held (a replay). */
+  #drop(state: KeyState, leaseId: string): boolean {
     const held = state.leases.get(leaseId);
-    if (held === undefined) return;
+    if (held === undefined) return false;
     state.leases.delete(leaseId);
     state.inFlight = state.leases.size === 0 ? 0 : state.inFlight - held[0];
+    return true;
   }
 
   #snapshot(state: KeyState, now: number): FleetSnapshot {

@@ -49,13 +49,7 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, systemClock } from '../clock.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import {
-  evalScript,
-  type IoredisLikeClient,
-  isNodeRedis,
-  type NodeRedisLikeClient,
-  type RedisClientLike,
-} from '../redis/client.js';
+import { delKeys, evalScript, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
 import { MemoryStore } from './memory-store.js';
@@ -161,9 +155,9 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   constructor(options: RedisStoreOptions) {
     super();
-    const { client } = options;
-    const nodeRedis = isNodeRedis(client);
     const failure = failureOptions(options);
+    const { client } = options;
+    const nodeRedis = failure.nodeRedis;
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
       throw new InvalidOptionError(
@@ -181,7 +175,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = options.clock ?? systemClock;
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
-    this.#now = options.now;
+    this.#now = failure.now;
     this.#sha = scriptSha ?? sha1(KEYED_SCRIPT);
     scriptSha = this.#sha;
     this.#local =
@@ -390,9 +384,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   }
 
   #del(keys: string[]): Promise<unknown> {
-    return this.#nodeRedis
-      ? (this.#client as NodeRedisLikeClient).del(keys)
-      : (this.#client as IoredisLikeClient).del(...keys);
+    return delKeys(this.#client, this.#nodeRedis, keys);
   }
 
   #failed(error: Error, batch: Pending[]): void {

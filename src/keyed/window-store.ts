@@ -28,14 +28,9 @@ import {
   slidingLogTake,
   type WindowParams,
 } from '../meters/windows.js';
-import { evalScript, isNodeRedis, luaNow } from '../redis/client.js';
+import { delKeys, evalScript, luaNow } from '../redis/client.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
-import {
-  DENY_RETRY_AFTER_MS,
-  type IoredisLikeClient,
-  type NodeRedisLikeClient,
-  type RedisClientLike,
-} from './redis-store.js';
+import { DENY_RETRY_AFTER_MS, type RedisClientLike } from './redis-store.js';
 
 /** How a window limiter counts: a fixed window, an exact sliding log, or the two-counter estimate. */
 export type WindowKind = 'fixed' | 'log' | 'counter';
@@ -288,9 +283,9 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
 
   constructor(options: RedisWindowStoreOptions) {
     super();
-    const { client } = options;
-    const nodeRedis = isNodeRedis(client);
     const failure = failureOptions(options);
+    const { client } = options;
+    const nodeRedis = failure.nodeRedis;
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0) {
       throw new InvalidOptionError('prefix', prefix, `Expected \`prefix\` to be a non-empty string, got ${prefix}`);
@@ -301,7 +296,7 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#client = client;
     this.#nodeRedis = nodeRedis;
-    this.#now = options.now;
+    this.#now = failure.now;
     this.#clock = options.clock ?? systemClock;
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
     this.#local =
@@ -375,9 +370,7 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
   async reset(key: string): Promise<void> {
     await this.#local?.reset(key);
     const k = this.keyFor(key);
-    const del = this.#nodeRedis
-      ? (this.#client as NodeRedisLikeClient).del(k)
-      : (this.#client as IoredisLikeClient).del(k);
+    const del = delKeys(this.#client, this.#nodeRedis, [k]);
     await this.#health.withTimeout(del).catch((error: unknown) => {
       throw new StoreUnavailableError(
         `could not reset key ${JSON.stringify(key)} in Redis: ${errorOf(error).message}`,

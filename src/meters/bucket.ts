@@ -117,6 +117,19 @@ export function advance(state: BucketState, params: BucketParams, nowMs: number)
 }
 
 /**
+ * A clock that went backwards (a fail-over to a server whose clock is behind, an NTP step): a
+ * `nowMs` before `updatedAtMs` becomes the last update, the tokens unchanged (Go's x/time re-counts
+ * from the earlier time). No token is created (the step back earns nothing; refill starts at
+ * `nowMs`), and a key is never shut longer than its tokens say: without this, every key would wait
+ * out the whole step. For stores whose time comes from outside (Redis's `TIME`, a `now` hook), at
+ * the start of a decision; the meters' own steps keep "time before `updatedAtMs` counts as none"
+ * (a catch-up charges at a past instant on purpose).
+ */
+export function rewind(state: BucketState, nowMs: number): void {
+  if (nowMs < state.updatedAtMs) state.updatedAtMs = nowMs;
+}
+
+/**
  * Milliseconds of refill until a bucket holding `tokens` has `cost`: 0 if it
  * has them now (within the tolerance). Linear: it does not stop at the
  * capacity, so it also answers "when has the bucket paid for all these jobs".

@@ -83,6 +83,14 @@ local function advance(b, r, c, at)
 end`,
   },
   {
+    name: 'rewind',
+    uses: [],
+    lua: `-- bucket.ts rewind
+local function rewind(b, at)
+  if at < b.upd then b.upd = at end
+end`,
+  },
+  {
     name: 'ms_until',
     uses: ['slack_for'],
     lua: `-- bucket.ts msUntil

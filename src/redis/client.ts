@@ -3,15 +3,21 @@
  * server does not know the script (a restart, a fail-over, a new node). One
  * copy for every store that keeps its state in Redis (`RedisStore`,
  * `RedisWindowStore`, `RedisFleetStore`); each passes its own script.
+ *
+ * Keys are sent faithfully: a string that is not well-formed UTF-16 (a lone
+ * surrogate) goes as its WTF-8 bytes (a Buffer), which differ for different
+ * strings, where UTF-8 would turn every lone surrogate into U+FFFD and merge
+ * `'user-\uD800'` with `'user-\uDBFF'`. A well-formed string goes as itself
+ * (WTF-8 and UTF-8 agree on it), so keys written before are the same keys.
  */
 
 import { InvalidOptionError } from '../errors.js';
 
 /** The subset of an `ioredis` client (or `Cluster`) that the stores in Redis use. */
 export interface IoredisLikeClient {
-  evalsha(sha: string, numKeys: number, ...args: string[]): Promise<unknown>;
-  eval(script: string, numKeys: number, ...args: string[]): Promise<unknown>;
-  del(...keys: string[]): Promise<unknown>;
+  evalsha(sha: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
+  del(...keys: (string | Buffer)[]): Promise<unknown>;
   ping(): Promise<unknown>;
   /** `true` on an ioredis `Cluster`. */
   isCluster?: boolean;
@@ -19,9 +25,9 @@ export interface IoredisLikeClient {
 
 /** The subset of a `redis` (node-redis) client (or cluster) that the stores in Redis use. */
 export interface NodeRedisLikeClient {
-  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
-  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
-  del(keys: string | string[]): Promise<unknown>;
+  evalSha(sha: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
+  eval(script: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
+  del(keys: string | Buffer | (string | Buffer)[]): Promise<unknown>;
   ping(): Promise<unknown>;
 }
 
@@ -70,15 +76,64 @@ export async function evalScript(
   }
 }
 
+/** `text`'s WTF-8 bytes: UTF-8, with each lone surrogate as its own three bytes. */
+export function wtf8(text: string): Uint8Array {
+  const bytes: number[] = [];
+  for (let i = 0; i < text.length; i++) {
+    let c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const d = text.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        i++;
+      }
+    }
+    if (c < 0x80) bytes.push(c);
+    else if (c < 0x800) bytes.push(0xc0 | (c >> 6), 0x80 | (c & 0x3f));
+    else if (c < 0x10000) bytes.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 0x3f), 0x80 | (c & 0x3f));
+    else bytes.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 0x3f), 0x80 | ((c >> 6) & 0x3f), 0x80 | (c & 0x3f));
+  }
+  return Uint8Array.from(bytes);
+}
+
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Whether `text` is well-formed UTF-16 (no lone surrogate). */
+export function wellFormed(text: string): boolean {
+  return !LONE_SURROGATE.test(text);
+}
+
+/** A key or argument as sent: itself when well-formed, else its WTF-8 bytes (see the file's opening comment). */
+export function redisArg(text: string): string | Buffer {
+  return wellFormed(text) ? text : Buffer.from(wtf8(text));
+}
+
+function faithful(texts: string[]): (string | Buffer)[] {
+  for (const text of texts) if (!wellFormed(text)) return texts.map(redisArg);
+  return texts;
+}
+
+/** `DEL` of `keys` on an ioredis or a node-redis client, sent faithfully. */
+export function delKeys(
+  client: IoredisLikeClient | NodeRedisLikeClient,
+  nodeRedis: boolean,
+  keys: string[],
+): Promise<unknown> {
+  const sent = faithful(keys);
+  return nodeRedis ? (client as NodeRedisLikeClient).del(sent) : (client as IoredisLikeClient).del(...sent);
+}
+
 function evalOnce(
   client: IoredisLikeClient | NodeRedisLikeClient,
   nodeRedis: boolean,
   script: string,
   sha: string,
   bySha: boolean,
-  keys: string[],
-  args: string[],
+  keyTexts: string[],
+  texts: string[],
 ): Promise<unknown> {
+  const keys = faithful(keyTexts);
+  const args = faithful(texts);
   if (nodeRedis) {
     const c = client as NodeRedisLikeClient;
     const options = { keys, arguments: args };

@@ -5,6 +5,9 @@
  * first `}` after it, when that part is not empty.
  */
 
+import { wellFormed, wtf8 } from './client.js';
+
+const encoder = new TextEncoder();
 const TABLE = new Uint16Array(256);
 for (let i = 0; i < 256; i++) {
   let crc = i << 8;
@@ -19,11 +22,9 @@ function crc16(bytes: Uint8Array, start: number, end: number): number {
   return crc;
 }
 
-const encoder = new TextEncoder();
-
-/** The cluster slot (0..16383) Redis assigns to `key`. */
+/** The cluster slot (0..16383) Redis assigns to `key`, as sent (WTF-8: ./client.ts). */
 export function clusterSlot(key: string): number {
-  const bytes = encoder.encode(key);
+  const bytes = wellFormed(key) ? encoder.encode(key) : wtf8(key);
   const open = bytes.indexOf(0x7b); // {
   if (open !== -1) {
     const close = bytes.indexOf(0x7d, open + 1); // }

@@ -14,6 +14,7 @@ import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import { storeDegradedChannel, storeFailureChannel, storeRecoveredChannel } from '../diagnostics.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
+import { isNodeRedis, type RedisClientLike } from './client.js';
 
 /** What to do when Redis fails or does not answer within `timeoutMs`. */
 export type FailurePolicy = 'allow' | 'deny' | 'local';
@@ -33,12 +34,44 @@ export const DEFAULT_TIMEOUT_MS = 200;
 /** The default interval between probes of a failed Redis. */
 export const DEFAULT_PROBE_INTERVAL_MS = 250;
 
-/** The failure options, checked: `onError` is required, the times are finite and at least 1 ms. @internal */
-export function failureOptions(options: { onError: unknown; timeoutMs?: unknown; probeIntervalMs?: unknown }): {
+/** The longest delay a Node timer honours: a longer one fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * The options every store in Redis shares, checked once here (RedisStore, RedisWindowStore,
+ * RedisFleetStore): a connected `client` (ioredis or node-redis), `onError`, `timeoutMs` and
+ * `probeIntervalMs` (numbers from 1 ms to 2^31 - 1 ms, what a Node timer honours), and `now` (a
+ * function, if given). Each bad one is an InvalidOptionError saying what to write. @internal
+ */
+export function failureOptions(options: {
+  client?: unknown;
+  onError: unknown;
+  timeoutMs?: unknown;
+  probeIntervalMs?: unknown;
+  now?: unknown;
+}): {
   policy: FailurePolicy;
   timeoutMs: number;
   probeIntervalMs: number;
+  nodeRedis: boolean;
+  now: (() => number) | undefined;
 } {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionError(
+      'options',
+      options,
+      "Expected an options object with at least `client` and `onError`, as in `{ client: new Redis(), onError: 'deny' }`",
+    );
+  }
+  const { client } = options;
+  if (typeof client !== 'object' || client === null) {
+    throw new InvalidOptionError(
+      'client',
+      client,
+      'Expected `client` to be a connected ioredis or node-redis client, as in `{ client: new Redis(url) }`',
+    );
+  }
+  const nodeRedis = isNodeRedis(client as RedisClientLike);
   const policy = options.onError;
   if (!(policy === 'allow' || policy === 'deny' || policy === 'local')) {
     throw new InvalidOptionError(
@@ -47,23 +80,30 @@ export function failureOptions(options: { onError: unknown; timeoutMs?: unknown;
       `Expected \`onError\` to be 'allow' (fail-open), 'deny' (fail-closed) or 'local' (in-memory per instance), got ${String(policy)}`,
     );
   }
-  const timeoutMs = (options.timeoutMs ?? DEFAULT_TIMEOUT_MS) as number;
-  if (!(timeoutMs >= 1 && timeoutMs < Number.POSITIVE_INFINITY)) {
+  const timeoutMs = timerOption('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
+  const probeIntervalMs = timerOption('probeIntervalMs', options.probeIntervalMs, DEFAULT_PROBE_INTERVAL_MS);
+  const { now } = options;
+  if (now !== undefined && typeof now !== 'function') {
     throw new InvalidOptionError(
-      'timeoutMs',
-      timeoutMs,
-      `Expected \`timeoutMs\` to be a finite number >= 1, got ${timeoutMs}`,
+      'now',
+      now,
+      "Expected `now` to be a function that returns the time in ms (as in `now: () => clock.now()`), or no `now` to use Redis's TIME",
     );
   }
-  const probeIntervalMs = (options.probeIntervalMs ?? DEFAULT_PROBE_INTERVAL_MS) as number;
-  if (!(probeIntervalMs >= 1 && probeIntervalMs < Number.POSITIVE_INFINITY)) {
+  return { policy, timeoutMs, probeIntervalMs, nodeRedis, now: now as (() => number) | undefined };
+}
+
+/** A duration option for a timer: a number of ms from 1 to 2^31 - 1, or the default when absent. */
+function timerOption(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value >= 1 && value <= MAX_TIMER_MS)) {
     throw new InvalidOptionError(
-      'probeIntervalMs',
-      probeIntervalMs,
-      `Expected \`probeIntervalMs\` to be a finite number >= 1, got ${probeIntervalMs}`,
+      name,
+      value,
+      `Expected \`${name}\` to be a number of ms from 1 to ${MAX_TIMER_MS} (2^31 - 1, the longest a Node timer waits; a longer one fires after 1 ms), as in \`${name}: ${fallback}\``,
     );
   }
-  return { policy, timeoutMs, probeIntervalMs };
+  return value;
 }
 
 /** A store in Redis as the health keeper sees it: an emitter of the store events, on the channels. */

@@ -24,7 +24,7 @@ const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown) => unhandled.push(reason);
 
 beforeAll(async () => {
-  server = await startRedis();
+  server = await startRedis(['--enable-debug-command', 'yes']);
   process.on('unhandledRejection', onUnhandled);
 });
 afterAll(async () => {
@@ -205,5 +205,59 @@ describe.each(Object.entries(clients))('RedisWindowStore failures with %s', (_na
       await new Promise((r) => setTimeout(r, 50));
       expect(unhandled).toEqual([]);
     }, 20_000);
+  }
+});
+
+describe('KeyedLimiter on a RedisStore under CLIENT PAUSE, DEBUG SLEEP and SCRIPT FLUSH', () => {
+  const faults = {
+    'CLIENT PAUSE': (admin: Redis) => admin.call('CLIENT', 'PAUSE', '1000', 'ALL'),
+    'DEBUG SLEEP': (admin: Redis) => admin.call('DEBUG', 'SLEEP', '1'),
+    'SCRIPT FLUSH': (admin: Redis) => admin.call('SCRIPT', 'FLUSH'),
+  };
+  for (const [fault, apply] of Object.entries(faults)) {
+    for (const policy of ['deny', 'local'] as const) {
+      it(`${fault}, onError '${policy}': every decision within the timeout, Redis again within about 1 s`, async () => {
+        const { client, close } = await ioredisClient();
+        const admin = new Redis({ port: server.port, host: '127.0.0.1' });
+        admin.on('error', () => {});
+        const store = new RedisStore({
+          client,
+          prefix: `faults2-${policy}-${fault.replace(' ', '')}`,
+          onError: policy,
+          timeoutMs: TIMEOUT_MS,
+          probeIntervalMs: 50,
+        });
+        const limiter = new KeyedLimiter({ rate: 1000, burst: 1000, store });
+        const latencies: number[] = [];
+        let running = true;
+        const loop = (async () => {
+          let i = 0;
+          while (running) {
+            const t = await timed(limiter.tryTake(`k-${i++ % 8}`));
+            latencies.push(t.ms);
+            await new Promise((r) => setTimeout(r, 10));
+          }
+        })();
+        await new Promise((r) => setTimeout(r, 100));
+        const faulted = apply(admin).catch(() => {});
+        await faulted;
+        // CLIENT PAUSE answers at once and lasts 1 s; DEBUG SLEEP answers when the server is back
+        const backAt = performance.now() + (fault === 'CLIENT PAUSE' ? 1000 : 0);
+        const decisions = store.stats.decisions;
+        await until(() => store.healthy && store.stats.decisions > decisions, 2500, 'service from Redis again');
+        const backMs = performance.now() - backAt;
+        running = false;
+        await loop;
+        console.log(
+          `keyed ${fault} / ${policy}: slowest decision ${Math.max(...latencies).toFixed(0)} ms, Redis again after ${backMs.toFixed(0)} ms`,
+        );
+        expect(Math.max(...latencies)).toBeLessThan(TIMEOUT_MS + SLACK_MS);
+        expect(backMs).toBeLessThan(1000 + SLACK_MS);
+        store.close();
+        admin.disconnect();
+        await close();
+        expect(unhandled).toEqual([]);
+      }, 15_000);
+    }
   }
 });

@@ -232,6 +232,7 @@ export type StepName =
   | 'largestConforming'
   | 'tokensAt'
   | 'advance'
+  | 'rewind'
   | 'msUntil'
   | 'msUntilWithin'
   | 'readyAt'
@@ -280,7 +281,9 @@ export function tableCalls(): StepCall[] {
     calls.push(call('largestConforming', none, { ratePerSecond: 1, capacity }, available));
   }
   for (const [tokens, at, now] of tokensAtCases) calls.push(call('tokensAt', [tokens, at], params, now));
-  for (const [tokens, at, now] of advanceCases) calls.push(call('advance', [tokens, at], params, now));
+  for (const [tokens, at, now] of advanceCases) {
+    calls.push(call('advance', [tokens, at], params, now), call('rewind', [tokens, at], params, now));
+  }
   for (const [tokens, cost] of msUntilCases) calls.push(call('msUntil', none, params, tokens, cost));
   for (const [tokens, cost, within] of msUntilWithinCases) {
     calls.push(call('msUntilWithin', none, params, tokens, cost, within));
