@@ -41,6 +41,16 @@ export interface OriginLimits {
   maxQueue?: number;
   /** The longest a request may wait to be sent (ms or `'2s'`); beyond it, `WaitTooLongError`. @default Infinity */
   maxWait?: DurationInput;
+  /**
+   * With `window`: the most requests in any window of that length, as the origin counts them
+   * (arrivals). A request counts from when it is sent until `window` after its response has been
+   * delivered, so no network jitter can put two of them closer than `window` at the origin.
+   */
+  limit?: number;
+  /** With `limit`: the window's length (ms or `'1s'`). */
+  window?: DurationInput;
+  /** Added to the window (ms or `'10ms'`), for an origin whose clock for the window is coarse. @default 0 */
+  windowMargin?: DurationInput;
 }
 
 /**
@@ -237,7 +247,13 @@ function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerOptions 
     options.burst = limits.burst ?? 1;
   }
   if (limits.concurrency !== undefined) options.concurrency = limits.concurrency;
-  else if (limits.rate === undefined) options.concurrency = Number.MAX_SAFE_INTEGER; // pushback only
+  else if (limits.rate === undefined && limits.limit === undefined) options.concurrency = Number.MAX_SAFE_INTEGER; // pushback only
+  if (limits.limit !== undefined || limits.window !== undefined) {
+    options.limit = limits.limit;
+    options.window = limits.window;
+    options.windowCounts = 'finish'; // from sent until `window` after the response: arrivals fall in between
+    if (limits.windowMargin !== undefined) options.windowMargin = limits.windowMargin;
+  }
   if (limits.maxQueue !== undefined) options.maxQueue = limits.maxQueue;
   if (limits.maxWait !== undefined) options.maxWait = limits.maxWait;
   return options;
@@ -333,6 +349,9 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     concurrency: options.concurrency,
     maxQueue: options.maxQueue,
     maxWait: options.maxWait,
+    limit: options.limit,
+    window: options.window,
+    windowMargin: options.windowMargin,
   };
   const overrideByOrigin = new Map<string, OriginLimits>();
   for (const [origin, limits] of Object.entries(overrides)) overrideByOrigin.set(originOf(origin), limits);
