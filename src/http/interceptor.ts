@@ -28,6 +28,8 @@ import type { Throttle } from '../stream/throttle.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { pauseRequested } from './headers.js';
 import type { ClientPauseMessage, ClientRejectedMessage, ClientStartMessage } from './messages.js';
+import { DEFAULT_MAX_ORIGINS, type OriginEntry, OriginTable } from './origins.js';
+import { PacedController } from './paced-controller.js';
 
 /** The limits of one origin. */
 export interface OriginLimits {
@@ -60,7 +62,11 @@ export interface OriginLimits {
  * type-checks the package without having it installed; `compose` accepts it
  * as its `DispatcherComposeInterceptor`.
  */
-export type ThrottleInterceptor = <D extends (options: never, handler: never) => boolean>(dispatch: D) => D;
+export interface ThrottleInterceptor {
+  <D extends (options: never, handler: never) => boolean>(dispatch: D): D;
+  /** Origins whose state is kept now (at most `maxOrigins` unless more are busy). */
+  readonly originCount: number;
+}
 
 /** Options for {@link throttleInterceptor}. */
 export interface ThrottleInterceptorOptions extends OriginLimits {
@@ -76,10 +82,17 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
   clock?: Clock;
   /** Wall-clock milliseconds, for an HTTP-date `Retry-After` on a response without `Date`. @default Date.now */
   wallClock?: () => number;
+  /**
+   * The most origins whose state is kept. An idle origin whose bucket is full again (and window
+   * empty, pause over) is dropped anyway, as it equals a new one; beyond `maxOrigins`, the least
+   * recently used idle origins are dropped too, and come back as new ones (a full bucket). An origin
+   * with requests waiting or running is never dropped. An integer >= 1, or Infinity.
+   * @default 10000
+   */
+  maxOrigins?: number;
 }
 
 type DispatchHandler = Dispatcher.DispatchHandler;
-type DispatchController = Dispatcher.DispatchController;
 type DispatchOptions = Dispatcher.DispatchOptions;
 type Dispatch = Dispatcher['dispatch'];
 
@@ -88,18 +101,32 @@ const BODY_HIGH_WATER_MARK = 16 * 1024;
 const MAX_CACHED_ORIGINS = 1024;
 
 /** One origin: its scheduler and its pause. */
-class OriginState {
+class OriginState implements OriginEntry {
   pausedUntilMs = 0;
   #timer: unknown = undefined;
   readonly maxWaitMs: number;
+  /** When a request of it last started or finished, ms. */
+  lastUseMs: number;
 
   constructor(
     readonly origin: string,
     readonly scheduler: Scheduler,
     readonly clock: Clock,
     maxWait: DurationInput | undefined,
+    /** How long after its last use an idle origin's state equals a new one's (bucket refilled, window slid), ms. */
+    readonly settleMs: number,
   ) {
     this.maxWaitMs = maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(maxWait);
+    this.lastUseMs = clock.now();
+  }
+
+  busy(): boolean {
+    const scheduler = this.scheduler;
+    return scheduler.size !== 0 || scheduler.pending !== 0 || this.#timer !== undefined;
+  }
+
+  forgettable(nowMs: number): boolean {
+    return nowMs >= this.lastUseMs + this.settleMs && nowMs >= this.pausedUntilMs;
   }
 
   /** Ms left of the current pause (0 if none), resuming a pause that is over. */
@@ -142,103 +169,6 @@ class OriginState {
   }
 }
 
-/**
- * The controller the downstream handler holds for the whole request: it
- * exists before the request is sent (so an abort can take a waiting request
- * out of the queue) and forwards to the connection's controller once sent.
- * The connection is paused while the caller paused it or the bandwidth
- * throttle's buffer is full.
- */
-class PacedController implements DispatchController {
-  #target: DispatchController | undefined = undefined;
-  #callerPaused = false;
-  #throttleFull = false;
-  #targetPaused = false;
-  #aborted = false;
-  #reason: Error | null = null;
-  onAbortWaiting: ((reason: Error) => void) | undefined = undefined;
-  onCallerPause: ((paused: boolean) => void) | undefined = undefined;
-
-  set target(target: DispatchController) {
-    this.#target = target;
-    this.#targetPaused = false;
-    if (this.#aborted && this.#reason !== null) {
-      target.abort(this.#reason);
-      return;
-    }
-    this.#sync();
-  }
-
-  set throttleFull(full: boolean) {
-    this.#throttleFull = full;
-    this.#sync();
-  }
-
-  #sync(): void {
-    const target = this.#target;
-    if (target === undefined) return;
-    const pause = this.#callerPaused || this.#throttleFull;
-    if (pause && !this.#targetPaused) {
-      this.#targetPaused = true;
-      target.pause();
-    } else if (!pause && this.#targetPaused) {
-      this.#targetPaused = false;
-      target.resume();
-    }
-  }
-
-  pause(): void {
-    this.#callerPaused = true;
-    this.onCallerPause?.(true);
-    this.#sync();
-  }
-
-  resume(): void {
-    this.#callerPaused = false;
-    this.onCallerPause?.(false);
-    this.#sync();
-  }
-
-  abort(reason: Error): void {
-    if (this.#target !== undefined) {
-      this.#target.abort(reason);
-      return;
-    }
-    if (this.#aborted) return;
-    this.#aborted = true;
-    this.#reason = reason;
-    this.onAbortWaiting?.(reason);
-  }
-
-  get paused(): boolean {
-    return this.#callerPaused || (this.#target?.paused ?? false);
-  }
-
-  get aborted(): boolean {
-    return this.#target?.aborted ?? this.#aborted;
-  }
-
-  get reason(): Error | null {
-    return this.#target?.reason ?? this.#reason;
-  }
-
-  get rawHeaders(): DispatchController['rawHeaders'] {
-    return this.#target?.rawHeaders ?? null;
-  }
-
-  set rawHeaders(value: DispatchController['rawHeaders']) {
-    if (this.#target) this.#target.rawHeaders = value;
-  }
-
-  get rawTrailers(): DispatchController['rawTrailers'] {
-    return this.#target?.rawTrailers ?? null;
-  }
-
-  set rawTrailers(value: DispatchController['rawTrailers']) {
-    if (this.#target) this.#target.rawTrailers = value;
-  }
-}
-
 /** The `Scheduler` options of one origin, from the defaults and its override. */
 function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerOptions {
   const options: SchedulerOptions = { clock };
@@ -257,6 +187,14 @@ function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerOptions 
   if (limits.maxQueue !== undefined) options.maxQueue = limits.maxQueue;
   if (limits.maxWait !== undefined) options.maxWait = limits.maxWait;
   return options;
+}
+
+/** How long after its last use an idle origin equals a new one: its bucket refilled, its window slid out, ms. */
+function settleMsOf(scheduler: Scheduler, limits: OriginLimits): number {
+  const refillMs = scheduler.rate < Number.POSITIVE_INFINITY ? (scheduler.burst * 1000) / scheduler.rate : 0;
+  const windowMs =
+    limits.window === undefined ? 0 : parseDuration(limits.window) + parseDuration(limits.windowMargin ?? 0);
+  return Math.max(refillMs, windowMs);
 }
 
 /** The defaults with an origin's override on top (an override's undefined fields keep the default). */
@@ -374,17 +312,26 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   const member =
     group === undefined ? undefined : () => (group as ThrottleGroup).throttle({ highWaterMark: BODY_HIGH_WATER_MARK });
 
-  const states = new Map<string, OriginState>();
+  const maxOrigins = options.maxOrigins ?? DEFAULT_MAX_ORIGINS;
+  if (
+    !(
+      typeof maxOrigins === 'number' &&
+      maxOrigins >= 1 &&
+      (Number.isSafeInteger(maxOrigins) || maxOrigins === Number.POSITIVE_INFINITY)
+    )
+  ) {
+    throw new InvalidOptionError(
+      'maxOrigins',
+      maxOrigins,
+      `Expected \`maxOrigins\` to be an integer >= 1 or Infinity, got ${String(maxOrigins)}`,
+    );
+  }
+  const states = new OriginTable<OriginState>(maxOrigins, (origin) => {
+    const limits = merge(defaults, overrideByOrigin.get(origin));
+    const scheduler = new Scheduler(schedulerOptions(limits, clock));
+    return new OriginState(origin, scheduler, clock, limits.maxWait, settleMsOf(scheduler, limits));
+  });
   const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
-  const stateFor = (origin: string): OriginState => {
-    let state = states.get(origin);
-    if (state === undefined) {
-      const limits = merge(defaults, overrideByOrigin.get(origin));
-      state = new OriginState(origin, new Scheduler(schedulerOptions(limits, clock)), clock, limits.maxWait);
-      states.set(origin, state);
-    }
-    return state;
-  };
 
   const interceptor = (dispatch: Dispatch): Dispatch => {
     return function throttleDispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
@@ -394,9 +341,9 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
         origin = originOf(raw);
         if (typeof raw === 'string' && originCache.size < MAX_CACHED_ORIGINS) originCache.set(raw, origin);
       }
-      const state = stateFor(origin);
-      const controller = new PacedController();
       const enqueuedAtMs = clock.now();
+      const state = states.get(origin, enqueuedAtMs);
+      const controller = new PacedController();
       const method = String(opts.method);
       const path = opts.path;
 
@@ -437,7 +384,11 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
                   waitedMs: clock.now() - enqueuedAtMs,
                 } satisfies ClientStartMessage);
               }
-              send(dispatch, opts, handler, controller, state, done);
+              state.lastUseMs = clock.now();
+              send(dispatch, opts, handler, controller, state, () => {
+                state.lastUseMs = clock.now();
+                done();
+              });
             }),
           { signal: waiting.signal },
         )
@@ -448,7 +399,8 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       return true;
     };
   };
-  return interceptor as ThrottleInterceptor;
+  Object.defineProperty(interceptor, 'originCount', { get: () => states.size, enumerable: true });
+  return interceptor as unknown as ThrottleInterceptor;
 
   /** Sends the request and relays its response; `done` when the caller has it all (or an error). */
   function send(
