@@ -26,7 +26,8 @@ import { Scheduler, type SchedulerOptions } from '../scheduler/scheduler.js';
 import { ThrottleGroup } from '../stream/group.js';
 import type { Throttle } from '../stream/throttle.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
-import { pauseRequested } from './headers.js';
+import { type AdaptiveOptions, AdaptiveOrigin, parseAdaptive, type RateChangeInfo } from './adaptive-origin.js';
+import { parseRateLimit, pauseRequested } from './headers.js';
 import type { ClientPauseMessage, ClientRejectedMessage, ClientStartMessage } from './messages.js';
 import { DEFAULT_MAX_ORIGINS, type OriginEntry, OriginTable } from './origins.js';
 import { PacedController } from './paced-controller.js';
@@ -66,6 +67,11 @@ export interface ThrottleInterceptor {
   <D extends (options: never, handler: never) => boolean>(dispatch: D): D;
   /** Origins whose state is kept now (at most `maxOrigins` unless more are busy). */
   readonly originCount: number;
+  /** The rate `origin` is paced at now, per second (learned with `adaptive`); `undefined` if none is kept. */
+  rateOf(origin: string): number | undefined;
+  /** With `adaptive`: calls `listener` each time an origin's learned rate changes. */
+  on(event: 'rate', listener: (info: RateChangeInfo) => void): void;
+  off(event: 'rate', listener: (info: RateChangeInfo) => void): void;
 }
 
 /** Options for {@link throttleInterceptor}. */
@@ -90,9 +96,18 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
    * @default 10000
    */
   maxOrigins?: number;
+  /**
+   * Learn each origin's sustainable rate from its answers (AIMD: a slow start, a cut on pushback,
+   * a gentle probe), and adopt a policy it advertises (`RateLimit-Policy`, or `RateLimit-Limit` /
+   * `X-RateLimit-Limit` with a window). `true`, or bounds `{ min, max, initial, keep }`; `rate`
+   * is then where it starts, `burst` defaults to 1. See docs/calling-apis.md.
+   * @default false
+   */
+  adaptive?: boolean | AdaptiveOptions;
 }
 
 type DispatchHandler = Dispatcher.DispatchHandler;
+type Headers = Record<string, string | string[] | undefined>;
 type DispatchOptions = Dispatcher.DispatchOptions;
 type Dispatch = Dispatcher['dispatch'];
 
@@ -103,6 +118,7 @@ const MAX_CACHED_ORIGINS = 1024;
 /** One origin: its scheduler and its pause. */
 class OriginState implements OriginEntry {
   pausedUntilMs = 0;
+  adaptive: AdaptiveOrigin | undefined = undefined;
   #timer: unknown = undefined;
   readonly maxWaitMs: number;
   /** When a request of it last started or finished, ms. */
@@ -312,6 +328,11 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   const member =
     group === undefined ? undefined : () => (group as ThrottleGroup).throttle({ highWaterMark: BODY_HIGH_WATER_MARK });
 
+  const adaptive = parseAdaptive(options.adaptive, options.rate);
+  const rateListeners = new Set<(info: RateChangeInfo) => void>();
+  const notifyRate = (info: RateChangeInfo): void => {
+    for (const listener of rateListeners) listener(info);
+  };
   const maxOrigins = options.maxOrigins ?? DEFAULT_MAX_ORIGINS;
   if (
     !(
@@ -328,8 +349,15 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   }
   const states = new OriginTable<OriginState>(maxOrigins, (origin) => {
     const limits = merge(defaults, overrideByOrigin.get(origin));
-    const scheduler = new Scheduler(schedulerOptions(limits, clock));
-    return new OriginState(origin, scheduler, clock, limits.maxWait, settleMsOf(scheduler, limits));
+    if (adaptive === undefined) {
+      const scheduler = new Scheduler(schedulerOptions(limits, clock));
+      return new OriginState(origin, scheduler, clock, limits.maxWait, settleMsOf(scheduler, limits));
+    }
+    const scheduler = new Scheduler(schedulerOptions({ ...limits, rate: adaptive.bounds.initial }, clock));
+    const settleMs = Math.max(settleMsOf(scheduler, limits), adaptive.keepMs);
+    const state = new OriginState(origin, scheduler, clock, limits.maxWait, settleMs);
+    state.adaptive = new AdaptiveOrigin(origin, scheduler, adaptive, clock.now(), notifyRate);
+    return state;
   });
   const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
 
@@ -400,7 +428,34 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     };
   };
   Object.defineProperty(interceptor, 'originCount', { get: () => states.size, enumerable: true });
+  const checkEvent = (event: unknown, listener: unknown): void => {
+    if (event !== 'rate' || typeof listener !== 'function') {
+      throw new InvalidOptionError('event', event, "Expected on('rate', listener) with a function listener");
+    }
+  };
+  Object.assign(interceptor, {
+    rateOf: (origin: string) => states.peek(originOf(origin))?.scheduler.rate,
+    on(event: 'rate', listener: (info: RateChangeInfo) => void) {
+      checkEvent(event, listener);
+      rateListeners.add(listener);
+    },
+    off(event: 'rate', listener: (info: RateChangeInfo) => void) {
+      checkEvent(event, listener);
+      rateListeners.delete(listener);
+    },
+  });
   return interceptor as unknown as ThrottleInterceptor;
+
+  /** Feeds an answer to its origin's learning: a pauseOn status, or RateLimit r=0 with no policy known, is pushback. */
+  function learn(origin: AdaptiveOrigin, statusCode: number, headers: Headers): void {
+    let pushback = pauseOn.has(statusCode);
+    if (!pushback && !origin.policyKnown) {
+      const value = headers.ratelimit;
+      pushback =
+        parseRateLimit(Array.isArray(value) ? value.join(', ') : value)?.some((l) => l.remaining === 0) ?? false;
+    }
+    if (pushback || statusCode < 400) origin.answered(clock.now(), headers, pushback);
+  }
 
   /** Sends the request and relays its response; `done` when the caller has it all (or an error). */
   function send(
@@ -433,6 +488,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
         finish();
       },
       onResponseStart(_connection, statusCode, headers, statusMessage) {
+        if (state.adaptive !== undefined) learn(state.adaptive, statusCode, headers as Headers);
         if (pauseOn.has(statusCode)) {
           const asked = pauseRequested(headers as Record<string, string | string[] | undefined>, wallClock());
           if (asked !== undefined && asked.delayMs > 0) {

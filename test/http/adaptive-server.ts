@@ -84,3 +84,37 @@ export function tally(
   }
   return { total, refused, okPerSecond: ((total - refused) * 1000) / (toMs - fromMs) };
 }
+
+/**
+ * `callers` loops sending GETs to `url` through `dispatcher` as fast as they can for `durationMs`
+ * (requests still waiting at the end are aborted); the latencies of those answered, ms.
+ */
+export async function drive(
+  dispatcher: import('undici').Dispatcher,
+  url: string,
+  callers: number,
+  durationMs: number,
+): Promise<number[]> {
+  const { request } = await import('undici');
+  const latencies: number[] = [];
+  const end = new AbortController();
+  const timer = setTimeout(() => end.abort(), durationMs);
+  const caller = async () => {
+    while (!end.signal.aborted) {
+      const startedAt = performance.now();
+      try {
+        const response = await request(url, { dispatcher, signal: end.signal });
+        await response.body.text();
+        latencies.push(performance.now() - startedAt);
+      } catch (error) {
+        if (!end.signal.aborted) throw error;
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: callers }, caller));
+  } finally {
+    clearTimeout(timer);
+  }
+  return latencies;
+}

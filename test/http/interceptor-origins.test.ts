@@ -77,12 +77,12 @@ describe('throttleInterceptor: origins kept', () => {
     const handler = { onResponseEnd() {}, onResponseError() {} };
     dispatch({ origin: 'http://a.test', path: '/', method: 'GET' }, handler);
     await timers.tickAsync(0);
-    server.sent.splice(0).forEach((r) => r.finish());
+    for (const r of server.sent.splice(0)) r.finish();
     await timers.tickAsync(500);
     dispatch({ origin: 'http://b.test', path: '/', method: 'GET' }, handler);
     expect(interceptor.originCount).toBe(2); // a's bucket is not full yet: kept
     await timers.tickAsync(1000);
-    server.sent.splice(0).forEach((r) => r.finish());
+    for (const r of server.sent.splice(0)) r.finish();
     dispatch({ origin: 'http://c.test', path: '/', method: 'GET' }, handler);
     expect(interceptor.originCount).toBe(2); // a is full again: dropped
   });
