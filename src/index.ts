@@ -130,6 +130,7 @@ export type {
   StoreFailureMessage,
   StoreRecoveredMessage,
 } from './redis/health.js';
+export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRefusedMessage, SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {
   type ActiveJob,

@@ -12,11 +12,13 @@
  *   (what the downstream really allowed), so one cut lands below a limit
  *   that fell by half.
  * - Recovery, hold and probe: back up to `PLATEAU` of the failed rate within
- *   a fraction of a second, held there `HOLD_MS` after the pushback, then a
- *   probe that triples the rate per second until the next pushback. Against
- *   a limit that does not move, a probe costs one pushback (and its pause)
- *   per ~9 s; a limit that moved up is found within ~10 s of the last
- *   pushback, one that moved down at the next answer.
+ *   a fraction of a second, held there until `HOLD_MS` after the pushback,
+ *   then a probe whose slope (6 % of the failed rate per second) doubles
+ *   every 0.75 s until the next pushback. A server counting a window answers
+ *   late (the window integrates the rate over its length), so the probe
+ *   starts slow. Against a limit that does not move this costs one pushback
+ *   (and its pause) per ~7.5 s; a limit that moved up is found within ~10 s
+ *   of the last pushback, one that moved down at the next answer.
  * - An advertised policy (quota q per window w) pins the rate at (q - 1) / w
  *   with burst 1, which starts at most q in any window of w: no probing.
  *
@@ -35,14 +37,15 @@ export interface AimdBounds {
 /** The factor of a cut. */
 export const BETA = 0.9;
 /** Recovery goes back to this share of the failed rate quickly, then probes slowly. */
-export const PLATEAU = 0.97;
+export const PLATEAU = 0.985;
 /** How long the rate stays at the plateau after a pushback before it probes, ms. */
-export const HOLD_MS = 8000;
-/** The probe's growth per second. */
-const PROBE_GROWTH = 3;
-/** Slots of the success counter over the last second. */
-const SLOTS = 10;
-const SLOT_MS = 1000 / SLOTS;
+export const HOLD_MS = 6000;
+/** The probe's first slope, a share of the failed rate per second. */
+const PROBE_SLOPE = 0.06;
+/** The probe's slope doubles every this many ms without pushback. */
+const PROBE_DOUBLING_MS = 750;
+/** Successes remembered (their times), to count those of the last second. */
+const RING = 64;
 
 /** Why the rate changed. */
 export type RateChange = 'increase' | 'pushback' | 'policy';
@@ -59,16 +62,15 @@ export class Aimd {
   #lastMs: number;
   /** When the last pushback came. */
   #pushbackMs = Number.NaN;
-  /** Successes per slot of the last second, and the slot the newest count is for. */
-  readonly #ok: number[] = new Array<number>(SLOTS).fill(0);
-  #slot = 0;
+  /** The times of the last RING successes (a ring; `#okCount` written so far). */
+  readonly #ok = new Float64Array(RING);
+  #okCount = 0;
 
   constructor(bounds: AimdBounds, nowMs: number) {
     this.#min = bounds.min;
     this.#max = bounds.max;
     this.rate = clamp(bounds.initial, bounds.min, bounds.max);
     this.#lastMs = nowMs;
-    this.#slot = Math.floor(nowMs / SLOT_MS);
   }
 
   /** A policy was advertised. */
@@ -81,18 +83,22 @@ export class Aimd {
     return this.#failedAt;
   }
 
-  /** Successes in the last second. */
+  /** Successes in the last second (beyond RING of them, their rate over the time they took). */
   okLastSecond(nowMs: number): number {
-    this.#roll(nowMs);
-    let sum = 0;
-    for (const n of this.#ok) sum += n;
-    return sum;
+    const count = Math.min(this.#okCount, RING);
+    for (let k = 1; k <= count; k++) {
+      const atMs = this.#ok[(this.#okCount - k) % RING] as number;
+      if (atMs <= nowMs - 1000) return k - 1;
+    }
+    if (count < RING) return count;
+    const oldest = this.#ok[this.#okCount % RING] as number;
+    return nowMs > oldest ? (RING * 1000) / (nowMs - oldest) : RING;
   }
 
   /** An answer without pushback at `nowMs`; `demand`: jobs wait for the rate. True if the rate changed. */
   succeeded(nowMs: number, demand: boolean): boolean {
-    this.#roll(nowMs);
-    this.#ok[this.#slot % SLOTS] = (this.#ok[this.#slot % SLOTS] as number) + 1;
+    this.#ok[this.#okCount % RING] = nowMs;
+    this.#okCount++;
     const dtMs = Math.min(1000, nowMs - this.#lastMs);
     if (dtMs < 50) return false;
     this.#lastMs = nowMs;
@@ -106,7 +112,10 @@ export class Aimd {
       next = before * 2 ** s; // slow start
     else if (before < PLATEAU * failed) next = Math.min(PLATEAU * failed, before + 0.25 * failed * s);
     else if (nowMs - this.#pushbackMs < HOLD_MS) next = before;
-    else next = before * PROBE_GROWTH ** s;
+    else {
+      const probingMs = nowMs - this.#pushbackMs - HOLD_MS;
+      next = before + PROBE_SLOPE * failed * 2 ** (probingMs / PROBE_DOUBLING_MS) * s;
+    }
     this.rate = clamp(next, this.#min, this.#max);
     return this.rate !== before;
   }
@@ -134,15 +143,6 @@ export class Aimd {
     const before = this.rate;
     this.rate = clamp(paced, this.#min, this.#max);
     return this.rate !== before;
-  }
-
-  /** Empties the slots of the success counter that fell out of the last second. */
-  #roll(nowMs: number): void {
-    const slot = Math.floor(nowMs / SLOT_MS);
-    if (slot <= this.#slot) return;
-    const gone = Math.min(SLOTS, slot - this.#slot);
-    for (let i = 1; i <= gone; i++) this.#ok[(this.#slot + i) % SLOTS] = 0;
-    this.#slot = slot;
   }
 }
 
