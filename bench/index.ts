@@ -10,6 +10,7 @@
 
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { adaptiveSection } from './adaptive.js';
 import { bucketSection } from './bucket.js';
 import { fleetSection } from './fleet.js';
 import type { Section } from './harness.js';
@@ -26,6 +27,7 @@ const sections: Section[] = [
   keyedRedisSection,
   fleetSection,
   httpSection,
+  adaptiveSection,
 ];
 
 const args = process.argv.slice(2);

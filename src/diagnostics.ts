@@ -13,6 +13,7 @@
  * | `tokenpace:http:client:start`    | `throttleInterceptor` (`ClientStartMessage`, http/messages.ts) | a request left for its origin |
  * | `tokenpace:http:client:refused`  | `throttleInterceptor` (`ClientRefusedMessage`, http/messages.ts) | a request was rejected (queue full, wait too long) |
  * | `tokenpace:http:client:pause`    | `throttleInterceptor` (`ClientPauseMessage`, http/messages.ts) | an origin answered 429/503 asking to wait |
+ * | `tokenpace:http:client:rate`     | `throttleInterceptor` with `adaptive` (`ClientRateMessage`, http/messages.ts) | an origin's learned rate changed |
  * | `tokenpace:keyed:decision`       | `KeyedLimiter` (`KeyedDecisionMessage`, keyed/keyed-limiter.ts) | its store answered `tryTake` or `take` |
  * | `tokenpace:keyed:refusal`        | `KeyedLimiter` (`KeyedRefusalMessage`, keyed/keyed-limiter.ts) | it refused (`tryTake` refused, `take` over `maxWait` or denied) |
  * | `tokenpace:redis:degraded`       | every store in Redis (`StoreDegradedMessage`, redis/health.ts) | decisions start following its `onError` policy |
@@ -35,6 +36,7 @@ export const channelNames = {
   clientStart: 'tokenpace:http:client:start',
   clientRefused: 'tokenpace:http:client:refused',
   clientPause: 'tokenpace:http:client:pause',
+  clientRate: 'tokenpace:http:client:rate',
   keyedDecision: 'tokenpace:keyed:decision',
   keyedRefusal: 'tokenpace:keyed:refusal',
   storeDegraded: 'tokenpace:redis:degraded',
@@ -50,6 +52,7 @@ export const errorChannel = channel(channelNames.error);
 export const clientStartChannel = channel(channelNames.clientStart);
 export const clientRefusedChannel = channel(channelNames.clientRefused);
 export const clientPauseChannel = channel(channelNames.clientPause);
+export const clientRateChannel = channel(channelNames.clientRate);
 export const keyedDecisionChannel = channel(channelNames.keyedDecision);
 export const keyedRefusalChannel = channel(channelNames.keyedRefusal);
 export const storeDegradedChannel = channel(channelNames.storeDegraded);

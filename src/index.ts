@@ -40,6 +40,7 @@ export {
   type HeldLease,
   MemoryFleetStore,
 } from './fleet/store.js';
+export type { AdaptiveOptions, RateChangeInfo } from './http/adaptive-origin.js';
 export type { ProxyHeader, TrustProxy } from './http/client-address.js';
 export {
   type FastifyReplyLike,
@@ -55,6 +56,7 @@ export {
 } from './http/interceptor.js';
 export type {
   ClientPauseMessage,
+  ClientRateMessage,
   ClientRefusedMessage,
   ClientRejectedMessage,
   ClientStartMessage,
@@ -128,6 +130,7 @@ export type {
   StoreFailureMessage,
   StoreRecoveredMessage,
 } from './redis/health.js';
+export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRefusedMessage, SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {
   type ActiveJob,

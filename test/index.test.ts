@@ -19,6 +19,7 @@ describe('public exports', () => {
   // Every value the package root exports, exactly: a new export is a decision, so it shows up here.
   const values = [
     'AbortError',
+    'AdaptiveRate',
     'ClosedError',
     'BurstTooSmallError',
     'CostExceedsCapacityError',

@@ -199,3 +199,48 @@ export function pauseRequested(
   }
   return delayMs === undefined ? undefined : { delayMs, source: 'ratelimit' };
 }
+
+/** A quota a server advertises: `quota` units per window of `windowMs`. */
+export interface AdvertisedPolicy {
+  readonly quota: number;
+  readonly windowMs: number;
+}
+
+/**
+ * The policy a response advertises, or `undefined`: the smallest quota per second of the
+ * `RateLimit-Policy` items (`"p";q=40;w=1`, draft -10/-11; or the older `40;w=1`), else the older
+ * `RateLimit-Limit` / `X-RateLimit-Limit` quota with a `w` parameter (`40, 40;w=1`). A quota
+ * without a window is not a pace and is ignored, as a malformed field is.
+ */
+export function advertisedPolicy(headers: Record<string, string | string[] | undefined>): AdvertisedPolicy | undefined {
+  for (const name of ['ratelimit-policy', 'ratelimit-limit', 'x-ratelimit-limit']) {
+    const raw = headers[name];
+    const value = Array.isArray(raw) ? raw.join(', ') : raw;
+    if (value === undefined) continue;
+    let best: AdvertisedPolicy | undefined;
+    for (const member of splitList(value)) {
+      const policy = policyItem(member);
+      if (policy !== undefined && (best === undefined || policy.quota / policy.windowMs < best.quota / best.windowMs)) {
+        best = policy;
+      }
+    }
+    if (best !== undefined) return best;
+  }
+  return undefined;
+}
+
+/** One policy item: `"name";q=40;w=1` or `40;w=1`; `undefined` without a quota and a window. */
+function policyItem(member: string): AdvertisedPolicy | undefined {
+  const parts = member.split(';').map((p) => p.trim());
+  const head = parts[0] ?? '';
+  let quota = /^\d{1,15}$/.test(head) ? Number(head) : undefined;
+  let windowS: number | undefined;
+  for (const param of parts.slice(1)) {
+    const [key = '', val = ''] = param.split('=').map((p) => p.trim());
+    if (!/^\d{1,15}$/.test(val)) continue;
+    if (key === 'q') quota = Number(val);
+    else if (key === 'w') windowS = Number(val);
+  }
+  if (quota === undefined || windowS === undefined || !(quota >= 1) || !(windowS >= 1)) return undefined;
+  return { quota, windowMs: windowS * 1000 };
+}

@@ -26,8 +26,11 @@ import { Scheduler, type SchedulerOptions } from '../scheduler/scheduler.js';
 import { ThrottleGroup } from '../stream/group.js';
 import type { Throttle } from '../stream/throttle.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
-import { pauseRequested } from './headers.js';
+import { type AdaptiveOptions, AdaptiveOrigin, parseAdaptive, type RateChangeInfo } from './adaptive-origin.js';
+import { parseRateLimit, pauseRequested } from './headers.js';
 import type { ClientPauseMessage, ClientRejectedMessage, ClientStartMessage } from './messages.js';
+import { DEFAULT_MAX_ORIGINS, type OriginEntry, OriginTable } from './origins.js';
+import { PacedController } from './paced-controller.js';
 
 /** The limits of one origin. */
 export interface OriginLimits {
@@ -41,6 +44,16 @@ export interface OriginLimits {
   maxQueue?: number;
   /** The longest a request may wait to be sent (ms or `'2s'`); beyond it, `WaitTooLongError`. @default Infinity */
   maxWait?: DurationInput;
+  /**
+   * With `window`: the most requests in any window of that length, as the origin counts them
+   * (arrivals). A request counts from when it is sent until `window` after its response has been
+   * delivered, so no network jitter can put two of them closer than `window` at the origin.
+   */
+  limit?: number;
+  /** With `limit`: the window's length (ms or `'1s'`). */
+  window?: DurationInput;
+  /** Added to the window (ms or `'10ms'`), for an origin whose clock for the window is coarse. @default 0 */
+  windowMargin?: DurationInput;
 }
 
 /**
@@ -50,7 +63,16 @@ export interface OriginLimits {
  * type-checks the package without having it installed; `compose` accepts it
  * as its `DispatcherComposeInterceptor`.
  */
-export type ThrottleInterceptor = <D extends (options: never, handler: never) => boolean>(dispatch: D) => D;
+export interface ThrottleInterceptor {
+  <D extends (options: never, handler: never) => boolean>(dispatch: D): D;
+  /** Origins whose state is kept now (at most `maxOrigins` unless more are busy). */
+  readonly originCount: number;
+  /** The rate `origin` is paced at now, per second (learned with `adaptive`); `undefined` if none is kept. */
+  rateOf(origin: string): number | undefined;
+  /** With `adaptive`: calls `listener` each time an origin's learned rate changes. */
+  on(event: 'rate', listener: (info: RateChangeInfo) => void): void;
+  off(event: 'rate', listener: (info: RateChangeInfo) => void): void;
+}
 
 /** Options for {@link throttleInterceptor}. */
 export interface ThrottleInterceptorOptions extends OriginLimits {
@@ -66,10 +88,26 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
   clock?: Clock;
   /** Wall-clock milliseconds, for an HTTP-date `Retry-After` on a response without `Date`. @default Date.now */
   wallClock?: () => number;
+  /**
+   * The most origins whose state is kept. An idle origin whose bucket is full again (and window
+   * empty, pause over) is dropped anyway, as it equals a new one; beyond `maxOrigins`, the least
+   * recently used idle origins are dropped too, and come back as new ones (a full bucket). An origin
+   * with requests waiting or running is never dropped. An integer >= 1, or Infinity.
+   * @default 10000
+   */
+  maxOrigins?: number;
+  /**
+   * Learn each origin's sustainable rate from its answers (AIMD: a slow start, a cut on pushback,
+   * a gentle probe), and adopt a policy it advertises (`RateLimit-Policy`, or `RateLimit-Limit` /
+   * `X-RateLimit-Limit` with a window). `true`, or bounds `{ min, max, initial, keep }`; `rate`
+   * is then where it starts, `burst` defaults to 1. See docs/calling-apis.md.
+   * @default false
+   */
+  adaptive?: boolean | AdaptiveOptions;
 }
 
 type DispatchHandler = Dispatcher.DispatchHandler;
-type DispatchController = Dispatcher.DispatchController;
+type Headers = Record<string, string | string[] | undefined>;
 type DispatchOptions = Dispatcher.DispatchOptions;
 type Dispatch = Dispatcher['dispatch'];
 
@@ -78,18 +116,33 @@ const BODY_HIGH_WATER_MARK = 16 * 1024;
 const MAX_CACHED_ORIGINS = 1024;
 
 /** One origin: its scheduler and its pause. */
-class OriginState {
+class OriginState implements OriginEntry {
   pausedUntilMs = 0;
+  adaptive: AdaptiveOrigin | undefined = undefined;
   #timer: unknown = undefined;
   readonly maxWaitMs: number;
+  /** When a request of it last started or finished, ms. */
+  lastUseMs: number;
 
   constructor(
     readonly origin: string,
     readonly scheduler: Scheduler,
     readonly clock: Clock,
     maxWait: DurationInput | undefined,
+    /** How long after its last use an idle origin's state equals a new one's (bucket refilled, window slid), ms. */
+    readonly settleMs: number,
   ) {
     this.maxWaitMs = maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(maxWait);
+    this.lastUseMs = clock.now();
+  }
+
+  busy(): boolean {
+    const scheduler = this.scheduler;
+    return scheduler.size !== 0 || scheduler.pending !== 0 || this.#timer !== undefined;
+  }
+
+  forgettable(nowMs: number): boolean {
+    return nowMs >= this.lastUseMs + this.settleMs && nowMs >= this.pausedUntilMs;
   }
 
   /** Ms left of the current pause (0 if none), resuming a pause that is over. */
@@ -132,103 +185,6 @@ class OriginState {
   }
 }
 
-/**
- * The controller the downstream handler holds for the whole request: it
- * exists before the request is sent (so an abort can take a waiting request
- * out of the queue) and forwards to the connection's controller once sent.
- * The connection is paused while the caller paused it or the bandwidth
- * throttle's buffer is full.
- */
-class PacedController implements DispatchController {
-  #target: DispatchController | undefined = undefined;
-  #callerPaused = false;
-  #throttleFull = false;
-  #targetPaused = false;
-  #aborted = false;
-  #reason: Error | null = null;
-  onAbortWaiting: ((reason: Error) => void) | undefined = undefined;
-  onCallerPause: ((paused: boolean) => void) | undefined = undefined;
-
-  set target(target: DispatchController) {
-    this.#target = target;
-    this.#targetPaused = false;
-    if (this.#aborted && this.#reason !== null) {
-      target.abort(this.#reason);
-      return;
-    }
-    this.#sync();
-  }
-
-  set throttleFull(full: boolean) {
-    this.#throttleFull = full;
-    this.#sync();
-  }
-
-  #sync(): void {
-    const target = this.#target;
-    if (target === undefined) return;
-    const pause = this.#callerPaused || this.#throttleFull;
-    if (pause && !this.#targetPaused) {
-      this.#targetPaused = true;
-      target.pause();
-    } else if (!pause && this.#targetPaused) {
-      this.#targetPaused = false;
-      target.resume();
-    }
-  }
-
-  pause(): void {
-    this.#callerPaused = true;
-    this.onCallerPause?.(true);
-    this.#sync();
-  }
-
-  resume(): void {
-    this.#callerPaused = false;
-    this.onCallerPause?.(false);
-    this.#sync();
-  }
-
-  abort(reason: Error): void {
-    if (this.#target !== undefined) {
-      this.#target.abort(reason);
-      return;
-    }
-    if (this.#aborted) return;
-    this.#aborted = true;
-    this.#reason = reason;
-    this.onAbortWaiting?.(reason);
-  }
-
-  get paused(): boolean {
-    return this.#callerPaused || (this.#target?.paused ?? false);
-  }
-
-  get aborted(): boolean {
-    return this.#target?.aborted ?? this.#aborted;
-  }
-
-  get reason(): Error | null {
-    return this.#target?.reason ?? this.#reason;
-  }
-
-  get rawHeaders(): DispatchController['rawHeaders'] {
-    return this.#target?.rawHeaders ?? null;
-  }
-
-  set rawHeaders(value: DispatchController['rawHeaders']) {
-    if (this.#target) this.#target.rawHeaders = value;
-  }
-
-  get rawTrailers(): DispatchController['rawTrailers'] {
-    return this.#target?.rawTrailers ?? null;
-  }
-
-  set rawTrailers(value: DispatchController['rawTrailers']) {
-    if (this.#target) this.#target.rawTrailers = value;
-  }
-}
-
 /** The `Scheduler` options of one origin, from the defaults and its override. */
 function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerOptions {
   const options: SchedulerOptions = { clock };
@@ -237,10 +193,24 @@ function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerOptions 
     options.burst = limits.burst ?? 1;
   }
   if (limits.concurrency !== undefined) options.concurrency = limits.concurrency;
-  else if (limits.rate === undefined) options.concurrency = Number.MAX_SAFE_INTEGER; // pushback only
+  else if (limits.rate === undefined && limits.limit === undefined) options.concurrency = Number.MAX_SAFE_INTEGER; // pushback only
+  if (limits.limit !== undefined || limits.window !== undefined) {
+    options.limit = limits.limit;
+    options.window = limits.window;
+    options.windowCounts = 'finish'; // from sent until `window` after the response: arrivals fall in between
+    if (limits.windowMargin !== undefined) options.windowMargin = limits.windowMargin;
+  }
   if (limits.maxQueue !== undefined) options.maxQueue = limits.maxQueue;
   if (limits.maxWait !== undefined) options.maxWait = limits.maxWait;
   return options;
+}
+
+/** How long after its last use an idle origin equals a new one: its bucket refilled, its window slid out, ms. */
+function settleMsOf(scheduler: Scheduler, limits: OriginLimits): number {
+  const refillMs = scheduler.rate < Number.POSITIVE_INFINITY ? (scheduler.burst * 1000) / scheduler.rate : 0;
+  const windowMs =
+    limits.window === undefined ? 0 : parseDuration(limits.window) + parseDuration(limits.windowMargin ?? 0);
+  return Math.max(refillMs, windowMs);
 }
 
 /** The defaults with an origin's override on top (an override's undefined fields keep the default). */
@@ -333,6 +303,9 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     concurrency: options.concurrency,
     maxQueue: options.maxQueue,
     maxWait: options.maxWait,
+    limit: options.limit,
+    window: options.window,
+    windowMargin: options.windowMargin,
   };
   const overrideByOrigin = new Map<string, OriginLimits>();
   for (const [origin, limits] of Object.entries(overrides)) overrideByOrigin.set(originOf(origin), limits);
@@ -355,17 +328,38 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   const member =
     group === undefined ? undefined : () => (group as ThrottleGroup).throttle({ highWaterMark: BODY_HIGH_WATER_MARK });
 
-  const states = new Map<string, OriginState>();
-  const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
-  const stateFor = (origin: string): OriginState => {
-    let state = states.get(origin);
-    if (state === undefined) {
-      const limits = merge(defaults, overrideByOrigin.get(origin));
-      state = new OriginState(origin, new Scheduler(schedulerOptions(limits, clock)), clock, limits.maxWait);
-      states.set(origin, state);
-    }
-    return state;
+  const adaptive = parseAdaptive(options.adaptive, options.rate);
+  const rateListeners = new Set<(info: RateChangeInfo) => void>();
+  const notifyRate = (info: RateChangeInfo): void => {
+    for (const listener of rateListeners) listener(info);
   };
+  const maxOrigins = options.maxOrigins ?? DEFAULT_MAX_ORIGINS;
+  if (
+    !(
+      typeof maxOrigins === 'number' &&
+      maxOrigins >= 1 &&
+      (Number.isSafeInteger(maxOrigins) || maxOrigins === Number.POSITIVE_INFINITY)
+    )
+  ) {
+    throw new InvalidOptionError(
+      'maxOrigins',
+      maxOrigins,
+      `Expected \`maxOrigins\` to be an integer >= 1 or Infinity, got ${String(maxOrigins)}`,
+    );
+  }
+  const states = new OriginTable<OriginState>(maxOrigins, (origin) => {
+    const limits = merge(defaults, overrideByOrigin.get(origin));
+    if (adaptive === undefined) {
+      const scheduler = new Scheduler(schedulerOptions(limits, clock));
+      return new OriginState(origin, scheduler, clock, limits.maxWait, settleMsOf(scheduler, limits));
+    }
+    const scheduler = new Scheduler(schedulerOptions({ ...limits, rate: adaptive.bounds.initial }, clock));
+    const settleMs = Math.max(settleMsOf(scheduler, limits), adaptive.keepMs);
+    const state = new OriginState(origin, scheduler, clock, limits.maxWait, settleMs);
+    state.adaptive = new AdaptiveOrigin(origin, scheduler, adaptive, clock.now(), notifyRate);
+    return state;
+  });
+  const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
 
   const interceptor = (dispatch: Dispatch): Dispatch => {
     return function throttleDispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
@@ -375,9 +369,9 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
         origin = originOf(raw);
         if (typeof raw === 'string' && originCache.size < MAX_CACHED_ORIGINS) originCache.set(raw, origin);
       }
-      const state = stateFor(origin);
-      const controller = new PacedController();
       const enqueuedAtMs = clock.now();
+      const state = states.get(origin, enqueuedAtMs);
+      const controller = new PacedController();
       const method = String(opts.method);
       const path = opts.path;
 
@@ -418,7 +412,11 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
                   waitedMs: clock.now() - enqueuedAtMs,
                 } satisfies ClientStartMessage);
               }
-              send(dispatch, opts, handler, controller, state, done);
+              state.lastUseMs = clock.now();
+              send(dispatch, opts, handler, controller, state, () => {
+                state.lastUseMs = clock.now();
+                done();
+              });
             }),
           { signal: waiting.signal },
         )
@@ -429,7 +427,35 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       return true;
     };
   };
-  return interceptor as ThrottleInterceptor;
+  Object.defineProperty(interceptor, 'originCount', { get: () => states.size, enumerable: true });
+  const checkEvent = (event: unknown, listener: unknown): void => {
+    if (event !== 'rate' || typeof listener !== 'function') {
+      throw new InvalidOptionError('event', event, "Expected on('rate', listener) with a function listener");
+    }
+  };
+  Object.assign(interceptor, {
+    rateOf: (origin: string) => states.peek(originOf(origin))?.scheduler.rate,
+    on(event: 'rate', listener: (info: RateChangeInfo) => void) {
+      checkEvent(event, listener);
+      rateListeners.add(listener);
+    },
+    off(event: 'rate', listener: (info: RateChangeInfo) => void) {
+      checkEvent(event, listener);
+      rateListeners.delete(listener);
+    },
+  });
+  return interceptor as unknown as ThrottleInterceptor;
+
+  /** Feeds an answer to its origin's learning: a pauseOn status, or RateLimit r=0 with no policy known, is pushback. */
+  function learn(origin: AdaptiveOrigin, statusCode: number, headers: Headers): void {
+    let pushback = pauseOn.has(statusCode);
+    if (!pushback && !origin.policyKnown) {
+      const value = headers.ratelimit;
+      pushback =
+        parseRateLimit(Array.isArray(value) ? value.join(', ') : value)?.some((l) => l.remaining === 0) ?? false;
+    }
+    if (pushback || statusCode < 400) origin.answered(clock.now(), headers, pushback);
+  }
 
   /** Sends the request and relays its response; `done` when the caller has it all (or an error). */
   function send(
@@ -462,6 +488,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
         finish();
       },
       onResponseStart(_connection, statusCode, headers, statusMessage) {
+        if (state.adaptive !== undefined) learn(state.adaptive, statusCode, headers as Headers);
         if (pauseOn.has(statusCode)) {
           const asked = pauseRequested(headers as Record<string, string | string[] | undefined>, wallClock());
           if (asked !== undefined && asked.delayMs > 0) {

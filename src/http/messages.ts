@@ -71,6 +71,16 @@ export interface ClientPauseMessage {
   readonly source: 'retry-after' | 'ratelimit';
 }
 
+/** `tokenpace:http:client:rate`: an origin's learned rate changed (`adaptive`). */
+export interface ClientRateMessage {
+  readonly origin: string;
+  /** Requests per second from now on. */
+  readonly rate: number;
+  readonly previousRate: number;
+  /** `'increase'`: answers without pushback; `'pushback'`: a 429/503 or RateLimit r=0; `'policy'`: an advertised quota. */
+  readonly reason: 'increase' | 'pushback' | 'policy';
+}
+
 /** @deprecated The old name of {@link HttpDecisionMessage} (the message is HTTP's only). */
 export type DecisionMessage = HttpDecisionMessage;
 /** @deprecated The old name of {@link HttpErrorMessage} (the message is HTTP's only). */

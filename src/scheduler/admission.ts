@@ -64,6 +64,8 @@ export interface Admission {
   readonly burst: number;
   /** The weighted concurrency (Infinity: none). */
   readonly concurrency: number;
+  /** The window limit's most cost per window (Infinity or absent: none): a job may cost no more. */
+  readonly windowLimit?: number;
   /** Jobs wait for the concurrency (the head's share of it is taken). */
   readonly saturated: boolean;
   /** When the head's tokens will be there, for the Scheduler's one timer (Infinity: no wake-up needed). */
@@ -117,4 +119,9 @@ export function waitForMs(
   withinMs: number,
 ): number {
   return msUntilWithin(tokensAt(bucket, params, now), need, params, withinMs);
+}
+
+/** The most cost a job may have: the burst, the concurrency and the window limit all bound it. */
+export function maxCostOf(admission: Admission): number {
+  return Math.min(admission.burst, admission.concurrency, admission.windowLimit ?? Number.POSITIVE_INFINITY);
 }

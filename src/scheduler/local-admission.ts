@@ -15,6 +15,7 @@ import {
   type BucketParams,
   type BucketState,
   charge,
+  conformsAt,
   delayUntil,
   msUntil,
   rebill,
@@ -26,7 +27,8 @@ import {
 import { expectedLatenessMs, TIMER_STEP_MS, type Watchdog } from '../timer.js';
 import { type Admission, type Host, type LimitsChange, waitForMs } from './admission.js';
 import type { SchedulerSettings } from './options.js';
-import type { Bill } from './run.js';
+import type { Bill, Job } from './run.js';
+import { StartWindow } from './window-limit.js';
 
 /** A bucket and a weighted concurrency in this process; see the file's opening comment. */
 export class LocalAdmission implements Admission {
@@ -38,6 +40,8 @@ export class LocalAdmission implements Admission {
   #params: BucketParams = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: Number.POSITIVE_INFINITY };
   #concurrency = Number.POSITIVE_INFINITY;
   #concurrencySlack = 0;
+  /** The window limit's sliding log (./window-limit.ts); `undefined` without one. */
+  readonly #window: StartWindow | undefined;
   /**
    * The concurrency a job of cost 0 holds while it runs: 1, or the whole concurrency if that is
    * smaller. Every running job counts: under `concurrency: 1` a free job still runs alone.
@@ -72,6 +76,11 @@ export class LocalAdmission implements Admission {
       this.#bucket = { tokens: params.capacity, updatedAtMs: host.clock.now() };
     }
     this.#setConcurrency(settings.concurrency);
+    this.#window = settings.window === undefined ? undefined : new StartWindow(settings.window);
+  }
+
+  get windowLimit(): number {
+    return this.#window?.limit ?? Number.POSITIVE_INFINITY;
   }
 
   get rate(): number {
@@ -104,14 +113,22 @@ export class LocalAdmission implements Admission {
 
   predictWaitMs(now: number, cost: number, priority: number, withinMs: number): number {
     const bucket = this.#bucket;
-    if (bucket === undefined) return 0;
-    return waitForMs(bucket, this.#params, now, this.#host.queue.costAtOrAbove(priority) + cost, withinMs);
+    const windowMs = this.#window === undefined || this.#host.queue.size !== 0 ? 0 : this.#window.waitMs(now, cost);
+    if (bucket === undefined) return windowMs > withinMs ? windowMs : 0;
+    const bucketMs = waitForMs(bucket, this.#params, now, this.#host.queue.costAtOrAbove(priority) + cost, withinMs);
+    return windowMs > withinMs ? Math.max(windowMs, bucketMs) : bucketMs;
   }
 
   tryStart(cost: number, now: number): number {
     const held = cost === 0 ? this.#zeroCostHold : cost;
     if (this.#host.runner.runningCost + held > this.#concurrency + this.#concurrencySlack) return -1;
     const bucket = this.#bucket;
+    const window = this.#window;
+    if (window !== undefined) {
+      if (window.untilFinish) return -1; // through the queue, so that its finish comes back with its cost
+      if (bucket !== undefined && !conformsAt(bucket, this.#params, now, cost)) return -1;
+      if (window.take(now, cost) !== 0) return -1;
+    }
     if (bucket !== undefined && !tryCharge(bucket, this.#params, now, cost)) return -1;
     this.#lastStartMs = now;
     return held;
@@ -129,6 +146,7 @@ export class LocalAdmission implements Admission {
     const host = this.#host;
     const queue = host.queue;
     const runner = host.runner;
+    const window = this.#window;
     // A job started here may pause the scheduler (or change its limits) from its fn: check on every turn.
     for (let job = queue.peek(); job !== undefined && !host.paused(); job = queue.peek()) {
       const held = job.cost === 0 ? this.#zeroCostHold : job.cost;
@@ -137,7 +155,7 @@ export class LocalAdmission implements Admission {
         return now;
       }
       const bucket = this.#bucket;
-      if (bucket !== undefined) {
+      if (bucket !== undefined || window !== undefined) {
         const read = host.clock.now();
         if (read > now) now = read;
       }
@@ -155,12 +173,23 @@ export class LocalAdmission implements Admission {
           this.#nextStartMs = atMs;
           return now;
         }
+        if (window !== undefined && !this.#windowAllows(window, now, job.cost)) return now;
         charge(bucket, this.#params, atMs, job.cost);
+      } else if (window !== undefined && !this.#windowAllows(window, now, job.cost)) {
+        return now;
       }
       this.#lastStartMs = now;
       host.start(job, now, held);
     }
     return now;
+  }
+
+  /** Counts a start in the window limit if it fits; else sets the wake-up for when it will. */
+  #windowAllows(window: StartWindow, now: number, cost: number): boolean {
+    const waitMs = window.take(now, cost);
+    if (waitMs === 0) return true;
+    this.#nextStartMs = now + waitMs;
+    return false;
   }
 
   /**
@@ -187,8 +216,9 @@ export class LocalAdmission implements Admission {
     if (now > this.#floorMs) this.#floorMs = now;
   }
 
-  finished(): void {
+  finished(job: Job | undefined): void {
     const host = this.#host;
+    if (job !== undefined && this.#window !== undefined) this.#window.finished(host.clock.now(), job.cost);
     if (host.queue.size === 0) {
       if (!this.#contended) {
         this.#lastFinishMs = Number.NaN;
@@ -240,6 +270,7 @@ export class LocalAdmission implements Admission {
       else if (this.#nextStartMs !== Number.POSITIVE_INFINITY) baseMs = this.#nextStartMs - now;
       spacingMs = msUntil(0, cost, params);
     }
+    if (this.#window !== undefined && !queued) baseMs = Math.max(baseMs, this.#window.waitMs(now, cost));
     const held = cost === 0 ? this.#zeroCostHold : cost;
     const full = queued
       ? this.#concurrencyBlocked

@@ -12,9 +12,10 @@ import type { FleetStore } from '../fleet/store.js';
 import { type BucketParams, bucketParams } from '../meters/bucket.js';
 import type { FailurePolicy } from '../redis/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
+import { noWindowOnFleet, type WindowLimitOptions, type WindowSettings, windowOrInterval } from './window-limit.js';
 
-/** Options for {@link Scheduler}. At least one of `rate` and `concurrency` must be given. */
-export interface SchedulerOptions {
+/** Options for {@link Scheduler}. At least one of `rate`, `concurrency` and `limit`/`window` must be given. */
+export interface SchedulerOptions extends WindowLimitOptions {
   /**
    * Tokens per second refilled into the bucket jobs draw their cost from: a
    * number or a string such as `'100/s'`, `'6000/min'`. Without it, only the
@@ -102,6 +103,12 @@ export interface SchedulerOptions {
   interval?: number;
   /** See {@link SchedulerOptions.interval}. */
   intervalCap?: number;
+  /**
+   * p-queue's `strict`: with `interval`/`intervalCap`, a sliding window instead of the bucket, as
+   * `limit: intervalCap, window: interval, windowMargin: 0` (see {@link WindowLimitOptions.limit}).
+   * @default false
+   */
+  strict?: boolean;
   /**
    * A fleet store: a `RedisFleetStore` (or a `MemoryFleetStore`, the same within one process).
    * With `key`, the rate, burst and concurrency are shared by every scheduler on the same store
@@ -430,6 +437,8 @@ export interface SchedulerSettings {
   readonly paused: boolean;
   /** With `store` and `key`: the fleet's settings. */
   readonly fleet: FleetSettings | undefined;
+  /** The window limit (`limit`, `window`, or p-queue's `strict`); `undefined` without one. */
+  readonly window: WindowSettings | undefined;
 }
 
 /**
@@ -439,14 +448,14 @@ export interface SchedulerSettings {
 export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSettings {
   checkOptions(options, 'Scheduler options ({ rate, burst, concurrency, maxQueue, ... })', true);
   const clock = checkClock(options.clock);
-  const fromInterval = intervalRate(options);
+  const [fromInterval, window] = windowOrInterval(options, intervalRate(options));
   const rate = fromInterval?.rate ?? options.rate;
   const hasRate = rate !== undefined;
-  if (!hasRate && options.concurrency === undefined) {
+  if (!hasRate && options.concurrency === undefined && window === undefined) {
     throw new InvalidOptionError(
       'rate',
       undefined,
-      'a Scheduler needs a limit: give `rate` (jobs or cost per second), `concurrency` (cost running at once), or both',
+      'a Scheduler needs a limit: give `rate` (cost per second), `concurrency` (cost running at once), `limit` with `window`',
     );
   }
   let params: BucketParams | undefined;
@@ -458,7 +467,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
   const settings = {
     clock,
     params,
-    concurrency: parseConcurrency(options.concurrency ?? Number.POSITIVE_INFINITY, hasRate),
+    concurrency: parseConcurrency(options.concurrency ?? Number.POSITIVE_INFINITY, hasRate || window !== undefined),
     maxQueue: parseMaxQueue(options.maxQueue),
     maxWaitMs: parseOptionalDuration(options.maxWait, Number.POSITIVE_INFINITY),
     timeoutMs: parseTimeout(options.timeout),
@@ -466,7 +475,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
     releaseOnTimeout: parseOnTimeout(options.onTimeout),
     paused: options.autoStart === false,
   };
-  return { ...settings, fleet: parseFleet(options) };
+  return { ...settings, fleet: noWindowOnFleet(parseFleet(options), window), window };
 }
 
 /** The fleet options: `store` and `key` (both or neither), and the three that only a fleet has. */

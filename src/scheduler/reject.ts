@@ -44,10 +44,15 @@ function queueFullError(maxQueue: number, retryAfterMs: number): QueueFullError 
 }
 
 /** Why a cost can never start: above the burst, or above the concurrency. */
-export function costError(cost: number, burst: number, concurrency: number): CostExceedsCapacityError {
-  return cost > burst
-    ? new CostExceedsCapacityError(cost, burst)
-    : new CostExceedsCapacityError(cost, concurrency, "the scheduler's concurrency");
+export function costError(
+  cost: number,
+  burst: number,
+  concurrency: number,
+  windowLimit = Number.POSITIVE_INFINITY,
+): CostExceedsCapacityError {
+  if (cost > burst) return new CostExceedsCapacityError(cost, burst);
+  if (cost > windowLimit) return new CostExceedsCapacityError(cost, windowLimit, "the scheduler's window limit");
+  return new CostExceedsCapacityError(cost, concurrency, "the scheduler's concurrency");
 }
 
 /** A job rejected at its deadline: it waited `waitedMs`, past `maxWaitMs`, because of `why`. */
@@ -125,13 +130,19 @@ export class Rejections {
   }
 
   /** Rejects a new job for its cost: not a number >= 0, or one that can never start. */
-  rejectCost(cost: unknown, priority: number, burst: number, concurrency: number): Promise<never> {
+  rejectCost(
+    cost: unknown,
+    priority: number,
+    burst: number,
+    concurrency: number,
+    windowLimit?: number,
+  ): Promise<never> {
     if (typeof cost !== 'number' || !(cost >= 0)) {
       return Promise.reject(
         new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`),
       );
     }
-    return this.reject('costExceedsCapacity', costError(cost, burst, concurrency), cost, priority);
+    return this.reject('costExceedsCapacity', costError(cost, burst, concurrency, windowLimit), cost, priority);
   }
 
   /** Rejects a job that was waiting (the caller has taken it out of the queue). */

@@ -24,7 +24,7 @@ import { AbortError, ClosedError, checkSignal, InvalidOptionError, retryHintMs, 
 import { burstParam, rateParam } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
-import type { Admission, Host } from './admission.js';
+import { type Admission, type Host, maxCostOf } from './admission.js';
 import { Emitter } from './events.js';
 import { FleetAdmission } from './fleet-admission.js';
 import { LocalAdmission } from './local-admission.js';
@@ -147,7 +147,7 @@ export class Scheduler {
       settings.fleet === undefined
         ? new LocalAdmission(host, settings, this.#watchdog)
         : new FleetAdmission(host, settings.fleet, settings);
-    this.#maxCost = Math.min(this.#admission.burst, this.#admission.concurrency);
+    this.#maxCost = maxCostOf(this.#admission);
   }
 
   // ---------------------------------------------------------------- state
@@ -256,7 +256,7 @@ export class Scheduler {
     const rejections = this.#rejections;
     const admission = this.#admission;
     if (!(typeof cost === 'number' && cost >= 0 && cost <= this.#maxCost)) {
-      return rejections.rejectCost(cost, priority, admission.burst, admission.concurrency);
+      return rejections.rejectCost(cost, priority, admission.burst, admission.concurrency, admission.windowLimit);
     }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) return rejectPriority(priority);
     if (signal?.aborted) return rejections.reject('aborted', signal.reason, cost, priority);
@@ -567,7 +567,7 @@ export class Scheduler {
   /** After a limit changed: reject waiting jobs that can no longer ever start, then start what can. */
   #limitsChanged(now: number): void {
     const { burst, concurrency } = this.#admission;
-    this.#maxCost = Math.min(burst, concurrency);
+    this.#maxCost = maxCostOf(this.#admission);
     const waiting = this.#waiting;
     for (const job of [...waiting.queue]) {
       if (job.cost > this.#maxCost) waiting.reject(job, 'costExceedsCapacity', costError(job.cost, burst, concurrency));

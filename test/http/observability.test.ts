@@ -38,7 +38,7 @@ describe('observability', () => {
     expect(typeof tokenpace.throttleInterceptor).toBe('function');
     expect(Object.values(tokenpace.channelNames).every((n) => n.startsWith('tokenpace:'))).toBe(true);
     const http = Object.values(tokenpace.channelNames).filter((n) => n.startsWith('tokenpace:http:'));
-    expect(http).toHaveLength(5);
+    expect(http).toHaveLength(6);
   });
 
   it('feeds decisions, refusals and pauses into OpenTelemetry instruments', async () => {

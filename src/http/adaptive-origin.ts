@@ -1,0 +1,115 @@
+/**
+ * throttleInterceptor's `adaptive` option: each origin's rate is learned from
+ * its answers by ../scheduler/aimd.ts and applied to the origin's Scheduler
+ * (`setRate`, burst 1). An advertised policy (RateLimit-Policy, or the older
+ * RateLimit-Limit / X-RateLimit-Limit with a window) pins the pace below it.
+ * Every change is told to the interceptor's `rate` listeners and on
+ * `tokenpace:http:client:rate`.
+ *
+ * Invariants: a learned origin is kept `keep` after its last use (within
+ * `maxOrigins`), so a client that comes back within it resumes at the rate it
+ * learned; the rate never leaves [min, max].
+ */
+
+import { clientRateChannel } from '../diagnostics.js';
+import { InvalidOptionError } from '../errors.js';
+import { rateParam } from '../meters/bucket.js';
+import { Aimd, type AimdBounds, type RateChange } from '../scheduler/aimd.js';
+import type { Scheduler } from '../scheduler/scheduler.js';
+import { type DurationInput, parseDuration, type RateInput } from '../units.js';
+import { advertisedPolicy } from './headers.js';
+import type { ClientRateMessage } from './messages.js';
+
+/** Options of `adaptive`: the bounds of the learned rate, and how long it is kept. */
+export interface AdaptiveOptions {
+  /** The least rate it goes down to. @default 0.5 (per second) */
+  min?: RateInput;
+  /** The most rate it goes up to. @default Infinity */
+  max?: RateInput;
+  /** Where it starts. @default the `rate` option, else 10 (per second) */
+  initial?: RateInput;
+  /** How long an idle origin's learned rate is kept (within `maxOrigins`). @default '10min' */
+  keep?: DurationInput;
+}
+
+/** `adaptive`, parsed. @internal */
+export interface AdaptiveSettings {
+  readonly bounds: AimdBounds;
+  readonly keepMs: number;
+}
+
+/** What a `rate` listener receives. */
+export type RateChangeInfo = ClientRateMessage;
+
+const DEFAULT_INITIAL = 10;
+const DEFAULT_MIN = 0.5;
+const DEFAULT_KEEP_MS = 600_000;
+
+/** Parses `adaptive` (true or the options; `undefined`/false: not adaptive). @internal */
+export function parseAdaptive(
+  value: boolean | AdaptiveOptions | undefined,
+  rate: RateInput | undefined,
+): AdaptiveSettings | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value !== true && (typeof value !== 'object' || value === null)) {
+    throw new InvalidOptionError('adaptive', value, 'Expected `adaptive` to be true or { min, max, initial, keep }');
+  }
+  const options = value === true ? {} : value;
+  const min = options.min === undefined ? DEFAULT_MIN : rateParam(options.min, 'adaptive.min');
+  const max = options.max === undefined ? Number.POSITIVE_INFINITY : rateParam(options.max, 'adaptive.max');
+  const start = options.initial ?? rate;
+  const initial =
+    start === undefined ? Math.max(min, Math.min(max, DEFAULT_INITIAL)) : rateParam(start, 'adaptive.initial');
+  if (!(min <= initial && initial <= max)) {
+    throw new InvalidOptionError(
+      'adaptive',
+      value,
+      `Expected adaptive's min <= initial <= max, got ${min} <= ${initial} <= ${max} (per second)`,
+    );
+  }
+  const keepMs = options.keep === undefined ? DEFAULT_KEEP_MS : parseDuration(options.keep);
+  return { bounds: { min, max, initial }, keepMs };
+}
+
+/** One origin's learning; see the file's opening comment. */
+export class AdaptiveOrigin {
+  readonly #aimd: Aimd;
+
+  constructor(
+    readonly origin: string,
+    readonly scheduler: Scheduler,
+    settings: AdaptiveSettings,
+    nowMs: number,
+    readonly notify: (info: RateChangeInfo) => void,
+  ) {
+    this.#aimd = new Aimd(settings.bounds, nowMs);
+  }
+
+  get rate(): number {
+    return this.#aimd.rate;
+  }
+
+  /** The origin advertised a policy: its pace is known, `r=0` is no pushback. */
+  get policyKnown(): boolean {
+    return this.#aimd.policyKnown;
+  }
+
+  /** An answer arrived at `nowMs`; `pushback`: it asked to slow down. */
+  answered(nowMs: number, headers: Record<string, string | string[] | undefined>, pushback: boolean): void {
+    const aimd = this.#aimd;
+    const previousRate = aimd.rate;
+    let reason: RateChange | undefined;
+    const policy = advertisedPolicy(headers);
+    if (policy !== undefined && aimd.advertised(policy.quota, policy.windowMs)) reason = 'policy';
+    if (pushback) {
+      if (aimd.pushedBack(nowMs)) reason = 'pushback';
+    } else if (aimd.succeeded(nowMs, this.scheduler.size !== 0)) {
+      reason ??= 'increase';
+    }
+    if (reason === undefined || aimd.rate === previousRate) return;
+    this.scheduler.setRate(aimd.rate);
+    const info: ClientRateMessage = { origin: this.origin, rate: aimd.rate, previousRate, reason };
+    this.notify(info);
+    if (clientRateChannel.hasSubscribers) clientRateChannel.publish(info);
+  }
+}

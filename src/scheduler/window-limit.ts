@@ -1,0 +1,228 @@
+/**
+ * A Scheduler's window limit (`limit`, `window`): no window of `window` ms,
+ * wherever it starts, sees more than `limit` of cost started. It is the
+ * sliding log of ../meters/windows.ts (one entry per start instant, at most
+ * `limit` live entries for cost-1 jobs), kept over `window + windowMargin`:
+ * a server counts arrival times, which differ from our start times by a
+ * varying one-way delay, and the margin covers that jitter.
+ *
+ * Invariants: a start is counted at the instant the admission read the clock
+ * for it (never a theoretical instant in the past, unlike the bucket's
+ * charge); a job's `ctx.adjust` does not change what its start counted; the
+ * window binds together with the bucket and the concurrency (all must allow).
+ * docs/calling-apis.md tells why a bucket at the server's rate is not enough.
+ */
+
+import { describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
+import {
+  newSlidingLog,
+  type SlidingLogState,
+  slidingLogTake,
+  type WindowParams,
+  windowParams,
+} from '../meters/windows.js';
+import { type DurationInput, parseDuration } from '../units.js';
+
+/**
+ * The default margin added to the window, ms: on loopback under load (2 cores, 8 requests in
+ * flight) the spread of one-way delays stayed under 3 ms; 10 ms leaves room for a LAN and costs 1 %
+ * of a 1 s window's throughput. docs/calling-apis.md gives the measurement.
+ */
+export const DEFAULT_WINDOW_MARGIN_MS = 10;
+
+/** A window limit, parsed. @internal */
+export interface WindowSettings {
+  /** The most cost started in any window. */
+  readonly limit: number;
+  /** The window as the caller gave it, ms. */
+  readonly windowMs: number;
+  /** Added to the window for the jitter between our start times and the server's arrival times, ms. */
+  readonly marginMs: number;
+  /** `windowCounts: 'finish'`. */
+  readonly untilFinish: boolean;
+}
+
+/** The window options as the Scheduler and the interceptor take them. */
+export interface WindowLimitOptions {
+  /**
+   * With `window`: the most cost that may start in any window of that length, wherever it starts
+   * (a sliding window, exact). Combines with `rate`/`burst` and `concurrency`: all given must hold.
+   */
+  limit?: number;
+  /** With `limit`: the window's length, ms or a string such as `'1s'`. */
+  window?: DurationInput;
+  /**
+   * Added to the window to cover the varying one-way delay between our starts and the server's
+   * arrivals, so that a server counting arrival times sees no more than `limit` in any `window`.
+   * @default 10 (ms)
+   */
+  windowMargin?: DurationInput;
+  /**
+   * When a job's cost counts in the window. `'start'`: from its start, for `window`.
+   * `'finish'`: from its start until `window` after it finishes (settles or times out): right when
+   * the limit is counted downstream at an instant between the two that is not known (an API
+   * counting arrivals), since then no jitter can put two jobs closer than `window` there; the
+   * margin's default is 0. throttleInterceptor counts this way.
+   * @default 'start'
+   */
+  windowCounts?: 'start' | 'finish';
+}
+
+/** `limit`, `window` and `windowMargin` (`undefined` when neither `limit` nor `window` is given). @internal */
+export function parseWindowLimit(options: WindowLimitOptions): WindowSettings | undefined {
+  const { limit, window, windowMargin, windowCounts } = options;
+  if (limit === undefined && window === undefined) {
+    for (const [name, value] of [
+      ['windowMargin', windowMargin],
+      ['windowCounts', windowCounts],
+    ] as const) {
+      if (value !== undefined) {
+        throw new InvalidOptionError(
+          name,
+          value,
+          `\`${name}\` is for a window limit: give \`limit\` and \`window\` too`,
+        );
+      }
+    }
+    return undefined;
+  }
+  if (windowCounts !== undefined && windowCounts !== 'start' && windowCounts !== 'finish') {
+    throw new InvalidOptionError(
+      'windowCounts',
+      windowCounts,
+      `Expected \`windowCounts\` to be 'start' or 'finish', got ${describeValue(windowCounts)}`,
+    );
+  }
+  const untilFinish = windowCounts === 'finish';
+  if (limit === undefined || window === undefined) {
+    const missing = limit === undefined ? 'limit' : 'window';
+    throw new InvalidOptionError(
+      missing,
+      undefined,
+      'a window limit needs both `limit` (the most cost per window) and `window` (its length, such as "1s")',
+    );
+  }
+  const params = windowParams({ limit, window });
+  const marginMs =
+    windowMargin === undefined ? (untilFinish ? 0 : DEFAULT_WINDOW_MARGIN_MS) : parseDuration(windowMargin);
+  if (!(marginMs < Number.POSITIVE_INFINITY)) {
+    throw new InvalidOptionError('windowMargin', windowMargin, 'Expected `windowMargin` to be a finite duration >= 0');
+  }
+  return { limit: params.limit, windowMs: params.windowMs, marginMs, untilFinish };
+}
+
+/** p-queue's interval and `strict`, as the Scheduler gives them. */
+interface IntervalOptions extends WindowLimitOptions {
+  interval?: number;
+  strict?: boolean;
+}
+
+/**
+ * The bucket of p-queue's interval (`fromInterval`, parsed) or, with `strict`, its window; or the
+ * window options (`limit`/`window`). Refuses both at once. @internal
+ */
+export function windowOrInterval<B extends { burst: number }>(
+  options: IntervalOptions,
+  fromInterval: B | undefined,
+): [B | undefined, WindowSettings | undefined] {
+  const strict = options.strict;
+  if (strict !== undefined && typeof strict !== 'boolean') {
+    throw new InvalidOptionError('strict', strict, `Expected \`strict\` to be a boolean, got ${describeValue(strict)}`);
+  }
+  const window = parseWindowLimit(options);
+  if (fromInterval !== undefined && window !== undefined) {
+    throw new InvalidOptionError(
+      'limit',
+      options.limit,
+      "give either `limit`/`window` or p-queue's `interval`/`intervalCap` with `strict: true`, not both",
+    );
+  }
+  if (strict !== true || fromInterval === undefined) return [fromInterval, window];
+  const windowMs = options.interval ?? 0;
+  return [
+    undefined,
+    parseWindowLimit({ limit: fromInterval.burst, window: windowMs, windowMargin: options.windowMargin ?? 0 }),
+  ];
+}
+
+/** A fleet's settings, refused with a window limit: the fleet store keeps no sliding log. @internal */
+export function noWindowOnFleet<F>(fleet: F | undefined, window: WindowSettings | undefined): F | undefined {
+  if (fleet === undefined || window === undefined) return fleet;
+  throw new NotSupportedError(
+    'a window limit (`limit`/`window`, or `strict`) does not apply to a fleet yet: the fleet store keeps a bucket and a ' +
+      "concurrency, not a sliding log; give the fleet a `rate` with `burst: 1` below the window's limit, or use a " +
+      'Scheduler without `store`',
+  );
+}
+
+/** The sliding log a local admission keeps for its window limit; see the file's opening comment. */
+export class StartWindow {
+  readonly #params: WindowParams;
+  readonly #log: SlidingLogState = newSlidingLog();
+  /** `windowCounts: 'finish'`: the cost started and not yet finished (it counts until W after it finishes). */
+  readonly untilFinish: boolean;
+  #running = 0;
+
+  constructor(settings: WindowSettings) {
+    this.#params = { limit: settings.limit, windowMs: settings.windowMs + settings.marginMs };
+    this.untilFinish = settings.untilFinish;
+  }
+
+  get limit(): number {
+    return this.#params.limit;
+  }
+
+  /**
+   * Counts a start of `cost` at `now` if it fits and returns 0; else changes nothing and returns the
+   * ms until it fits (Infinity: when a running job finishes).
+   */
+  take(now: number, cost: number): number {
+    const waitMs = this.waitMs(now, cost);
+    if (waitMs !== 0 || cost === 0) return waitMs;
+    if (this.untilFinish) this.#running += cost;
+    else slidingLogTake(this.#log, this.#params, now, cost);
+    return 0;
+  }
+
+  /** A job of `cost` started under `windowCounts: 'finish'` finished at `now`: it counts for W from now. */
+  finished(now: number, cost: number): void {
+    if (!this.untilFinish || cost === 0) return;
+    this.#running -= cost;
+    if (this.#running < 1e-9) this.#running = 0;
+    const log = this.#log;
+    const latest = Math.max(now, log.latestMs);
+    const last = log.atMs.length - 1;
+    if (last >= log.head && log.atMs[last] === latest) log.cost[last] = (log.cost[last] as number) + cost;
+    else {
+      log.atMs.push(latest);
+      log.cost.push(cost);
+    }
+    log.used += cost;
+    log.latestMs = latest;
+  }
+
+  /** The ms until a start of `cost` would fit at `now` (0: now; Infinity: once a running job finishes), counting nothing. */
+  waitMs(now: number, cost: number): number {
+    const log = this.#log;
+    const windowMs = this.#params.windowMs;
+    const limit = this.#params.limit;
+    let used = this.#running;
+    let i = log.atMs.length - 1;
+    for (; i >= log.head && (log.atMs[i] as number) + windowMs > now; i--) used += log.cost[i] as number;
+    if (used + cost <= limit) {
+      if (i >= log.head) slidingLogTake(log, this.#params, now, 0); // drops what slid out (bounded memory)
+      return 0;
+    }
+    for (let j = i + 1; j < log.atMs.length; j++) {
+      used -= log.cost[j] as number;
+      if (used + cost <= limit) return Math.max(1, (log.atMs[j] as number) + windowMs - now);
+    }
+    return Number.POSITIVE_INFINITY;
+  }
+
+  /** True when nothing counts any more at `now`: forgetting the window changes nothing. */
+  idle(now: number): boolean {
+    const last = this.#log.atMs[this.#log.atMs.length - 1];
+    return this.#running === 0 && (last === undefined || last + this.#params.windowMs <= now);
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * The Scheduler's window limit (`limit`, `window`): no window of that length sees more than `limit`
+ * of cost started, with the bucket and the concurrency holding too; p-queue's `strict` maps to it.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { isTokenpaceError, MemoryFleetStore, Scheduler, type SchedulerOptions } from '../../src/index.js';
+import { fakeClock } from '../helpers/fake-clock.js';
+
+function setup(options: Omit<SchedulerOptions, 'clock'>) {
+  const fake = fakeClock(0);
+  return { ...fake, scheduler: new Scheduler({ ...options, clock: fake.clock }) };
+}
+
+/** The most starts in any window of `windowMs` (a start at t counts in [t, t + windowMs)). */
+function worstWindow(starts: number[], windowMs: number): number {
+  let worst = 0;
+  for (let i = 0, j = 0; j < starts.length; j++) {
+    while ((starts[i] as number) + windowMs <= (starts[j] as number)) i++;
+    worst = Math.max(worst, j - i + 1);
+  }
+  return worst;
+}
+
+describe('Scheduler window limit', () => {
+  it('starts at most `limit` in any window, then one per slot as the oldest slide out', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 3, window: '1s', windowMargin: 0 });
+    const starts: number[] = [];
+    const jobs = Array.from({ length: 9 }, () => scheduler.schedule(() => starts.push(clock.now())));
+    await timers.tickAsync(3000);
+    await Promise.all(jobs);
+    expect(starts).toEqual([0, 0, 0, 1000, 1000, 1000, 2000, 2000, 2000]);
+  });
+
+  it('adds the margin to the window (default 10 ms)', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000 });
+    const starts: number[] = [];
+    const jobs = Array.from({ length: 4 }, () => scheduler.schedule(() => starts.push(clock.now())));
+    await timers.tickAsync(2000);
+    await Promise.all(jobs);
+    expect(starts).toEqual([0, 0, 1010, 1010]);
+  });
+
+  it('combines with a rate and a concurrency: all hold', async () => {
+    const { scheduler, timers, clock } = setup({
+      rate: 10,
+      burst: 10,
+      concurrency: 2,
+      limit: 5,
+      window: 1000,
+      windowMargin: 0,
+    });
+    const starts: number[] = [];
+    const jobs = Array.from({ length: 20 }, () =>
+      scheduler.schedule(async () => {
+        starts.push(clock.now());
+        await new Promise<void>((resolve) => clock.setTimeout(resolve, 50));
+      }),
+    );
+    await timers.tickAsync(10_000);
+    await Promise.all(jobs);
+    expect(worstWindow(starts, 1000)).toBeLessThanOrEqual(5);
+    expect(starts.length).toBe(20);
+    // Never more than 2 running: starts 50 ms apart at least in each pair.
+    for (let i = 2; i < starts.length; i++)
+      expect((starts[i] as number) - (starts[i - 2] as number)).toBeGreaterThanOrEqual(50);
+  });
+
+  it('under load from random arrivals no window sees more than the limit, and the limit is used', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 50, window: 1000, windowMargin: 0, maxQueue: 10_000 });
+    const starts: number[] = [];
+    const jobs: Promise<unknown>[] = [];
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    for (let t = 0; t < 10_000; t += Math.floor(random() * 30)) {
+      timers.setTimeout(() => jobs.push(scheduler.schedule(() => starts.push(clock.now()), { cost: 1 })), t);
+    }
+    await timers.tickAsync(30_000);
+    await Promise.all(jobs);
+    expect(worstWindow(starts, 1000)).toBe(50);
+  });
+
+  it('refuses a cost above the limit with a coded error naming the window', async () => {
+    const { scheduler } = setup({ limit: 3, window: '1s' });
+    const error = await scheduler.schedule(() => 1, { cost: 4 }).catch((e: unknown) => e);
+    expect(isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY')).toBe(true);
+    expect(String((error as Error).message)).toMatch(/window limit of 3/);
+  });
+
+  it('refuses half a window, a bad margin, and a window on a fleet with coded errors', () => {
+    const code = (options: SchedulerOptions) => {
+      try {
+        new Scheduler(options);
+      } catch (error) {
+        return isTokenpaceError(error) ? error.code : String(error);
+      }
+      return 'no error';
+    };
+    expect(code({ limit: 3 })).toBe('ERR_INVALID_OPTION');
+    expect(code({ window: '1s' })).toBe('ERR_INVALID_OPTION');
+    expect(code({ limit: 0, window: '1s' })).toBe('ERR_INVALID_OPTION');
+    expect(code({ rate: 1, windowMargin: 5 })).toBe('ERR_INVALID_OPTION');
+    expect(code({ limit: 3, window: '1s', interval: 1000, intervalCap: 3 })).toBe('ERR_INVALID_OPTION');
+    expect(code({ interval: 1000, intervalCap: 3, strict: 'yes' as unknown as boolean })).toBe('ERR_INVALID_OPTION');
+    expect(code({ limit: 3, window: '1s', store: new MemoryFleetStore(), key: 'k' })).toBe('ERR_NOT_SUPPORTED');
+  });
+
+  it("windowCounts: 'finish' counts a job until the window after it finishes (no margin by default)", async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000, windowCounts: 'finish' });
+    const starts: number[] = [];
+    const jobs = Array.from({ length: 4 }, () =>
+      scheduler.schedule(async () => {
+        starts.push(clock.now());
+        await new Promise<void>((resolve) => clock.setTimeout(resolve, 300));
+      }),
+    );
+    await timers.tickAsync(3000);
+    await Promise.all(jobs);
+    expect(starts).toEqual([0, 0, 1300, 1300]);
+    const error = (() => {
+      try {
+        new Scheduler({ limit: 2, window: 1000, windowCounts: 'end' as 'start' });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(isTokenpaceError(error, 'ERR_INVALID_OPTION')).toBe(true);
+  });
+
+  it("p-queue's strict interval is a sliding window of intervalCap per interval, without a margin", async () => {
+    const { scheduler, timers, clock } = setup({ interval: 1000, intervalCap: 3, strict: true });
+    expect(scheduler.rate).toBe(Number.POSITIVE_INFINITY);
+    const starts: number[] = [];
+    const jobs = Array.from({ length: 6 }, () => scheduler.schedule(() => starts.push(clock.now())));
+    await timers.tickAsync(2000);
+    await Promise.all(jobs);
+    expect(starts).toEqual([0, 0, 0, 1000, 1000, 1000]);
+  });
+});
