@@ -19,9 +19,9 @@
 
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { type Clock, systemClock } from '../clock.js';
+import { type Clock, checkClock } from '../clock.js';
 import { clientPauseChannel, clientRefusedChannel, clientStartChannel } from '../diagnostics.js';
-import { InvalidOptionError, WaitTooLongError } from '../errors.js';
+import { checkKnownOptions, checkOptions, InvalidOptionError, WaitTooLongError } from '../errors.js';
 import { Scheduler, type SchedulerOptions } from '../scheduler/scheduler.js';
 import { ThrottleGroup } from '../stream/group.js';
 import type { Throttle } from '../stream/throttle.js';
@@ -291,8 +291,36 @@ function throttleRequestBody(opts: DispatchOptions, throttle: () => Throttle): D
  *   interceptors.retry({ maxRetries: 3 }),
  * );
  */
+const ORIGIN_OPTIONS: ReadonlySet<string> = new Set([
+  'rate',
+  'burst',
+  'concurrency',
+  'maxQueue',
+  'maxWait',
+  'limit',
+  'window',
+  'windowMargin',
+]);
+const INTERCEPTOR_OPTIONS: ReadonlySet<string> = new Set([
+  ...ORIGIN_OPTIONS,
+  'origins',
+  'bandwidth',
+  'pauseOn',
+  'maxPause',
+  'clock',
+  'wallClock',
+  'maxOrigins',
+  'adaptive',
+]);
+
 export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): ThrottleInterceptor {
-  const clock = options.clock ?? systemClock;
+  checkOptions(options, 'throttleInterceptor options ({ rate, burst, concurrency, ... })', false);
+  checkKnownOptions(options, INTERCEPTOR_OPTIONS, 'throttleInterceptor options');
+  for (const [origin, limits] of Object.entries(options.origins ?? {})) {
+    checkOptions(limits, `the limits of origin ${origin}`, true);
+    checkKnownOptions(limits, ORIGIN_OPTIONS, `the limits of origin ${origin}`);
+  }
+  const clock = checkClock(options.clock);
   const wallClock = options.wallClock ?? Date.now;
   const pauseOn = new Set(options.pauseOn ?? [429, 503]);
   const maxPauseMs = options.maxPause === undefined ? DEFAULT_MAX_PAUSE_MS : parseDuration(options.maxPause);

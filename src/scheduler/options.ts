@@ -7,11 +7,12 @@
  */
 
 import { type Clock, checkClock } from '../clock.js';
-import { checkOptions, describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
+import { checkKnownOptions, checkOptions, describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
 import type { FleetStore } from '../fleet/store.js';
 import { type BucketParams, bucketParams } from '../meters/bucket.js';
 import type { FailurePolicy } from '../redis/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
+import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import { noWindowOnFleet, type WindowLimitOptions, type WindowSettings, windowOrInterval } from './window-limit.js';
 
 /** Options for {@link Scheduler}. At least one of `rate`, `concurrency` and `limit`/`window` must be given. */
@@ -447,6 +448,7 @@ export interface SchedulerSettings {
  */
 export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSettings {
   checkOptions(options, 'Scheduler options ({ rate, burst, concurrency, maxQueue, ... })', true);
+  checkKnownOptions(options, SCHEDULER_OPTIONS, 'Scheduler options', SCHEDULER_PEER_OPTIONS);
   const clock = checkClock(options.clock);
   const [fromInterval, window] = windowOrInterval(options, intervalRate(options));
   const rate = fromInterval?.rate ?? options.rate;

@@ -1,0 +1,40 @@
+/**
+ * The names of the Scheduler's options, for the check that refuses any other (plain JavaScript has
+ * no type checker to catch a misspelt \`brust\`), and what to write instead of a peer's option.
+ */
+
+/** Every option a Scheduler reads; any other name is refused (a typo in plain JavaScript). */
+export const SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
+  'rate',
+  'burst',
+  'concurrency',
+  'maxQueue',
+  'maxWait',
+  'catchUp',
+  'timeout',
+  'onTimeout',
+  'autoStart',
+  'clock',
+  'interval',
+  'intervalCap',
+  'strict',
+  'store',
+  'key',
+  'leaseMs',
+  'pollMs',
+  'reserveAhead',
+  'limit',
+  'window',
+  'windowMargin',
+  'windowCounts',
+]);
+/** Names that p-queue and bottleneck users bring, with what to write here instead. */
+export const SCHEDULER_PEER_OPTIONS: Readonly<Record<string, string>> = {
+  throwOnTimeout: 'a timed-out job always rejects with JobTimeoutError here; remove it',
+  queueClass: 'the queue is built in (bounded, by priority); remove it',
+  carryoverConcurrencyCount: 'remove it: a job holds its concurrency until it settles (or its timeout, with onTimeout)',
+  maxConcurrent: "write `concurrency` (bottleneck's maxConcurrent)",
+  minTime: "write `rate` (bottleneck's minTime of t ms is rate: 1000 / t per second, with burst: 1)",
+  reservoir: 'write `limit` and `window` (a sliding window), or `burst` and `rate`',
+  highWater: 'write `maxQueue`',
+};
