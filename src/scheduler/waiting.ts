@@ -71,7 +71,8 @@ export class Waiting {
 
   /** Takes `job` out (from the queue or its reservation) to start it. */
   take(job: Job): void {
-    if (!this.#reserved.delete(job)) this.queue.remove(job);
+    if (job.level !== undefined) this.queue.remove(job); // queued (the usual case): no set to look in
+    else this.#reserved.delete(job);
     this.#unwatch(job);
   }
 
