@@ -71,7 +71,8 @@ export class Waiting {
 
   /** Takes `job` out (from the queue or its reservation) to start it. */
   take(job: Job): void {
-    if (job.level !== undefined) this.queue.remove(job); // queued (the usual case): no set to look in
+    // Queued (the usual case): no set to look in.
+    if (job.level !== undefined) this.queue.remove(job);
     else this.#reserved.delete(job);
     this.#unwatch(job);
   }
