@@ -1,12 +1,68 @@
 /**
  * TokenBucket.tryTake against limiter's TokenBucket.tryRemoveTokens and
  * against a bare `performance.now()` loop: a decision needs one clock read,
- * so the bare loop is the physical limit.
+ * so the bare loop is the physical limit. Two measures:
+ *
+ * - wall clock, in-process, interleaved rounds after a warm-up: each round's
+ *   ratio is taken within the round, shown as the median and the range;
+ * - instructions per decision under callgrind (valgrind), which do not move
+ *   with the machine's load: each contender's loop runs in a process of its
+ *   own (bench/bucket-probe.ts) at two lengths, and the difference of the
+ *   instruction counts over the difference of the lengths is the cost of one
+ *   decision (startup, compilation and warm-up cancel out). Skipped, with a
+ *   note, where valgrind is not installed.
  */
 
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { TokenBucket as LimiterBucket } from 'limiter';
 import { TokenBucket } from '../src/index.js';
-import { compare, ratioTable, type Section } from './harness.js';
+import { compare, formatOps, median, type Section, table } from './harness.js';
+
+const CLOCK = 'performance.now() loop';
+const OURS = 'tokenpace TokenBucket.tryTake';
+const LIMITER = 'limiter TokenBucket.tryRemoveTokens';
+/** The probe's loops, by the names above. */
+const PROBES: [string, string][] = [
+  [CLOCK, 'clock'],
+  [OURS, 'ours'],
+  [LIMITER, 'limiter'],
+];
+
+/** Instructions per decision of each probe loop, or why there are none. */
+function instructionCounts(): Map<string, number> | string {
+  const found = spawnSync('valgrind', ['--version'], { encoding: 'utf8' });
+  if (found.error !== undefined || found.status !== 0) {
+    return 'valgrind is not installed here, so the instruction counts are skipped (Debian/Ubuntu: `apt-get install valgrind`).';
+  }
+  const probe = fileURLToPath(new URL('./bucket-probe.ts', import.meta.url));
+  const [short, long] = [200_000, 2_200_000];
+  const counts = new Map<string, number>();
+  for (const [name, loop] of PROBES) {
+    const refs = [short, long].map((n) => {
+      const run = spawnSync(
+        'valgrind',
+        [
+          '--tool=callgrind',
+          '--callgrind-out-file=/dev/null',
+          process.execPath,
+          '--single-threaded', // no background compiler or GC threads, whose share varies from run to run
+          '--import',
+          'tsx',
+          probe,
+          loop,
+          String(n),
+        ],
+        { encoding: 'utf8' },
+      );
+      const match = /Collected : (\d+)/.exec(run.stderr);
+      if (run.status !== 0 || match === null) throw new Error(`callgrind run of ${loop} failed:\n${run.stderr}`);
+      return Number(match[1]);
+    });
+    counts.set(name, ((refs[1] as number) - (refs[0] as number)) / (long - short));
+  }
+  return counts;
+}
 
 export const bucketSection: Section = {
   id: 'bucket',
@@ -17,36 +73,70 @@ export const bucketSection: Section = {
     // burst gives the realistic mix: mostly refusals once the burst is spent.
     const ours = new TokenBucket({ rate: 1e6, burst: 1e6 });
     const peer = new LimiterBucket({ bucketSize: 1e6, tokensPerInterval: 1e6, interval: 'second' });
-    const measured = await compare([
-      {
-        name: 'performance.now() loop',
-        run(n) {
-          let acc = 0;
-          for (let i = 0; i < n; i++) acc += performance.now();
-          return acc;
+    const rounds = 15;
+    const measured = await compare(
+      [
+        {
+          name: CLOCK,
+          run(n) {
+            let acc = 0;
+            for (let i = 0; i < n; i++) acc += performance.now();
+            return acc;
+          },
         },
-      },
-      {
-        name: 'tokenpace TokenBucket.tryTake',
-        run(n) {
-          let admitted = 0;
-          for (let i = 0; i < n; i++) if (ours.tryTake()) admitted++;
-          return admitted;
+        {
+          name: OURS,
+          run(n) {
+            let admitted = 0;
+            for (let i = 0; i < n; i++) if (ours.tryTake()) admitted++;
+            return admitted;
+          },
         },
-      },
-      {
-        name: 'limiter TokenBucket.tryRemoveTokens',
-        run(n) {
-          let admitted = 0;
-          for (let i = 0; i < n; i++) if (peer.tryRemoveTokens(1)) admitted++;
-          return admitted;
+        {
+          name: LIMITER,
+          run(n) {
+            let admitted = 0;
+            for (let i = 0; i < n; i++) if (peer.tryRemoveTokens(1)) admitted++;
+            return admitted;
+          },
         },
-      },
+      ],
+      { rounds, sampleMs: 50, warmupMs: 500, sameSizeAs: CLOCK },
+    );
+    const samplesOf = (name: string) => measured.find((m) => m.name === name)?.samples ?? [];
+    const spread = (name: string, base: string) => {
+      const baseline = samplesOf(base);
+      const ratios = samplesOf(name).map((ops, round) => ops / (baseline[round] as number));
+      const sorted = [...ratios].sort((a, b) => a - b);
+      return `${median(ratios).toFixed(2)}x (${(sorted[0] as number).toFixed(2)}-${(sorted[sorted.length - 1] as number).toFixed(2)})`;
+    };
+    const counts = instructionCounts();
+    const instructions = (name: string) =>
+      typeof counts === 'string' ? 'skipped' : (counts.get(name) ?? Number.NaN).toFixed(0);
+    const clockIr = typeof counts === 'string' ? Number.NaN : (counts.get(CLOCK) as number);
+    const rows = measured.map((m) => [
+      m.name,
+      formatOps(m.opsPerSecond),
+      spread(m.name, CLOCK),
+      spread(m.name, LIMITER),
+      instructions(m.name),
+      typeof counts === 'string' ? 'skipped' : `${((counts.get(m.name) as number) / clockIr).toFixed(2)}x`,
     ]);
     return [
-      ratioTable(measured, 'performance.now() loop'),
+      table(
+        [
+          'contender',
+          'decisions (median)',
+          `vs ${CLOCK} (median, range)`,
+          'vs limiter (median, range)',
+          'instructions per decision',
+          'vs the clock loop',
+        ],
+        rows,
+      ),
       '',
-      'Each decision reads the clock once; the bare loop only reads it. Rate 1M/s, burst 1M: a mix of admits and refusals.',
+      `Each decision reads the clock once; the bare loop only reads it. Rate 1M/s, burst 1M: a mix of admits and refusals. Wall clock: ${rounds} interleaved rounds of 50 ms samples after a 500 ms warm-up, each ratio taken within its round. Instructions: callgrind's count for a loop of 2,200,000 decisions minus one of 200,000, over 2,000,000, each in a fresh process (\`node --single-threaded\`, bench/bucket-probe.ts); repeated runs agree within about 2 %.`,
+      ...(typeof counts === 'string' ? ['', counts] : []),
     ].join('\n');
   },
 };

@@ -96,7 +96,7 @@ async function stop(streams: readonly (Readable | Writable | Transform)[], done:
 }
 
 // 1. Throughput with an effectively unlimited cap.
-async function throughput(): Promise<string> {
+export async function throughput(): Promise<string> {
   const totalBytes = GiB;
   const unlimited = 1024 ** 4; // 1 TiB/s
   const contenders: { name: string; make(): Transform }[] = [
@@ -109,16 +109,20 @@ async function throughput(): Promise<string> {
     },
   ];
   // A 1 GiB pipeline of a fast contender takes ~10 ms, too short to time alone: a sample is
-  // TRANSFERS of them back to back. The first WARMUP rounds only warm the JIT up, and each
-  // round starts with a different contender, so none always runs first (or right after GC).
-  const rounds = 9;
+  // TRANSFERS of them back to back (~0.1 s). The first WARMUP rounds only warm the JIT up, and each
+  // round starts with a different contender, so none always runs first (or right after GC). Each
+  // round's ratio to PassThrough is taken within the round, in wall time and in CPU time (the
+  // process's user + system: on a shared machine it does not count the time spent waiting for a core).
+  const rounds = 15;
   const warmup = 2;
-  const transfers = 4;
+  const transfers = 8;
   const seconds: number[][] = contenders.map(() => []);
+  const cpuSeconds: number[][] = contenders.map(() => []);
   for (let round = 0; round < warmup + rounds; round++) {
     for (let k = 0; k < contenders.length; k++) {
       const i = (round + k) % contenders.length;
       const contender = contenders[i] as (typeof contenders)[number];
+      const cpu = process.cpuUsage();
       const start = performance.now();
       for (let t = 0; t < transfers; t++) {
         const out = sink();
@@ -126,19 +130,36 @@ async function throughput(): Promise<string> {
         if (out.bytes !== totalBytes) throw new Error(`${contender.name} passed ${out.bytes} of ${totalBytes} bytes`);
       }
       const elapsed = (performance.now() - start) / 1000 / transfers;
-      if (round >= warmup) seconds[i]?.push(elapsed);
+      const used = process.cpuUsage(cpu);
+      if (round >= warmup) {
+        seconds[i]?.push(elapsed);
+        cpuSeconds[i]?.push((used.user + used.system) / 1e6 / transfers);
+      }
     }
   }
   const base = median(seconds[0] as number[]);
+  /** Median and range of the per-round ratio PassThrough's time / the contender's. */
+  const spread = (times: number[][], i: number): string => {
+    const ratios = (times[i] as number[]).map((t, round) => ((times[0] as number[])[round] as number) / t);
+    const sorted = [...ratios].sort((a, b) => a - b);
+    return `${median(ratios).toFixed(2)}x (${(sorted[0] as number).toFixed(2)}-${(sorted[sorted.length - 1] as number).toFixed(2)})`;
+  };
   return table(
-    ['contender', 'GiB/s', 'vs PassThrough', 'ns per 64 KiB chunk over PassThrough'],
+    [
+      'contender',
+      'GiB/s',
+      'vs PassThrough (wall: median, range)',
+      'vs PassThrough (CPU time)',
+      'ns per 64 KiB chunk over PassThrough',
+    ],
     contenders.map((c, i) => {
       const s = median(seconds[i] as number[]);
       const extraNs = ((s - base) * 1e9) / (totalBytes / (64 * KiB));
       return [
         c.name,
         (totalBytes / GiB / s).toFixed(2),
-        `${(base / s).toFixed(2)}x`,
+        i === 0 ? '1.00x' : spread(seconds, i),
+        i === 0 ? '1.00x' : spread(cpuSeconds, i),
         i === 0 ? '' : extraNs.toFixed(0),
       ];
     }),
@@ -639,7 +660,7 @@ export const streamSection: Section = {
       return out;
     };
     const parts = [
-      '### Throughput with an effectively unlimited cap (1 GiB of 64 KiB chunks, 4 in a row per sample, median of 9 rounds)',
+      '### Throughput with an effectively unlimited cap (1 GiB of 64 KiB chunks, 8 in a row per sample, 15 rounds: median and range of the per-round ratios)',
       '',
       await step('throughput', throughput),
       '',

@@ -338,17 +338,18 @@ export function msUntilWithin(tokens: number, cost: number, params: BucketParams
   return msUntil(tokens, cost, params);
 }
 
-/** Validates a cost against a capacity: a finite number, >= 0, and <= capacity. */
+/**
+ * Validates a cost against a capacity: a finite number, >= 0, and <= capacity. The common case is one
+ * test (small enough to inline into a hot caller); the errors are built out of line.
+ */
 export function checkCost(cost: number, capacity: number): void {
-  if (typeof cost !== 'number') {
-    throw new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`);
-  }
-  if (cost <= capacity) {
-    if (cost >= 0) return;
-  } else if (cost > capacity) {
-    throw new CostExceedsCapacityError(cost, capacity);
-  }
-  throw new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`);
+  if (typeof cost === 'number' && cost >= 0 && cost <= capacity) return;
+  throw costError(cost, capacity);
+}
+
+function costError(cost: unknown, capacity: number): Error {
+  if (typeof cost === 'number' && cost > capacity) return new CostExceedsCapacityError(cost, capacity);
+  return new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`);
 }
 
 /**
@@ -385,8 +386,12 @@ export function burstParam(burst: SizeInput, option = 'burst'): number {
 
 /** An explicit time (`nowMs` of the `*At` twins): a finite number, or `InvalidOptionError`. */
 export function checkTime(nowMs: unknown, option = 'nowMs'): number {
-  if (typeof nowMs === 'number' && Number.isFinite(nowMs)) return nowMs;
-  throw new InvalidOptionError(
+  if (typeof nowMs === 'number' && nowMs - nowMs === 0) return nowMs; // finite: Infinity - Infinity and NaN are NaN
+  throw timeError(nowMs, option);
+}
+
+function timeError(nowMs: unknown, option: string): Error {
+  return new InvalidOptionError(
     option,
     nowMs,
     `Expected \`${option}\` to be a finite clock time in ms, got ${describeValue(nowMs)}`,

@@ -128,3 +128,49 @@ export class Emitter {
     }
   }
 }
+
+/**
+ * When `empty` is due, on p-queue 9's schedule: once per time the queue empties, when a look for the next
+ * job finds it empty. A start that a job's end set off and that takes the last queued job leaves `empty` to
+ * the next look (p-queue looks once per end: the next end, an abort or `clear()`); a start by the timer or
+ * `resume` emits it at once (p-queue's loop looks again right away).
+ */
+export class EmptyEvent {
+  /** Something was queued since the last `empty`. */
+  #owed = false;
+  /** The latest look was set off by a job's end. */
+  #afterEnd = false;
+  /** That look started the last queued job: the next look emits. */
+  #deferred = false;
+
+  queued(): void {
+    this.#owed = true;
+    this.#deferred = false;
+  }
+
+  /** A job's end: the look it sets off is p-queue's single look. */
+  ended(): void {
+    this.#afterEnd = true;
+  }
+
+  /** The timer or `resume` looks (p-queue's loop). */
+  looked(): void {
+    this.#afterEnd = false;
+  }
+
+  /** A queued job started, leaving `left` waiting. */
+  started(left: number): void {
+    if (left === 0) this.#deferred = this.#afterEnd;
+  }
+
+  /** The queue is empty at a look: true if `empty` is to be emitted now. */
+  due(): boolean {
+    if (!this.#owed) return false;
+    if (this.#deferred) {
+      this.#deferred = false;
+      return false;
+    }
+    this.#owed = false;
+    return true;
+  }
+}

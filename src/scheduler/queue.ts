@@ -140,7 +140,8 @@ export class WaitQueue<J extends Waiter<J>> {
 
   /** Appends `job` to its priority's FIFO. */
   push(job: J): void {
-    const level = this.#levelFor(job.priority);
+    const top = this.#top; // the usual case, one priority: no map to look in
+    const level = top !== undefined && top.priority === job.priority ? top : this.#levelFor(job.priority);
     job.level = level;
     job.next = undefined;
     job.prev = level.tail;

@@ -25,7 +25,7 @@ import { burstParam, rateParam } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import { type Admission, type Host, maxCostOf } from './admission.js';
-import { Emitter } from './events.js';
+import { Emitter, EmptyEvent } from './events.js';
 import { FleetAdmission } from './fleet-admission.js';
 import { LocalAdmission } from './local-admission.js';
 import {
@@ -93,8 +93,8 @@ export class Scheduler {
   #closed = false;
   /** The one timer: for the earlier of the admission's wake-up and the oldest deadline. */
   readonly #watchdog: Watchdog;
-  /** Something was queued since the last `empty`; something was admitted since the last `idle`. */
-  #emptyOwed = false;
+  /** When `empty` is due; something was admitted since the last `idle`. */
+  readonly #empty = new EmptyEvent();
   #idleOwed = false;
 
   readonly #events = new Emitter(this);
@@ -106,7 +106,7 @@ export class Scheduler {
     const settings = parseSchedulerOptions(options);
     const clock = settings.clock;
     this.#clock = clock;
-    this.#watchdog = new Watchdog(clock, () => this.#pump(clock.now()));
+    this.#watchdog = new Watchdog(clock, () => this.#pump(clock.now(), true));
     this.#maxQueue = settings.maxQueue;
     this.#maxWaitMs = settings.maxWaitMs;
     this.#timeoutMs = settings.timeoutMs;
@@ -120,6 +120,7 @@ export class Scheduler {
       onFinish: (job) => {
         // A job's concurrency freed: `next`, then the admission starts what may start.
         if (this.#events.has('next')) this.#events.emit('next');
+        this.#empty.ended();
         this.#admission.finished(job);
       },
     });
@@ -310,7 +311,7 @@ export class Scheduler {
     const promise = settlersOf<R>(job);
     this.#waiting.push(job);
     this.#counters.admitted++;
-    this.#emptyOwed = true;
+    this.#empty.queued();
     this.#idleOwed = true;
     if (this.#events.has('add')) this.#events.emit('add');
     if (queue.peek() === job) this.#pump(now);
@@ -361,7 +362,7 @@ export class Scheduler {
     this.#paused = false;
     const now = this.#clock.now();
     this.#admission.resumed(now);
-    this.#pump(now);
+    this.#pump(now, true);
   }
 
   /** p-queue's name for {@link resume}. */
@@ -501,8 +502,9 @@ export class Scheduler {
   // ---------------------------------------------------------------- the core
 
   /** Starts what can start, expires what waited too long, arms the timer, and tells waiters. */
-  #pump(now: number): void {
+  #pump(now: number, timerOrResume = false): void {
     const admission = this.#admission;
+    if (timerOrResume) this.#empty.looked();
     do now = admission.drain(now);
     while (this.#expire(now));
     // Whole ms rounded up, in steps past Node's 24.8-day limit: it never wakes before the tokens are there.
@@ -546,10 +548,7 @@ export class Scheduler {
     const events = this.#events;
     if (events.has('changed')) events.emit('changed');
     if (this.#waiting.size !== 0) return;
-    if (this.#emptyOwed) {
-      this.#emptyOwed = false;
-      events.emit('empty');
-    }
+    if (this.#empty.due()) events.emit('empty');
     if (this.#runner.pending === 0 && this.#idleOwed) {
       this.#idleOwed = false;
       events.emit('idle');
@@ -559,6 +558,7 @@ export class Scheduler {
   /** Runs a waiting job (the head, or a reserved one) that its admission let start; its promise adopts the result. */
   #start(job: Job, now: number, held: number): void {
     this.#waiting.take(job);
+    this.#empty.started(this.#waiting.size);
     const extra = job.extra;
     const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
     this.#runner.runJob(job, held, now - job.enqueuedAtMs, timeoutMs);

@@ -71,7 +71,9 @@ export class Waiting {
 
   /** Takes `job` out (from the queue or its reservation) to start it. */
   take(job: Job): void {
-    if (!this.#reserved.delete(job)) this.queue.remove(job);
+    // Queued (the usual case): no set to look in.
+    if (job.level !== undefined) this.queue.remove(job);
+    else this.#reserved.delete(job);
     this.#unwatch(job);
   }
 
