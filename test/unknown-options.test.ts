@@ -5,7 +5,18 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { isTokenpaceError, Scheduler, throttleInterceptor } from '../src/index.js';
+import {
+  isTokenpaceError,
+  MemoryFleetStore,
+  MemoryStore,
+  MemoryWindowStore,
+  RedisFleetStore,
+  RedisStore,
+  RedisWindowStore,
+  Scheduler,
+  TokenBucket,
+  throttleInterceptor,
+} from '../src/index.js';
 
 /** What `make` threw: it must be an InvalidOptionError for `option`. */
 function refused(make: () => unknown, option: string): Error {
@@ -48,5 +59,35 @@ describe('unknown option names', () => {
 
   it('throttleInterceptor: a clock that is not one', () => {
     refused(() => throttleInterceptor(loose({ rate: 10, clock: {} })), 'clock');
+  });
+});
+
+describe('unknown option names: buckets and stores', () => {
+  it('TokenBucket: capacty is a typo, capacity is our burst', () => {
+    refused(() => new TokenBucket(loose({ rate: 1, burst: 2, capacty: 2 })), 'capacty');
+    expect(refused(() => new TokenBucket(loose({ rate: 1, burst: 2, capacity: 2 })), 'capacity').message).toContain(
+      'write `burst`',
+    );
+  });
+
+  it('MemoryStore, MemoryWindowStore, MemoryFleetStore: maxkeys and a bad clock', () => {
+    expect(refused(() => new MemoryStore(loose({ maxkeys: 5 })), 'maxkeys').message).toContain(
+      'did you mean `maxKeys`?',
+    );
+    refused(() => new MemoryWindowStore(loose({ maxkeys: 5 })), 'maxkeys');
+    refused(() => new MemoryStore(loose({ clock: {} })), 'clock');
+    refused(() => new MemoryFleetStore(loose({ clok: 1 })), 'clok');
+  });
+
+  it('RedisStore, RedisWindowStore, RedisFleetStore: a misspelt timeout', () => {
+    const client = { evalsha: async () => null, eval: async () => null, del: async () => 0, ping: async () => 'PONG' };
+    for (const make of [
+      (o: Record<string, unknown>) => new RedisStore(loose(o)),
+      (o: Record<string, unknown>) => new RedisWindowStore(loose(o)),
+      (o: Record<string, unknown>) => new RedisFleetStore(loose(o)),
+    ]) {
+      const error = refused(() => make({ client, onError: 'deny', timeout: 100 }), 'timeout');
+      expect(error.message).toContain('did you mean `timeoutMs`?');
+    }
   });
 });

@@ -36,8 +36,8 @@
 
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import type { BucketState } from '../meters/bucket.js';
 import { evalScript, type RedisClientLike } from '../redis/client.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
@@ -94,6 +94,18 @@ const GRANT: Record<string, ExchangeGrant['status']> = {
 };
 const SHA = createHash('sha1').update(FLEET_SCRIPT).digest('hex');
 
+const REDIS_FLEET_STORE_OPTIONS: ReadonlySet<string> = new Set([
+  'client',
+  'prefix',
+  'onError',
+  'expectedWorkers',
+  'timeoutMs',
+  'probeIntervalMs',
+  'idleTtlMs',
+  'clock',
+  'now',
+]);
+
 /** A fleet's shared state in Redis; see the file's opening comment. */
 export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> implements FleetStore {
   readonly prefix: string;
@@ -128,6 +140,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     // `degraded` and `recovered` (until closed): more than ten is normal, not a leak.
     this.setMaxListeners(0);
     const failure = failureOptions(options);
+    checkKnownOptions(options, REDIS_FLEET_STORE_OPTIONS, 'RedisFleetStore options');
     const { client } = options;
     this.#nodeRedis = failure.nodeRedis;
     const expectedWorkers = options.expectedWorkers ?? (options.onError === 'local' ? Number.NaN : 1);
@@ -151,7 +164,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       );
     }
     this.#client = client;
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     this.#now = failure.now;
     this.prefix = prefix;
     this.policy = failure.policy;

@@ -29,7 +29,8 @@
  * Go's `CancelAt`) and drops the lease.
  */
 
-import { type Clock, systemClock } from '../clock.js';
+import { type Clock, checkClock } from '../clock.js';
+import { checkKnownOptions, checkOptions } from '../errors.js';
 import {
   type BucketParams,
   type BucketState,
@@ -193,7 +194,9 @@ export class MemoryFleetStore implements FleetStore {
   readonly #keys = new Map<string, KeyState>();
 
   constructor(options: { clock?: Clock } = {}) {
-    this.#clock = options.clock ?? systemClock;
+    checkOptions(options, 'MemoryFleetStore options ({ clock })', false);
+    checkKnownOptions(options, new Set(['clock']), 'MemoryFleetStore options');
+    this.#clock = checkClock(options.clock);
   }
 
   /** Forgets a key (its parameters too). */

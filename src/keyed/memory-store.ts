@@ -31,8 +31,8 @@
  * and `'hasOwnProperty'` are ordinary keys.
  */
 
-import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import { checkKnownOptions, checkOptions, InvalidOptionError } from '../errors.js';
 import {
   type BucketParams,
   type BucketState,
@@ -64,6 +64,8 @@ export const DEFAULT_MAX_KEYS = 100_000;
 
 const INITIAL_SLOTS = 1024;
 const NONE = -1;
+
+const MEMORY_STORE_OPTIONS: ReadonlySet<string> = new Set(['maxKeys', 'clock']);
 
 /**
  * Keyed token buckets in memory, bounded by `maxKeys`, with no timer per key.
@@ -101,6 +103,8 @@ export class MemoryStore implements KeyedStore {
   readonly evictions = { full: 0, leastRecentlyUsed: 0 };
 
   constructor(options: MemoryStoreOptions = {}) {
+    checkOptions(options, 'MemoryStore options ({ maxKeys, clock })', false);
+    checkKnownOptions(options, MEMORY_STORE_OPTIONS, 'MemoryStore options');
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
     if (!(Number.isInteger(maxKeys) && maxKeys >= 1 && maxKeys < 2 ** 31)) {
       throw new InvalidOptionError(
@@ -110,7 +114,7 @@ export class MemoryStore implements KeyedStore {
       );
     }
     this.maxKeys = maxKeys;
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     this.#sweepEvery = Math.floor(maxKeys / 16);
     const initial = Math.min(maxKeys, INITIAL_SLOTS);
     this.#state = new Float64Array(2 * initial);

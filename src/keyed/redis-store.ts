@@ -47,8 +47,8 @@
 
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { delKeys, evalScript, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
@@ -126,6 +126,18 @@ interface Pending {
 /** The SHA-1 of the script, computed when the first RedisStore is made. */
 let scriptSha: string | undefined;
 
+const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([
+  'client',
+  'prefix',
+  'onError',
+  'timeoutMs',
+  'probeIntervalMs',
+  'cluster',
+  'clock',
+  'localMaxKeys',
+  'now',
+]);
+
 /**
  * Keyed token buckets in Redis, shared by a fleet, with an explicit failure policy.
  *
@@ -156,6 +168,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   constructor(options: RedisStoreOptions) {
     super();
     const failure = failureOptions(options);
+    checkKnownOptions(options, REDIS_STORE_OPTIONS, 'RedisStore options');
     const { client } = options;
     const nodeRedis = failure.nodeRedis;
     const prefix = options.prefix ?? 'tokenpace';
@@ -173,7 +186,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.policy = failure.policy;
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
     this.#now = failure.now;
     this.#sha = scriptSha ?? sha1(KEYED_SCRIPT);

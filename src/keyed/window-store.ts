@@ -14,8 +14,14 @@
 
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, NotSupportedError, StoreUnavailableError } from '../errors.js';
+import { type Clock, checkClock } from '../clock.js';
+import {
+  checkKnownOptions,
+  checkOptions,
+  InvalidOptionError,
+  NotSupportedError,
+  StoreUnavailableError,
+} from '../errors.js';
 import type { Decision } from '../meters/decision.js';
 import {
   type FixedWindowState,
@@ -88,6 +94,18 @@ export interface MemoryWindowStoreOptions {
   clock?: Clock;
 }
 
+const MEMORY_STORE_OPTIONS: ReadonlySet<string> = new Set(['maxKeys', 'clock']);
+const REDIS_WINDOW_STORE_OPTIONS: ReadonlySet<string> = new Set([
+  'client',
+  'prefix',
+  'onError',
+  'timeoutMs',
+  'probeIntervalMs',
+  'clock',
+  'localMaxKeys',
+  'now',
+]);
+
 /**
  * Per-key window counters in memory (a Map in recency order, bounded by `maxKeys`).
  * A KeyedLimiter with a window `algorithm` makes one unless given a `store`.
@@ -98,12 +116,14 @@ export class MemoryWindowStore implements WindowStore {
   readonly #states = new Map<string, { kind: WindowKind; state: AnyWindowState }>();
 
   constructor(options: MemoryWindowStoreOptions = {}) {
+    checkOptions(options, 'MemoryWindowStore options ({ maxKeys, clock })', false);
+    checkKnownOptions(options, MEMORY_STORE_OPTIONS, 'MemoryWindowStore options');
     const maxKeys = options.maxKeys ?? 100_000;
     if (!(Number.isInteger(maxKeys) && maxKeys >= 1)) {
       throw new InvalidOptionError('maxKeys', maxKeys, `Expected \`maxKeys\` to be a positive integer, got ${maxKeys}`);
     }
     this.maxKeys = maxKeys;
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
   }
 
   /** Keys currently kept. */
@@ -284,6 +304,7 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
   constructor(options: RedisWindowStoreOptions) {
     super();
     const failure = failureOptions(options);
+    checkKnownOptions(options, REDIS_WINDOW_STORE_OPTIONS, 'RedisWindowStore options');
     const { client } = options;
     const nodeRedis = failure.nodeRedis;
     const prefix = options.prefix ?? 'tokenpace';
@@ -297,7 +318,7 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     this.#client = client;
     this.#nodeRedis = nodeRedis;
     this.#now = failure.now;
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
     this.#local =
       failure.policy === 'local'

@@ -26,6 +26,7 @@
 
 import { type Clock, checkClock } from '../clock.js';
 import {
+  checkKnownOptions,
   checkOptions,
   checkSignal,
   describeValue,
@@ -124,6 +125,8 @@ function maxWaitOf(options: ReserveOptions | undefined): number {
   return Number.POSITIVE_INFINITY;
 }
 
+const TOKEN_BUCKET_OPTIONS: ReadonlySet<string> = new Set(['rate', 'burst', 'tokens', 'clock']);
+
 /**
  * A token bucket of capacity `burst`, initially full, refilled at `rate` tokens per second.
  *
@@ -138,6 +141,11 @@ export class TokenBucket {
 
   constructor(options: TokenBucketOptions) {
     checkOptions(options, 'TokenBucket options ({ rate, burst })', true);
+    checkKnownOptions(options, TOKEN_BUCKET_OPTIONS, 'TokenBucket options', {
+      capacity: "write `burst` (the bucket's capacity)",
+      tokensPerInterval: 'write `rate` (tokens per second, or a string such as "100/min")',
+      bucketSize: 'write `burst`',
+    });
     if (options.burst === undefined) {
       throw new InvalidOptionError(
         'burst',

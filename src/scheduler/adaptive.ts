@@ -10,7 +10,7 @@
  * timer; `close()` leaves the scheduler running at the rate last learned.
  */
 
-import { type Clock, systemClock } from '../clock.js';
+import { type Clock, checkClock } from '../clock.js';
 import { InvalidOptionError } from '../errors.js';
 import { rateParam } from '../meters/bucket.js';
 import { type DurationInput, parseDuration, type RateInput } from '../units.js';
@@ -64,7 +64,7 @@ export class AdaptiveRate {
       );
     }
     this.#scheduler = scheduler;
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = checkClock(options.clock);
     const min = options.min === undefined ? 0.5 : rateParam(options.min, 'min');
     const max = options.max === undefined ? Number.POSITIVE_INFINITY : rateParam(options.max, 'max');
     const initial = options.initial === undefined ? scheduler.rate : rateParam(options.initial, 'initial');
