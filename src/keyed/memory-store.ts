@@ -43,6 +43,7 @@ import {
   credit,
   delayUntil,
   refund,
+  rewind,
   tokensAt,
 } from '../meters/bucket.js';
 import type { KeyedStore, StoreCredit, StoreMode, StoreOp, StoreResult } from './store.js';
@@ -191,6 +192,7 @@ export class MemoryStore implements KeyedStore {
       k.tokens = this.#state[2 * slot] as number;
       k.updatedAtMs = this.#state[2 * slot + 1] as number;
       clampToCapacity(k, bucket);
+      rewind(k, nowMs); // the clock went back: re-count from now (bucket.ts rewind), as the script does
       if (slot !== this.#front) {
         this.#unlink(slot);
         this.#pushFront(slot);
@@ -206,6 +208,7 @@ export class MemoryStore implements KeyedStore {
         g.updatedAtMs = nowMs;
       }
       clampToCapacity(g, global);
+      rewind(g, nowMs);
       globalReadyInMs = delayUntil(g, global, nowMs, cost);
       if (globalReadyInMs > waitMs) waitMs = globalReadyInMs;
     }
@@ -232,6 +235,8 @@ export class MemoryStore implements KeyedStore {
     } else {
       tokens = tokensAt(k, bucket, nowMs);
       if (global !== undefined) globalTokens = tokensAt(g, global, nowMs);
+      // A refusal keeps a rewind (the only change to a kept key's time here), so refill runs from it.
+      if (slot !== undefined) this.#state[2 * slot + 1] = k.updatedAtMs;
     }
     return this.#answer(out, allowed, tokens, globalTokens, waitMs, nowMs, readyInMs, globalReadyInMs);
   }
@@ -315,6 +320,7 @@ export class MemoryStore implements KeyedStore {
       k.tokens = state[2 * slot] as number;
       k.updatedAtMs = state[2 * slot + 1] as number;
       clampToCapacity(k, op.bucket);
+      rewind(k, nowMs);
       if (reserved === undefined) credit(k, op.bucket, nowMs, op.cost);
       else refund(k, op.bucket, nowMs, op.cost, reserved.readyAtMs);
       state[2 * slot] = k.tokens;
@@ -323,6 +329,7 @@ export class MemoryStore implements KeyedStore {
     const g = this.#global;
     if (op.global !== undefined && !Number.isNaN(g.tokens)) {
       clampToCapacity(g, op.global);
+      rewind(g, nowMs);
       if (reserved === undefined) credit(g, op.global, nowMs, op.cost);
       else refund(g, op.global, nowMs, op.cost, reserved.globalReadyAtMs);
     }

@@ -49,7 +49,7 @@ if has_g then
   grate = tonumber(ARGV[6])
   gcap = tonumber(ARGV[7])
 end
-${bucketLua('fmt', 'tokens_at', 'delay_until', 'conforms_at', 'charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
+${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
 local function load(k, r, c)
@@ -58,6 +58,9 @@ local function load(k, r, c)
   local sp = string.find(v, ' ', 1, true)
   local b = { tokens = tonumber(string.sub(v, 1, sp - 1)), upd = tonumber(string.sub(v, sp + 1)) }
   clamp_to_capacity(b, c)
+  -- TIME went backwards: re-count from now (bucket.ts rewind), as MemoryStore does, and keep it
+  -- even on a refusal (b.rewound), so refill runs from the earlier time
+  if now < b.upd then rewind(b, now); b.rewound = true end
   return b
 end
 
@@ -83,6 +86,7 @@ local g_dirty = false
 if has_g then
   ki = 2
   g = load(KEYS[1], grate, gcap)
+  g_dirty = g.rewound == true
 end
 local a = 8
 for i = 1, n do
@@ -138,6 +142,7 @@ for i = 1, n do
       end
     else
       tokens = fmt(tokens_at(b, rate, cap, now))
+      if b.rewound then store(k, b, rate, cap) end
       if has_g then gtokens = tokens_at(g, grate, gcap, now) end
     end
     o = o + 1; out[o] = allowed and '1' or '0'

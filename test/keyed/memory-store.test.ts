@@ -143,7 +143,10 @@ describe('MemoryStore: the arithmetic is the meter', () => {
         fc.integer({ min: 1, max: 500 }),
         fc.array(
           fc.record({
-            dt: fc.oneof(fc.integer({ min: 0, max: 2000 }), fc.double({ min: -20, max: 300, noNaN: true })),
+            // Forward time only: a step back is where the two differ on purpose. A store re-counts from
+            // the earlier time (bucket.ts rewind, x/time's rule, for time from outside: Redis TIME, a
+            // now hook); the class counts it as no time. The store contract tests the store's rule.
+            dt: fc.oneof(fc.integer({ min: 0, max: 2000 }), fc.double({ min: 0, max: 300, noNaN: true })),
             cost: fc.double({ min: 0, max: 1, noNaN: true }),
             mode: fc.constantFrom('try', 'reserve', 'cancel'),
             maxWaitMs: fc.oneof(fc.constant(Number.POSITIVE_INFINITY), fc.integer({ min: 0, max: 3000 })),
