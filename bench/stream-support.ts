@@ -220,6 +220,58 @@ export class Recorder {
   get total(): number {
     return this.sizes.reduce((a, b) => a + b, 0);
   }
+
+  /**
+   * Per member: when its first bytes arrived (ms after `startMs`; Infinity if none by `toMs`) and the
+   * longest it went without a delivery after that, counting the wait from its last delivery to `toMs`.
+   */
+  deliveryGaps(memberCount: number, startMs: number, toMs: number): { firstMs: number[]; longestGapMs: number[] } {
+    const first = new Array<number>(memberCount).fill(Number.POSITIVE_INFINITY);
+    const last = new Array<number>(memberCount).fill(Number.NaN);
+    const longest = new Array<number>(memberCount).fill(0);
+    for (let k = 0; k < this.times.length; k++) {
+      const t = this.times[k] as number;
+      if (t > toMs) break;
+      const m = this.members[k] as number;
+      const previous = last[m] as number;
+      if (Number.isNaN(previous)) first[m] = t - startMs;
+      else if (t - previous > (longest[m] as number)) longest[m] = t - previous;
+      last[m] = t;
+    }
+    for (let m = 0; m < memberCount; m++) {
+      const previous = last[m] as number;
+      longest[m] = Number.isNaN(previous) ? toMs - startMs : Math.max(longest[m] as number, toMs - previous);
+    }
+    return { firstMs: first, longestGapMs: longest };
+  }
+
+  /**
+   * The lowest Jain index over every window of `windowMs` from `fromMs` to `toMs` (windows start
+   * every `stepMs`), of each member's bytes over its expected share (`shares[i]`, default equal).
+   */
+  minWindowJain(
+    memberCount: number,
+    fromMs: number,
+    toMs: number,
+    windowMs = 1000,
+    stepMs = 100,
+    shares?: readonly number[],
+  ): number {
+    let worst = 1;
+    for (let t = fromMs; t + windowMs <= toMs + 1e-9; t += stepMs) {
+      const got = this.shares(memberCount, t, t + windowMs).map((bytes, i) => bytes / (shares?.[i] ?? 1));
+      worst = Math.min(worst, jain(got));
+    }
+    return worst;
+  }
+}
+
+/** The `p`-th percentile (0..100) of `values`, nearest rank. */
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank] as number;
 }
 
 export function jain(values: readonly number[]): number {
@@ -301,4 +353,59 @@ export async function httpBody(url: string): Promise<Readable> {
     dispatcher.close().catch(() => {});
   });
   return body;
+}
+
+/** What a run of many busy members sharing one rate shows over short windows. */
+export interface ShortTermFigures {
+  /** Bytes delivered from `warmupMs` on over the rate's bytes in that time. */
+  aggregate: number;
+  /** When each member's first bytes arrived, ms after the start: median and last. */
+  firstP50Ms: number;
+  firstMaxMs: number;
+  /** Each member's longest wait between deliveries: median, 99th percentile and worst. */
+  gapP50Ms: number;
+  gapP99Ms: number;
+  gapMaxMs: number;
+  /** The lowest Jain index over every 1 s window from `warmupMs` on (windows every 100 ms). */
+  minJain1s: number;
+  cpuMsPerSecond: number;
+  wakeupsPerSecond: number;
+}
+
+/**
+ * Runs `transforms.length` members, each fed by a busy source (synchronous, `chunkBytes` chunks),
+ * for `durationMs`, and measures them over short windows. `shares[i]` is member i's expected
+ * share of `ratePerSecond` (default equal), for the Jain index.
+ */
+export async function shortTermRun(
+  transforms: readonly Transform[],
+  ratePerSecond: number,
+  durationMs: number,
+  options: { chunkBytes?: number; warmupMs?: number; kind?: SourceKind; shares?: readonly number[] } = {},
+): Promise<ShortTermFigures & { result: RunResult }> {
+  const chunkBytes = options.chunkBytes ?? 64 * KiB;
+  const warmupMs = options.warmupMs ?? 500;
+  const kind = options.kind ?? 'sync';
+  const n = transforms.length;
+  const pairs = transforms.map((transform) => ({
+    source: makeSource(kind, chunkBytes, (1.5 * ratePerSecond) / n),
+    transform,
+  }));
+  const result = await run(pairs, durationMs);
+  const { recorder, startMs, endMs } = result;
+  const gaps = recorder.deliveryGaps(n, startMs, endMs);
+  const from = startMs + warmupMs;
+  const delivered = recorder.shares(n, from, endMs).reduce((a, b) => a + b, 0);
+  return {
+    result,
+    aggregate: delivered / ((ratePerSecond * (endMs - from)) / 1000),
+    firstP50Ms: percentile(gaps.firstMs, 50),
+    firstMaxMs: Math.max(...gaps.firstMs),
+    gapP50Ms: percentile(gaps.longestGapMs, 50),
+    gapP99Ms: percentile(gaps.longestGapMs, 99),
+    gapMaxMs: Math.max(...gaps.longestGapMs),
+    minJain1s: recorder.minWindowJain(n, from, endMs, 1000, 100, options.shares),
+    cpuMsPerSecond: result.cpuMsPerSecond,
+    wakeupsPerSecond: result.wakeupsPerSecond,
+  };
 }
