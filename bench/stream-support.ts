@@ -283,6 +283,8 @@ export function jain(values: readonly number[]): number {
 export interface RunResult {
   recorder: Recorder;
   startMs: number;
+  /** When every pipeline had been made (nothing flows before: they start on the next tick). */
+  readyMs: number;
   endMs: number;
   wakeupsPerSecond: number;
   cpuMsPerSecond: number;
@@ -305,6 +307,7 @@ export async function run(
     if (transform) streams.push(transform);
     return transform ? pipeline(source, transform, sink) : pipeline(source, sink);
   });
+  const readyMs = performance.now();
   await sleep(durationMs);
   const cpu = process.cpuUsage(cpuBefore);
   const endMs = performance.now();
@@ -315,6 +318,7 @@ export async function run(
   return {
     recorder,
     startMs,
+    readyMs,
     endMs,
     wakeupsPerSecond: fired / seconds,
     cpuMsPerSecond: (cpu.user + cpu.system) / 1000 / seconds,
@@ -359,7 +363,7 @@ export async function httpBody(url: string): Promise<Readable> {
 export interface ShortTermFigures {
   /** Bytes delivered from `warmupMs` on over the rate's bytes in that time. */
   aggregate: number;
-  /** When each member's first bytes arrived, ms after the start: median and last. */
+  /** When each member's first bytes arrived, ms after every pipeline was made (nothing flows before): median and last. */
   firstP50Ms: number;
   firstMaxMs: number;
   /** Each member's longest wait between deliveries: median, 99th percentile and worst. */
@@ -392,8 +396,8 @@ export async function shortTermRun(
     transform,
   }));
   const result = await run(pairs, durationMs);
-  const { recorder, startMs, endMs } = result;
-  const gaps = recorder.deliveryGaps(n, startMs, endMs);
+  const { recorder, startMs, readyMs, endMs } = result;
+  const gaps = recorder.deliveryGaps(n, readyMs, endMs);
   const from = startMs + warmupMs;
   const delivered = recorder.shares(n, from, endMs).reduce((a, b) => a + b, 0);
   return {

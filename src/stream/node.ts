@@ -1,0 +1,558 @@
+/**
+ * One class of a `ThrottleGroup` tree: a group, or a subgroup of one (HTB's
+ * classes; docs/per-tenant-bandwidth.md maps the vocabulary).
+ *
+ * A class serves its children, member streams and subgroups, by deficit
+ * round robin (drr.ts). A child's turn is its guaranteed rate for the round's
+ * length plus its weight's part of the rest (pacing.ts's roundPlan and
+ * turnBytes), so under contention a child gets its guarantee and a share of
+ * the rest by weight, and what an idle child leaves goes to the others. A
+ * subgroup is a child like a member: its port sends by serving its own ring
+ * with the bytes its parent gives it, and it sizes its own round by the turn
+ * its parent gave it, so its members are served once per round of the root.
+ *
+ * A piece for a member passes every class on its path to the root; a class
+ * with a rate of its own (its ceiling; the root's is the tree's rate)
+ * charges its bucket. A subgroup whose ceiling is short leaves its parent's
+ * ring and sleeps on the root's one timer (root.ts) until its piece conforms.
+ *
+ * Invariants: every class passes at most burst + rate * T in any window of
+ * T, for its own rate (ceiling) and every rate above it; the guaranteed rates
+ * of a class's children add up to at most its rate (its own, or the nearest
+ * one above it), checked before any change is made; a subgroup is guaranteed
+ * at least what its children are together; a child that leaves (a member
+ * that ends, a subgroup destroyed) is out of its ring and its guarantee out of
+ * every sum at once, and is not referenced again.
+ */
+
+import type { Clock } from '../clock.js';
+import { ClosedError, InvalidOptionError } from '../errors.js';
+import { ByteMeter } from '../meters/byte-meter.js';
+import { describeRate } from '../units.js';
+import { Progress } from './counters.js';
+import { DrrRing, type TurnPolicy } from './drr.js';
+import { type GroupLink, type MemberPort, makePort } from './link.js';
+import {
+  defaultGroupBurstBytes,
+  MAX_ROUND_MS,
+  MIN_TURN_BYTES,
+  type RoundPlan,
+  roundPlan,
+  turnBytes,
+  wakePieceBytes,
+} from './pacing.js';
+import { Pacer, type Request, type Sleeper } from './root.js';
+
+/** A class's numbers, parsed and checked by group.ts. */
+export interface ClassNumbers {
+  /** Its own rate (its ceiling), bytes per second; required for the root. */
+  ratePerSecond: number | undefined;
+  /** Its own bucket's capacity, bytes (with a rate of its own). */
+  capacityBytes: number | undefined;
+  burstExplicit: boolean;
+  /** The quantum given, bytes, if one was. */
+  quantumExplicit: number | undefined;
+  /** The quantum: the one given, or the default for its rate. */
+  quantumBytes: number;
+}
+
+/** Tolerance for sums of guaranteed rates (fractions of a byte per second). */
+const GUARANTEE_SLACK = 1e-9;
+
+function guaranteeError(
+  option: string,
+  value: unknown,
+  sumPerSecond: number,
+  ratePerSecond: number,
+): InvalidOptionError {
+  return new InvalidOptionError(
+    option,
+    value,
+    `guaranteed rates would add up to ${describeRate(sumPerSecond)} in a group whose rate is ${describeRate(ratePerSecond)}: ` +
+      'a class with demand always gets its guaranteed rate, so the guarantees of the members and subgroups ' +
+      "sharing a rate cannot add up to more than it; lower a guaranteed rate, or raise the group's rate",
+  );
+}
+
+/** One class of the tree; see the file's opening comment. */
+export class ClassNode implements Sleeper {
+  readonly parent: ClassNode | undefined;
+  readonly root: ClassNode;
+  readonly pacer: Pacer;
+  readonly clock: Clock;
+  readonly ring = new DrrRing();
+  /** This class's progress: every byte any member below it passes, and the time some member waited. */
+  readonly progress = new Progress();
+  /** Every child: members' ports and subgroups' ports. */
+  readonly #children = new Set<MemberPort>();
+  /** Direct member streams. */
+  readonly members = new Set<MemberPort>();
+  readonly subgroups = new Set<ClassNode>();
+  /** Its own bucket (rate, burst): the root's always, a subgroup's if it has a rate of its own. */
+  meter: ByteMeter | undefined;
+  numbers: ClassNumbers;
+  /** Its own guaranteed rate, bytes per second (0: none). */
+  ownGuaranteedPerSecond = 0;
+  /** Its children's guaranteed rates together, bytes per second. */
+  #childrenGuaranteedPerSecond = 0;
+  /** What the parent sees of a subgroup (undefined for the root). */
+  readonly port: MemberPort | undefined;
+  /** Member streams below it (in it and its subgroups) that have neither ended nor been destroyed. */
+  streams = 0;
+  destroyed = false;
+  /** What its members see of it. */
+  readonly link: GroupLink;
+  readonly policy: TurnPolicy;
+  /** The `ThrottleGroup` this class is (what messages name). */
+  readonly publicObject: object;
+
+  constructor(
+    publicObject: object,
+    numbers: ClassNumbers,
+    parent: ClassNode | undefined,
+    clock: Clock,
+    weight = 1,
+    guaranteedPerSecond = 0,
+  ) {
+    this.publicObject = publicObject;
+    this.parent = parent;
+    this.root = parent?.root ?? this;
+    this.clock = clock;
+    this.numbers = numbers;
+    const nowMs = clock.now();
+    if (numbers.ratePerSecond !== undefined) {
+      this.meter = new ByteMeter(numbers.ratePerSecond, numbers.capacityBytes as number, nowMs);
+    }
+    const node = this;
+    this.policy = {
+      turnFor: (port) => this.#turnFor(port),
+      mayHold: (atMs) => this.#mayHold(atMs),
+      sparseLimitBytes: () => this.pacer.holdLimitBytes,
+    };
+    if (parent === undefined) {
+      this.pacer = new Pacer(
+        {
+          ring: this.ring,
+          get meter() {
+            return node.meter as ByteMeter;
+          },
+          progress: this.progress,
+          policy: this.policy,
+          get quantumBytes() {
+            return node.numbers.quantumBytes;
+          },
+          publicObject,
+        },
+        clock,
+      );
+      this.pacer.updatePieces();
+      this.port = undefined;
+    } else {
+      this.pacer = parent.pacer;
+      this.ownGuaranteedPerSecond = guaranteedPerSecond;
+      this.port = makePort({
+        weight,
+        guaranteedPerSecond,
+        pendingBytes: () => (this.ring.select(this.clock.now(), this.policy, false) === undefined ? 0 : 1),
+        sendableNow: (atMs) => this.#sendableNow(atMs),
+        send: (atMs, bytes) => this.#send(atMs, bytes),
+        end: () => this.endAll(),
+        destroy: (error) => this.destroy(error),
+        capped: () => this.meter !== undefined,
+        ended: () => false,
+        holdsBack: () => this.ring.holdsBack(),
+        dropped: () => this.#dropped(),
+      });
+    }
+    this.link = {
+      clock,
+      tryTake: (atMs, bytes) => this.#tryTake(atMs, bytes),
+      takeUpTo: (atMs, bytes) => this.#takeUpTo(atMs, bytes),
+      request: (port) => this.request(port),
+      replan: () => this.pacer.replan(),
+      leave: (port) => this.leave(port),
+      reweigh: (port, w, g) => this.reweigh(port, w, g),
+    };
+  }
+
+  /** The rate that bounds this class: its own, or the nearest one above it. */
+  ceilingPerSecond(): number {
+    return this.meter?.ratePerSecond ?? (this.parent as ClassNode).ceilingPerSecond();
+  }
+
+  /** The bucket that bounds this class: its own, or the nearest one above it. */
+  ceilingMeter(): ByteMeter {
+    return this.meter ?? (this.parent as ClassNode).ceilingMeter();
+  }
+
+  /** Its guaranteed rate as its parent counts it: its own, and at least its children's together. */
+  get guaranteedPerSecond(): number {
+    return Math.max(this.ownGuaranteedPerSecond, this.#childrenGuaranteedPerSecond);
+  }
+
+  // ---- children joining, asking, leaving ----
+
+  /** A new child (a member's port, or a subgroup) joins; throws if its guarantee does not fit. */
+  adopt(port: MemberPort, subgroup?: ClassNode): void {
+    if (this.destroyed) {
+      throw new ClosedError('this ThrottleGroup was destroyed: it takes no new members or subgroups');
+    }
+    this.#checkGuarantees(port.guaranteedPerSecond, 'guaranteed', port.guaranteedPerSecond);
+    this.#children.add(port);
+    if (subgroup === undefined) {
+      this.members.add(port);
+      for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) n.streams++;
+    } else {
+      this.subgroups.add(subgroup);
+    }
+    this.#addGuaranteed(port.guaranteedPerSecond);
+  }
+
+  /** A member of this class has data it could not send: it joins the ring, or is served in turn. */
+  request(port: MemberPort): void {
+    if (!this.#children.has(port)) return; // it has left
+    const ring = this.ring;
+    let how: Request;
+    if (!port.inRing) {
+      this.#startWaiting();
+      if (port.capped()) {
+        // A member back from its own cap goes first, as a sparse flow does in
+        // FQ-CoDel, and its turn may take all its cap allows: it asks for no
+        // more than that, and waiting for a whole round would overflow its own
+        // bucket and lose it rate it is owed.
+        port.sparse = true;
+        ring.join(port, true);
+        how = 'first';
+      } else {
+        ring.join(port, false);
+        how = 'joined';
+      }
+    } else {
+      if (port.dry) ring.wake(port, false);
+      how = 'data';
+    }
+    this.#forward(port, how, true);
+  }
+
+  /** Passes a request on towards the root: the root serves; a subgroup makes sure it waits at its parent. */
+  #forward(port: MemberPort, how: Request, own: boolean): void {
+    const parent = this.parent;
+    if (parent === undefined) {
+      this.pacer.requested(port, how, own);
+      return;
+    }
+    if (this.pacer.asleep(this)) return; // its own rate is short: it comes back when it wakes
+    parent.#childAsks(this.port as MemberPort, how);
+  }
+
+  /** A subgroup of this class (its port `port`) has a member asking for service. */
+  #childAsks(port: MemberPort, how: Request): void {
+    const ring = this.ring;
+    let up: Request;
+    if (!port.inRing) {
+      this.#startWaiting();
+      if (port.capped()) {
+        port.sparse = true; // a subgroup back from its own rate, as a member back from its cap
+        ring.join(port, true);
+        up = 'first';
+      } else if (how === 'first') {
+        port.urgent = true; // a capped member below it must not wait a round
+        ring.join(port, true);
+        up = 'first';
+      } else {
+        ring.join(port, false);
+        up = 'joined';
+      }
+    } else {
+      ring.wake(port, how === 'first');
+      up = how === 'first' ? 'first' : 'data';
+    }
+    this.#forward(port, up, false);
+  }
+
+  /** A sleeping subgroup's piece conforms: it asks its parent for service again. */
+  wake(): void {
+    if (this.destroyed || this.ring.size === 0 || this.port === undefined || this.port.inRing) return;
+    (this.parent as ClassNode).#childAsks(this.port, 'joined');
+  }
+
+  /** A member of this class ended or was destroyed: it leaves at once. */
+  leave(port: MemberPort): void {
+    if (!this.#children.delete(port)) return;
+    this.members.delete(port);
+    for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) n.streams--;
+    this.#addGuaranteed(-port.guaranteedPerSecond);
+    if (port.inRing) {
+      this.ring.remove(port);
+      this.#afterRemoval();
+    }
+  }
+
+  /** A child was taken out of the ring from outside a pass: re-plan, or empty the ring upwards. */
+  #afterRemoval(): void {
+    if (this.pacer.serving) return; // the pass sees it
+    const nowMs = this.clock.now();
+    if (this.ring.size > 0) {
+      this.pacer.replan(); // it may have held the round, or been the one the timer waited for
+      return;
+    }
+    const parent = this.parent;
+    if (parent === undefined) {
+      this.pacer.emptied(nowMs);
+      return;
+    }
+    this.progress.stopWaiting(nowMs);
+    const port = this.port as MemberPort;
+    if (port.inRing) {
+      parent.ring.remove(port);
+      parent.#afterRemoval();
+    }
+  }
+
+  /** A member's weight or guarantee changes: checked against every rate above it first. */
+  reweigh(port: MemberPort, weight: number, guaranteedPerSecond: number): void {
+    const delta = guaranteedPerSecond - port.guaranteedPerSecond;
+    if (delta > 0) this.#checkGuarantees(delta, 'guaranteed', guaranteedPerSecond);
+    if (port.inRing) this.ring.reweigh(weight - port.weight, delta);
+    port.weight = weight;
+    port.guaranteedPerSecond = guaranteedPerSecond;
+    this.#addGuaranteed(delta);
+  }
+
+  /** Sets this subgroup's own weight and guaranteed rate (checked first). */
+  setShare(weight: number, guaranteedPerSecond: number): void {
+    const port = this.port as MemberPort;
+    const parent = this.parent as ClassNode;
+    if (guaranteedPerSecond > this.ceilingPerSecond() * (1 + GUARANTEE_SLACK)) {
+      throw guaranteeError('guaranteed', guaranteedPerSecond, guaranteedPerSecond, this.ceilingPerSecond());
+    }
+    const effective = Math.max(guaranteedPerSecond, this.#childrenGuaranteedPerSecond);
+    parent.reweigh(port, weight, effective); // checks the guarantees above first
+    this.ownGuaranteedPerSecond = guaranteedPerSecond;
+    this.pacer.replan();
+  }
+
+  /** Throws if the guarantees under this class, grown by `delta`, would pass a rate on the way up. */
+  #checkGuarantees(delta: number, option: string, value: unknown): void {
+    let node: ClassNode = this;
+    let grow = delta;
+    for (;;) {
+      const sum = node.#childrenGuaranteedPerSecond + grow;
+      const ceiling = node.ceilingPerSecond();
+      if (grow > 0 && sum > ceiling * (1 + GUARANTEE_SLACK)) throw guaranteeError(option, value, sum, ceiling);
+      const parent = node.parent;
+      if (parent === undefined) return;
+      const after = Math.max(node.ownGuaranteedPerSecond, sum);
+      grow = after - node.guaranteedPerSecond;
+      if (grow <= 0) return;
+      node = parent;
+    }
+  }
+
+  /** Adds `delta` to the children's guarantees here, and passes the change of this class's own up. */
+  #addGuaranteed(delta: number): void {
+    if (delta === 0) return;
+    const before = this.guaranteedPerSecond;
+    this.#childrenGuaranteedPerSecond = Math.max(0, this.#childrenGuaranteedPerSecond + delta);
+    const port = this.port;
+    const parent = this.parent;
+    if (port === undefined || parent === undefined) return;
+    const change = this.guaranteedPerSecond - before;
+    if (change === 0) return;
+    if (port.inRing) parent.ring.reweigh(0, change);
+    port.guaranteedPerSecond += change;
+    parent.#addGuaranteed(change);
+  }
+
+  /**
+   * Throws if a rate of `ratePerSecond` for this class would be below the
+   * guarantees it holds: its own, its children's, and those of subgroups
+   * below it that have no rate of their own.
+   */
+  checkRate(ratePerSecond: number, option: string, value: unknown): void {
+    const check = (node: ClassNode) => {
+      const sum = node.#childrenGuaranteedPerSecond;
+      if (sum > ratePerSecond * (1 + GUARANTEE_SLACK)) throw guaranteeError(option, value, sum, ratePerSecond);
+      for (const sub of node.subgroups) if (sub.meter === undefined) check(sub);
+    };
+    if (this.ownGuaranteedPerSecond > ratePerSecond * (1 + GUARANTEE_SLACK)) {
+      throw guaranteeError(option, value, this.ownGuaranteedPerSecond, ratePerSecond);
+    }
+    check(this);
+  }
+
+  /** New numbers for this class (checked by group.ts; guarantees by {@link checkRate}): its bucket is reconfigured, keeping its tokens. */
+  reconfigure(numbers: ClassNumbers): void {
+    const nowMs = this.clock.now();
+    if (numbers.ratePerSecond !== undefined) {
+      const params = { ratePerSecond: numbers.ratePerSecond, burstBytes: numbers.capacityBytes as number };
+      if (this.meter === undefined) this.meter = new ByteMeter(params.ratePerSecond, params.burstBytes, nowMs);
+      else this.meter.reconfigure(nowMs, params);
+    }
+    this.numbers = numbers;
+    if (this.parent === undefined) this.pacer.updatePieces();
+    else if (this.pacer.asleep(this)) {
+      // Asleep on the old numbers: plan again.
+      this.pacer.unsleep(this);
+      this.wake();
+    }
+    this.pacer.replan();
+  }
+
+  // ---- serving ----
+
+  /** The round this class's children are served in now. */
+  #plan(): RoundPlan {
+    const { quantumBytes, quantumExplicit } = this.numbers;
+    const ring = this.ring;
+    const parent = this.parent;
+    if (parent === undefined) {
+      const rate = (this.meter as ByteMeter).ratePerSecond;
+      return roundPlan(rate, ring.weight, ring.guaranteedPerSecond, quantumBytes, quantumExplicit !== undefined);
+    }
+    const roundMs = parent.#plan().roundMs;
+    if (quantumExplicit !== undefined) return { roundMs, excessBytes: quantumExplicit * ring.weight };
+    // Its own round shares what its parent gives it per round (at most its own rate's worth).
+    const port = this.port as MemberPort;
+    let budget = port.turnBytes > 0 ? port.turnBytes : parent.#turnFor(port);
+    if (this.meter !== undefined) budget = Math.min(budget, (this.meter.ratePerSecond * roundMs) / 1000);
+    return { roundMs, excessBytes: Math.max(0, budget - (ring.guaranteedPerSecond * roundMs) / 1000) };
+  }
+
+  #turnFor(port: MemberPort): number {
+    if (this.numbers.quantumExplicit !== undefined) {
+      return turnBytes(this.#plan(), this.ring.weight, port.weight, port.guaranteedPerSecond, 1);
+    }
+    const floor = Math.min(MIN_TURN_BYTES, this.root.numbers.quantumBytes);
+    const plan = this.#plan();
+    // While rounds are as long as they get (many members), a child's first turn
+    // is the smallest: a crowd that arrives together gets its first bytes
+    // within one short round, then its turns of the full size.
+    if (port.round < 0 && plan.roundMs >= MAX_ROUND_MS) return floor;
+    return turnBytes(plan, this.ring.weight, port.weight, port.guaranteedPerSecond, floor);
+  }
+
+  /** Dry members may hold their turns while this class's own turn is open, and the root's bucket has room. */
+  #mayHold(nowMs: number): boolean {
+    const parent = this.parent;
+    if (parent === undefined) return this.pacer.mayHold(nowMs);
+    const port = this.port as MemberPort;
+    return port.inRing && parent.ring.turnOpen(port) && parent.#mayHold(nowMs);
+  }
+
+  /** What this subgroup's own rate lets pass now; when short, it sleeps on the root's timer and says 0. */
+  #sendableNow(nowMs: number): number {
+    const meter = this.meter;
+    if (meter === undefined) return Number.MAX_SAFE_INTEGER;
+    const available = Math.floor(meter.available(nowMs));
+    if (available >= 1) return available;
+    const { ratePerSecond, burstBytes } = meter;
+    const lateMs = this.pacer.latenessMs;
+    const piece = wakePieceBytes(ratePerSecond, burstBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
+    this.pacer.sleep(this, meter.readyAt(nowMs, piece));
+    return 0;
+  }
+
+  /** Sends up to `budget` bytes of this subgroup's members, in the order of its own ring; returns the bytes sent. */
+  #send(nowMs: number, budget: number): number {
+    const ring = this.ring;
+    const meter = this.meter;
+    let sent = 0;
+    while (sent < budget) {
+      const port = ring.select(nowMs, this.policy);
+      if (port === undefined) break;
+      const bytes = port.send(nowMs, Math.min(ring.limit, budget - sent));
+      if (bytes > 0) {
+        meter?.take(nowMs, bytes);
+        this.progress.start(nowMs);
+        this.progress.record(nowMs, bytes);
+        sent += bytes;
+      }
+      if (!port.inRing) continue; // it left while sending
+      if (bytes === 0) ring.drop(port);
+      else ring.charge(port, bytes);
+    }
+    if (ring.size > 0) this.progress.waiting(nowMs);
+    else this.progress.stopWaiting(nowMs);
+    return sent;
+  }
+
+  /** Its parent took it out of its ring: its own dry members give up their turns, and if others still wait it asks again. */
+  #dropped(): void {
+    if (this.destroyed || this.pacer.asleep(this)) return;
+    this.ring.dropHolders();
+    if (this.ring.size > 0) (this.parent as ClassNode).#childAsks(this.port as MemberPort, 'joined');
+  }
+
+  #startWaiting(): void {
+    if (this.ring.size > 0) return;
+    const nowMs = this.clock.now();
+    this.progress.start(nowMs);
+    this.progress.waiting(nowMs);
+  }
+
+  /** A member's fast path: if nobody waits on its path and every bucket on it holds `bytes`, takes them. */
+  #tryTake(nowMs: number, bytes: number): boolean {
+    for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) {
+      if (n.ring.size > 0 || (n.meter !== undefined && n.meter.available(nowMs) < bytes)) return false;
+    }
+    this.#charge(nowMs, bytes);
+    return true;
+  }
+
+  #takeUpTo(nowMs: number, bytes: number): number {
+    let taken = bytes;
+    for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) {
+      if (n.ring.size > 0) return 0;
+      if (n.meter !== undefined) taken = Math.min(taken, Math.floor(n.meter.available(nowMs)));
+    }
+    if (taken <= 0) return 0;
+    this.#charge(nowMs, taken);
+    return taken;
+  }
+
+  /** Charges `bytes` passed at once to every class on the path. */
+  #charge(nowMs: number, bytes: number): void {
+    for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) {
+      n.meter?.take(nowMs, bytes);
+      n.progress.start(nowMs);
+      n.progress.record(nowMs, bytes);
+    }
+  }
+
+  // ---- lifecycle ----
+
+  /** Ends every member stream below this class. */
+  endAll(): void {
+    for (const port of [...this.members]) port.end();
+    for (const sub of [...this.subgroups]) sub.endAll();
+  }
+
+  /** Destroys every member stream below this class (the subgroups stay). */
+  destroyAll(error?: Error): void {
+    for (const port of [...this.members]) port.destroy(error);
+    for (const sub of [...this.subgroups]) sub.destroyAll(error);
+  }
+
+  /** Destroys every member below, then leaves the parent: its share is freed at once. */
+  destroy(error?: Error): void {
+    if (this.destroyed) return;
+    this.destroyAll(error);
+    for (const sub of [...this.subgroups]) sub.destroy(error);
+    this.destroyed = true;
+    this.pacer.unsleep(this);
+    const parent = this.parent;
+    const port = this.port;
+    if (parent === undefined || port === undefined) {
+      this.pacer.emptied(this.clock.now());
+      return;
+    }
+    parent.#children.delete(port);
+    parent.subgroups.delete(this);
+    parent.#addGuaranteed(-port.guaranteedPerSecond);
+    if (port.inRing) {
+      parent.ring.remove(port);
+      parent.#afterRemoval();
+    }
+  }
+}
