@@ -50,6 +50,10 @@ export class DrrRing {
   idle: Idle = 'empty';
   /** After {@link select} returned a child: the most it may send now (what it can send, its turn left). */
   limit = 0;
+  /** How long the last round lasted, ms (NaN until one was seen whole): a turn's guaranteed part is sized by it. */
+  lastRoundMs = Number.NaN;
+  /** When the round being served began, ms (NaN: not seen). */
+  #roundStartMs = Number.NaN;
 
   /** Children in the ring. */
   get size(): number {
@@ -103,9 +107,11 @@ export class DrrRing {
     this.weight -= port.weight;
     this.guaranteedPerSecond -= port.guaranteedPerSecond;
     if (this.size === 0) {
-      // No drift in the sums: an empty ring weighs nothing.
+      // No drift in the sums: an empty ring weighs nothing, and its rounds start afresh.
       this.weight = 0;
       this.guaranteedPerSecond = 0;
+      this.lastRoundMs = Number.NaN;
+      this.#roundStartMs = Number.NaN;
     }
   }
 
@@ -162,6 +168,8 @@ export class DrrRing {
         this.#next = this.#current;
         this.#current = spent;
         this.round++;
+        if (!Number.isNaN(this.#roundStartMs)) this.lastRoundMs = nowMs - this.#roundStartMs;
+        this.#roundStartMs = nowMs;
         this.dropHolders();
         continue;
       }

@@ -36,6 +36,8 @@ export interface MemberPort extends RingLinks<MemberPort> {
   destroy(error?: Error): void;
   /** True if the child has a cap of its own (it then leaves the ring whenever that cap is short). */
   capped(): boolean;
+  /** When its own bucket will be full (what it earns after that is lost), ms; Infinity without a cap of its own. */
+  fullAtMs(nowMs: number): number;
   /** True once the child will send nothing more than it holds (a member whose writer has ended). */
   ended(): boolean;
   /** Sends up to `bytes` now (the class has the tokens); returns the bytes sent. */
@@ -76,6 +78,7 @@ export type PortHooks = Pick<
   | 'end'
   | 'destroy'
   | 'capped'
+  | 'fullAtMs'
   | 'ended'
   | 'send'
   | 'holdsBack'
@@ -97,6 +100,7 @@ export function makePort(hooks: PortHooks): MemberPort {
     end: hooks.end,
     destroy: hooks.destroy,
     capped: hooks.capped,
+    fullAtMs: hooks.fullAtMs,
     ended: hooks.ended,
     send: hooks.send,
     holdsBack: hooks.holdsBack,

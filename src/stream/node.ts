@@ -159,6 +159,7 @@ export class ClassNode implements Sleeper {
         end: () => this.endAll(),
         destroy: (error) => this.destroy(error),
         capped: () => this.meter !== undefined,
+        fullAtMs: (atMs) => this.meter?.readyAt(atMs, this.meter.burstBytes) ?? Number.POSITIVE_INFINITY,
         ended: () => false,
         holdsBack: () => this.ring.holdsBack(),
         dropped: () => this.#dropped(),
@@ -228,10 +229,22 @@ export class ClassNode implements Sleeper {
         how = 'joined';
       }
     } else {
-      if (port.dry) ring.wake(port, false);
-      how = 'data';
+      how = this.#overflows(port) ? 'first' : 'data';
+      if (port.dry || how === 'first') ring.wake(port, how === 'first');
     }
     this.#forward(port, how, true);
+  }
+
+  /**
+   * True if `port` has a cap of its own that would be full before the root
+   * wakes for its tokens: its new data must then be served as soon as its
+   * piece conforms (as a capped child back from its own cap), not at the
+   * root's next wake piece, or what its bucket earns meanwhile is lost.
+   */
+  #overflows(port: MemberPort): boolean {
+    if (!port.capped()) return false;
+    const wakeMs = this.pacer.tokensDueMs;
+    return wakeMs !== Number.POSITIVE_INFINITY && port.fullAtMs(this.clock.now()) < wakeMs;
   }
 
   /** Passes a request on towards the root: the root serves; a subgroup makes sure it waits at its parent. */
@@ -264,8 +277,8 @@ export class ClassNode implements Sleeper {
         up = 'joined';
       }
     } else {
-      ring.wake(port, how === 'first');
-      up = how === 'first' ? 'first' : 'data';
+      up = how === 'first' || this.#overflows(port) ? 'first' : 'data';
+      ring.wake(port, up === 'first');
     }
     this.#forward(port, up, false);
   }
@@ -306,6 +319,9 @@ export class ClassNode implements Sleeper {
     if (port.inRing) {
       parent.ring.remove(port);
       parent.#afterRemoval();
+    } else if (this.pacer.asleep(this)) {
+      this.pacer.unsleep(this); // nobody waits for its own rate any more
+      this.pacer.replan();
     }
   }
 
@@ -416,20 +432,36 @@ export class ClassNode implements Sleeper {
     const port = this.port as MemberPort;
     let budget = port.turnBytes > 0 ? port.turnBytes : parent.#turnFor(port);
     if (this.meter !== undefined) budget = Math.min(budget, (this.meter.ratePerSecond * roundMs) / 1000);
-    return { roundMs, excessBytes: Math.max(0, budget - (ring.guaranteedPerSecond * roundMs) / 1000) };
+    const guaranteedBytes = (ring.guaranteedPerSecond * this.#guaranteeMs(roundMs)) / 1000;
+    return { roundMs, excessBytes: Math.max(0, budget - guaranteedBytes) };
   }
 
   #turnFor(port: MemberPort): number {
+    const plan = this.#plan();
+    const guaranteeMs = this.#guaranteeMs(plan.roundMs);
+    const { weight, guaranteedPerSecond } = port;
     if (this.numbers.quantumExplicit !== undefined) {
-      return turnBytes(this.#plan(), this.ring.weight, port.weight, port.guaranteedPerSecond, 1);
+      return turnBytes(plan, this.ring.weight, weight, guaranteedPerSecond, guaranteeMs, 1);
     }
     const floor = Math.min(MIN_TURN_BYTES, this.root.numbers.quantumBytes);
-    const plan = this.#plan();
     // While rounds are as long as they get (many members), a child's first turn
     // is the smallest: a crowd that arrives together gets its first bytes
     // within one short round, then its turns of the full size.
     if (port.round < 0 && plan.roundMs >= MAX_ROUND_MS) return floor;
-    return turnBytes(plan, this.ring.weight, port.weight, port.guaranteedPerSecond, floor);
+    return turnBytes(plan, this.ring.weight, weight, guaranteedPerSecond, guaranteeMs, floor);
+  }
+
+  /**
+   * How long a turn's guaranteed part lasts: the last round, measured, so
+   * that a child that leaves part of its turn unused shortens the rounds for
+   * the guarantees too and its share goes to the others by weight; the plan's
+   * round when none was measured or the numbers changed since (the measure is
+   * then off by more than half or twice: the plan's is where rounds of full
+   * turns settle).
+   */
+  #guaranteeMs(roundMs: number): number {
+    const measuredMs = this.ring.lastRoundMs;
+    return measuredMs >= roundMs / 2 && measuredMs <= 2 * roundMs ? measuredMs : roundMs;
   }
 
   /** Dry members may hold their turns while this class's own turn is open, and the root's bucket has room. */

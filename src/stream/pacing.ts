@@ -182,21 +182,24 @@ export function roundPlan(
 
 /**
  * The turn of a member of `weight` and `guaranteedPerSecond` in a round of
- * `plan` among members weighing `totalWeight`: its guaranteed rate for the
- * round's length, and its weight's part of the rest; whole bytes, at least
- * `floorBytes`.
+ * `plan` among members weighing `totalWeight`: its guaranteed rate for
+ * `guaranteeMs` (the length of the last round, measured, so that what a
+ * member leaves of its turn shortens the next round for the guarantees too,
+ * and is shared by weight) plus its weight's part of the round's excess;
+ * whole bytes, at least `floorBytes`.
  *
- * @example turnBytes({ roundMs: 100, excessBytes: 2200 }, 11, 1, 8000, 1) === 1000 // 800 + 2200 / 11
+ * @example turnBytes({ roundMs: 100, excessBytes: 2200 }, 11, 1, 8000, 100, 1) === 1000 // 800 + 2200 / 11
  */
 export function turnBytes(
   plan: RoundPlan,
   totalWeight: number,
   weight: number,
   guaranteedPerSecond: number,
+  guaranteeMs: number,
   floorBytes: number,
 ): number {
   const share = totalWeight > 0 ? (plan.excessBytes * weight) / totalWeight : plan.excessBytes;
-  return Math.max(floorBytes, 1, Math.floor((guaranteedPerSecond * plan.roundMs) / 1000 + share));
+  return Math.max(floorBytes, 1, Math.floor((guaranteedPerSecond * guaranteeMs) / 1000 + share));
 }
 
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */

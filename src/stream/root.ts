@@ -81,6 +81,11 @@ export class Pacer {
     return this.#watchdog.latenessMs;
   }
 
+  /** When the timer wakes the root for its tokens, ms (Infinity while it does not wait for them). */
+  get tokensDueMs(): number {
+    return this.#waitingForTokens ? this.#watchdog.dueMs : Number.POSITIVE_INFINITY;
+  }
+
   /** True while a pass (or a member's own turn) is being served. */
   get serving(): boolean {
     return this.#serving;

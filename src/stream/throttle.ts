@@ -130,6 +130,7 @@ export class Throttle extends Transform {
         this.destroy(error);
       },
       capped: () => this.#meter !== undefined,
+      fullAtMs: (nowMs) => this.#meter?.readyAt(nowMs, this.#meter.burstBytes) ?? Number.POSITIVE_INFINITY,
       sendableNow: (nowMs) => this.#sendableOrArmWake(nowMs),
       send: (nowMs, bytes) => this.#send(nowMs, bytes),
     });
