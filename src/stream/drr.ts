@@ -143,6 +143,11 @@ export class DrrRing {
     return port.round >= this.round && port.deficit > 0;
   }
 
+  /** True if the child is in the ring and its turn in this round is not over: open, or still to be granted. */
+  turnAhead(port: MemberPort): boolean {
+    return port.inRing && (port.round < this.round || this.turnOpen(port));
+  }
+
   /**
    * The child to serve next, its turn granted if need be, with {@link limit}
    * set; or undefined, with {@link idle} set. Children found without data
@@ -174,7 +179,9 @@ export class DrrRing {
         continue;
       }
       if (port.pendingBytes() === 0) {
-        if (this.turnOpen(port) && !port.ended()) this.hold(port);
+        // It ran dry with its turn open, or (a subgroup) it holds its own data
+        // back for a dry member: it holds its turn. Otherwise it leaves.
+        if ((this.turnOpen(port) || port.holdsBack()) && !port.ended()) this.hold(port);
         else this.drop(port);
         continue;
       }

@@ -34,6 +34,7 @@ import { DrrRing, type TurnPolicy } from './drr.js';
 import { type GroupLink, type MemberPort, makePort } from './link.js';
 import {
   defaultGroupBurstBytes,
+  groupWakePieceBytes,
   MAX_ROUND_MS,
   MIN_TURN_BYTES,
   type RoundPlan,
@@ -95,6 +96,8 @@ export class ClassNode implements Sleeper {
   ownGuaranteedPerSecond = 0;
   /** Its children's guaranteed rates together, bytes per second. */
   #childrenGuaranteedPerSecond = 0;
+  /** Its children's weights together, in the ring or not. */
+  #childrenWeight = 0;
   /** What the parent sees of a subgroup (undefined for the root). */
   readonly port: MemberPort | undefined;
   /** Member streams below it (in it and its subgroups) that have neither ended nor been destroyed. */
@@ -153,7 +156,7 @@ export class ClassNode implements Sleeper {
       this.port = makePort({
         weight,
         guaranteedPerSecond,
-        pendingBytes: () => (this.ring.select(this.clock.now(), this.policy, false) === undefined ? 0 : 1),
+        pendingBytes: () => this.#pendingBytes(this.clock.now()),
         sendableNow: (atMs) => this.#sendableNow(atMs),
         send: (atMs, bytes) => this.#send(atMs, bytes),
         end: () => this.endAll(),
@@ -161,7 +164,7 @@ export class ClassNode implements Sleeper {
         capped: () => this.meter !== undefined,
         fullAtMs: (atMs) => this.meter?.readyAt(atMs, this.meter.burstBytes) ?? Number.POSITIVE_INFINITY,
         ended: () => false,
-        holdsBack: () => this.ring.holdsBack(),
+        holdsBack: () => this.ring.holdsBack() && !this.#holdsForOwnRate(this.clock.now()),
         dropped: () => this.#dropped(),
       });
     }
@@ -200,6 +203,7 @@ export class ClassNode implements Sleeper {
     }
     this.#checkGuarantees(port.guaranteedPerSecond, 'guaranteed', port.guaranteedPerSecond);
     this.#children.add(port);
+    this.#childrenWeight += port.weight;
     if (subgroup === undefined) {
       this.members.add(port);
       for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) n.streams++;
@@ -254,7 +258,8 @@ export class ClassNode implements Sleeper {
       this.pacer.requested(port, how, own);
       return;
     }
-    if (this.pacer.asleep(this)) return; // its own rate is short: it comes back when it wakes
+    if (this.pacer.asleepForTokens(this)) return; // its own rate is short: it comes back when it wakes
+    this.pacer.unsleep(this); // it held its dry members' turns: one has data
     parent.#childAsks(this.port as MemberPort, how);
   }
 
@@ -283,26 +288,32 @@ export class ClassNode implements Sleeper {
     this.#forward(port, up, false);
   }
 
-  /** A sleeping subgroup's piece conforms: it asks its parent for service again. */
+  /** A sleeping subgroup's piece conforms, or its hold is over: it asks its parent for service again. */
   wake(): void {
-    if (this.destroyed || this.ring.size === 0 || this.port === undefined || this.port.inRing) return;
-    (this.parent as ClassNode).#childAsks(this.port, 'joined');
+    if (this.destroyed || this.ring.size === 0 || this.port === undefined) return;
+    (this.parent as ClassNode).#childAsks(this.port, this.port.inRing ? 'data' : 'joined');
   }
 
   /** A member of this class ended or was destroyed: it leaves at once. */
   leave(port: MemberPort): void {
     if (!this.#children.delete(port)) return;
+    this.#childrenWeight -= port.weight;
     this.members.delete(port);
     for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) n.streams--;
     this.#addGuaranteed(-port.guaranteedPerSecond);
     if (port.inRing) {
       this.ring.remove(port);
       this.#afterRemoval();
+    } else if (this.ring.size === 0) {
+      this.#afterRemoval(); // the others left the ring before it: it may still wait upwards
     }
   }
 
   /** A child was taken out of the ring from outside a pass: re-plan, or empty the ring upwards. */
   #afterRemoval(): void {
+    // An empty subgroup has nothing to wake for.
+    const wasAsleep = this.ring.size === 0 && this.pacer.asleep(this);
+    if (wasAsleep) this.pacer.unsleep(this);
     if (this.pacer.serving) return; // the pass sees it
     const nowMs = this.clock.now();
     if (this.ring.size > 0) {
@@ -319,9 +330,8 @@ export class ClassNode implements Sleeper {
     if (port.inRing) {
       parent.ring.remove(port);
       parent.#afterRemoval();
-    } else if (this.pacer.asleep(this)) {
-      this.pacer.unsleep(this); // nobody waits for its own rate any more
-      this.pacer.replan();
+    } else if (wasAsleep) {
+      this.pacer.replan(); // the timer may have been armed for it
     }
   }
 
@@ -330,6 +340,7 @@ export class ClassNode implements Sleeper {
     const delta = guaranteedPerSecond - port.guaranteedPerSecond;
     if (delta > 0) this.#checkGuarantees(delta, 'guaranteed', guaranteedPerSecond);
     if (port.inRing) this.ring.reweigh(weight - port.weight, delta);
+    this.#childrenWeight += weight - port.weight;
     port.weight = weight;
     port.guaranteedPerSecond = guaranteedPerSecond;
     this.#addGuaranteed(delta);
@@ -440,15 +451,20 @@ export class ClassNode implements Sleeper {
     const plan = this.#plan();
     const guaranteeMs = this.#guaranteeMs(plan.roundMs);
     const { weight, guaranteedPerSecond } = port;
+    // The root's round grows with the weight waiting (a quantum each) up to its
+    // longest; a subgroup's is its turn at its parent, shared by weight among
+    // all its children, in the ring or not: one that is out for a moment (a
+    // socket between two chunks) must not hand the others a whole round each.
+    const sharing = this.parent === undefined ? this.ring.weight : Math.max(this.ring.weight, this.#childrenWeight);
     if (this.numbers.quantumExplicit !== undefined) {
-      return turnBytes(plan, this.ring.weight, weight, guaranteedPerSecond, guaranteeMs, 1);
+      return turnBytes(plan, sharing, weight, guaranteedPerSecond, guaranteeMs, 1);
     }
     const floor = Math.min(MIN_TURN_BYTES, this.root.numbers.quantumBytes);
     // While rounds are as long as they get (many members), a child's first turn
     // is the smallest: a crowd that arrives together gets its first bytes
     // within one short round, then its turns of the full size.
-    if (port.round < 0 && plan.roundMs >= MAX_ROUND_MS) return floor;
-    return turnBytes(plan, this.ring.weight, weight, guaranteedPerSecond, guaranteeMs, floor);
+    if (port.round < 0 && plan.roundMs >= MAX_ROUND_MS) return Math.max(1, Math.floor(floor * weight));
+    return turnBytes(plan, sharing, weight, guaranteedPerSecond, guaranteeMs, floor);
   }
 
   /**
@@ -464,23 +480,66 @@ export class ClassNode implements Sleeper {
     return measuredMs >= roundMs / 2 && measuredMs <= 2 * roundMs ? measuredMs : roundMs;
   }
 
-  /** Dry members may hold their turns while this class's own turn is open, and the root's bucket has room. */
+  /**
+   * Dry members may hold their turns while this class's own turn is not over
+   * (open, or still to be granted) and a bucket that bounds it has room: its own (below the piece it sleeps
+   * for), or one above it (the root's below the hold limit). Its ceiling or
+   * the root's rate is then what they share, and the tokens wait for them.
+   */
   #mayHold(nowMs: number): boolean {
     const parent = this.parent;
     if (parent === undefined) return this.pacer.mayHold(nowMs);
-    const port = this.port as MemberPort;
-    return port.inRing && parent.ring.turnOpen(port) && parent.#mayHold(nowMs);
+    if (!parent.ring.turnAhead(this.port as MemberPort)) return false;
+    return this.#holdsForOwnRate(nowMs) || parent.#mayHold(nowMs);
   }
 
-  /** What this subgroup's own rate lets pass now; when short, it sleeps on the root's timer and says 0. */
+  /**
+   * True if this subgroup's own bucket is below its hold limit (the lone
+   * stream's wake piece of its rate, as the root's): holding its dry
+   * members' turns then loses nothing, and the subgroup itself wakes when the
+   * limit is reached ({@link #pendingBytes}), whatever the root does.
+   */
+  #holdsForOwnRate(nowMs: number): boolean {
+    const meter = this.meter;
+    return meter !== undefined && meter.available(nowMs) < this.#holdLimitBytes(meter);
+  }
+
+  #holdLimitBytes(meter: ByteMeter): number {
+    const { ratePerSecond, burstBytes } = meter;
+    return wakePieceBytes(ratePerSecond, burstBytes, this.pacer.latenessMs, defaultGroupBurstBytes(ratePerSecond));
+  }
+
+  /**
+   * More than 0 if a member of this subgroup would send now. A subgroup that
+   * holds its dry members' turns for its own rate's sake sleeps until its
+   * bucket reaches the hold limit (their data wakes it sooner), so its parent
+   * need not hold a round for it.
+   */
+  #pendingBytes(nowMs: number): number {
+    if (this.ring.select(nowMs, this.policy, false) !== undefined) return 1;
+    if (this.ring.idle === 'hold' && this.#holdsForOwnRate(nowMs)) this.#sleepUntilHoldEnds(nowMs);
+    return 0;
+  }
+
+  #sleepUntilHoldEnds(nowMs: number): void {
+    const meter = this.meter as ByteMeter;
+    this.pacer.sleep(this, meter.readyAt(nowMs, this.#holdLimitBytes(meter)), false);
+  }
+
+  /**
+   * What this subgroup's own rate lets pass now; when short, it sleeps on the
+   * root's timer and says 0. It sleeps for a group's wake piece of its rate,
+   * as the root does (pacing.ts), below the limit its dry members may hold
+   * their turns to.
+   */
   #sendableNow(nowMs: number): number {
     const meter = this.meter;
     if (meter === undefined) return Number.MAX_SAFE_INTEGER;
     const available = Math.floor(meter.available(nowMs));
     if (available >= 1) return available;
     const { ratePerSecond, burstBytes } = meter;
-    const lateMs = this.pacer.latenessMs;
-    const piece = wakePieceBytes(ratePerSecond, burstBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
+    const quantumBytes = this.numbers.quantumBytes;
+    const piece = groupWakePieceBytes(ratePerSecond, burstBytes, quantumBytes, this.pacer.latenessMs);
     this.pacer.sleep(this, meter.readyAt(nowMs, piece));
     return 0;
   }
@@ -512,6 +571,11 @@ export class ClassNode implements Sleeper {
   /** Its parent took it out of its ring: its own dry members give up their turns, and if others still wait it asks again. */
   #dropped(): void {
     if (this.destroyed || this.pacer.asleep(this)) return;
+    const nowMs = this.clock.now();
+    if (this.ring.holdsBack() && this.#holdsForOwnRate(nowMs)) {
+      this.#sleepUntilHoldEnds(nowMs); // its own rate is what they share: they keep their turns
+      return;
+    }
     this.ring.dropHolders();
     if (this.ring.size > 0) (this.parent as ClassNode).#childAsks(this.port as MemberPort, 'joined');
   }
@@ -580,6 +644,7 @@ export class ClassNode implements Sleeper {
       return;
     }
     parent.#children.delete(port);
+    parent.#childrenWeight -= port.weight;
     parent.subgroups.delete(this);
     parent.#addGuaranteed(-port.guaranteedPerSecond);
     if (port.inRing) {

@@ -182,11 +182,12 @@ export function roundPlan(
 
 /**
  * The turn of a member of `weight` and `guaranteedPerSecond` in a round of
- * `plan` among members weighing `totalWeight`: its guaranteed rate for
+ * `plan` among members weighing `totalWeight`: its weight's part of the
+ * round's excess (at least `floorBytes` per unit of weight, so that small
+ * rounds keep the weights' proportions), plus its guaranteed rate for
  * `guaranteeMs` (the length of the last round, measured, so that what a
  * member leaves of its turn shortens the next round for the guarantees too,
- * and is shared by weight) plus its weight's part of the round's excess;
- * whole bytes, at least `floorBytes`.
+ * and is shared by weight); whole bytes, at least 1.
  *
  * @example turnBytes({ roundMs: 100, excessBytes: 2200 }, 11, 1, 8000, 100, 1) === 1000 // 800 + 2200 / 11
  */
@@ -198,8 +199,8 @@ export function turnBytes(
   guaranteeMs: number,
   floorBytes: number,
 ): number {
-  const share = totalWeight > 0 ? (plan.excessBytes * weight) / totalWeight : plan.excessBytes;
-  return Math.max(floorBytes, 1, Math.floor((guaranteedPerSecond * guaranteeMs) / 1000 + share));
+  const perWeight = Math.max(floorBytes, totalWeight > 0 ? plan.excessBytes / totalWeight : plan.excessBytes);
+  return Math.max(1, Math.floor((guaranteedPerSecond * guaranteeMs) / 1000 + perWeight * weight));
 }
 
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */

@@ -39,7 +39,7 @@ export interface PacedClass {
   readonly publicObject: object;
 }
 
-/** A subgroup whose own rate is short, asleep until its piece conforms. */
+/** A subgroup asleep on its own rate: until its piece conforms, or until its dry members' turns are held long enough. */
 export interface Sleeper {
   wake(): void;
 }
@@ -57,8 +57,8 @@ export class Pacer {
   #serving = false;
   /** True while a pass is scheduled (see {@link schedulePass}). */
   #passScheduled = false;
-  /** Subgroups asleep on their own rate, and the instants their pieces conform. */
-  readonly #sleepers = new Map<Sleeper, number>();
+  /** Subgroups asleep on their own rate, the instants they wake, and whether they wait for tokens (or for a hold to end). */
+  readonly #sleepers = new Map<Sleeper, { dueMs: number; forTokens: boolean }>();
   /** The lone stream's wake piece (pacing.ts): a dry member's turn is held until the bucket holds this much. */
   holdLimitBytes = 0;
   /** The piece the root sleeps for while members wait (groupWakePieceBytes in pacing.ts). */
@@ -137,9 +137,14 @@ export class Pacer {
     this.#root.progress.stopWaiting(nowMs);
   }
 
-  /** `sleeper` (a subgroup short of its own rate) sleeps until `dueMs`. */
-  sleep(sleeper: Sleeper, dueMs: number): void {
-    this.#sleepers.set(sleeper, dueMs);
+  /**
+   * `sleeper` (a subgroup) sleeps until `dueMs`: its own rate is short
+   * (`forTokens`; its members' requests wait for it), or it holds its dry
+   * members' turns until its own bucket reaches its hold limit (their data
+   * wakes it at once).
+   */
+  sleep(sleeper: Sleeper, dueMs: number, forTokens = true): void {
+    this.#sleepers.set(sleeper, { dueMs, forTokens });
     if (!this.#serving) this.replan();
   }
 
@@ -151,6 +156,11 @@ export class Pacer {
   /** True if `sleeper` is asleep. */
   asleep(sleeper: Sleeper): boolean {
     return this.#sleepers.has(sleeper);
+  }
+
+  /** True if `sleeper` is asleep for its own rate's tokens. */
+  asleepForTokens(sleeper: Sleeper): boolean {
+    return this.#sleepers.get(sleeper)?.forTokens === true;
   }
 
   /**
@@ -282,7 +292,7 @@ export class Pacer {
   /** Wakes the sleeping subgroups whose pieces conform by now: they ask their classes for service. */
   #wakeSleepers(nowMs: number): void {
     if (this.#sleepers.size === 0) return;
-    for (const [sleeper, dueMs] of [...this.#sleepers]) {
+    for (const [sleeper, { dueMs }] of [...this.#sleepers]) {
       if (dueMs > nowMs) continue;
       this.#sleepers.delete(sleeper);
       sleeper.wake();
@@ -296,7 +306,7 @@ export class Pacer {
    */
   #arm(nowMs: number, waitMs: number | undefined, forTokens: boolean): void {
     let sleeperDueMs = Number.POSITIVE_INFINITY;
-    for (const dueMs of this.#sleepers.values()) if (dueMs < sleeperDueMs) sleeperDueMs = dueMs;
+    for (const { dueMs } of this.#sleepers.values()) if (dueMs < sleeperDueMs) sleeperDueMs = dueMs;
     const watchdog = this.#watchdog;
     if (waitMs !== undefined && nowMs + waitMs <= sleeperDueMs) watchdog.arm(nowMs, waitMs);
     else if (sleeperDueMs !== Number.POSITIVE_INFINITY) watchdog.armAt(Math.max(sleeperDueMs, nowMs), nowMs);

@@ -76,14 +76,20 @@ export interface BuiltClass {
 }
 
 /** Builds `spec` under `group` (the root, or a subgroup already made), every member fed at `sourceRate`. */
-export function buildTree(fake: FakeClock, group: ThrottleGroup, spec: ClassSpec, sourceRate: number): BuiltClass {
+export function buildTree(
+  fake: FakeClock,
+  group: ThrottleGroup,
+  spec: ClassSpec,
+  sourceRate: number,
+  chunkBytes = 16384,
+): BuiltClass {
   return {
     group,
     spec,
-    members: spec.members.map((m) => ({ spec: m, member: busyMember(fake, group, sourceRate, m) })),
+    members: spec.members.map((m) => ({ spec: m, member: busyMember(fake, group, sourceRate, m, chunkBytes) })),
     groups: spec.groups.map((g) => {
       const sub = group.group({ rate: g.rate, weight: g.weight, guaranteed: g.guaranteed });
-      return buildTree(fake, sub, g, sourceRate);
+      return buildTree(fake, sub, g, sourceRate, chunkBytes);
     }),
   };
 }
@@ -161,4 +167,43 @@ export function fluidShares(rootRate: number, root: ClassSpec): Map<Node, number
   };
   allocate(root, Math.min(rootRate, maxRate(root)));
   return out;
+}
+
+/** A class's shape before its numbers: fractions of the rates above it. */
+export interface Shape {
+  weight: number | undefined;
+  ceiling: number | undefined;
+  guaranteed: number | undefined;
+  members: { weight: number | undefined; cap: number | undefined; guaranteed: number | undefined }[];
+  groups: Shape[];
+}
+
+/**
+ * Numbers for a shape under a rate of `ceilingAbove`, guarantees within
+ * `budget`: each of n children may be guaranteed (with what is below it) at
+ * most min(budget, 0.9 x its class's rate) / n, so no refusal is due.
+ */
+export function materialize(s: Shape, ceilingAbove: number, budget: number, isRoot: boolean): ClassSpec {
+  const rate = isRoot || s.ceiling === undefined ? undefined : Math.ceil(s.ceiling * ceilingAbove);
+  const ceiling = rate ?? ceilingAbove;
+  const room = Math.min(budget, 0.9 * ceiling);
+  const n = Math.max(1, s.members.length + s.groups.length);
+  const each = room / n;
+  const members: MemberSpec[] = s.members.map((m) => {
+    const cap = m.cap === undefined ? undefined : Math.ceil(m.cap * ceiling);
+    const guaranteed =
+      m.guaranteed === undefined ? undefined : Math.floor(m.guaranteed * Math.min(each, 0.9 * (cap ?? ceiling)));
+    return { rate: cap, weight: m.weight, guaranteed };
+  });
+  return {
+    rate,
+    weight: isRoot ? undefined : s.weight,
+    guaranteed: isRoot || s.guaranteed === undefined ? undefined : Math.floor(s.guaranteed * room),
+    members,
+    groups: s.groups.map((g) => materialize(g, ceiling, each, false)),
+  };
+}
+
+export function countMembers(spec: ClassSpec): number {
+  return spec.members.length + spec.groups.reduce((sum, g) => sum + countMembers(g), 0);
 }
