@@ -180,7 +180,7 @@ export class ThrottleGroup implements GroupHandle {
 
   /** Its own guaranteed rate, bytes per second (0: none). */
   get guaranteed(): number {
-    return this.#node.ownGuaranteedPerSecond;
+    return this.#node.guarantees.own;
   }
 
   /** Member streams of this group and its subgroups that have neither ended nor been destroyed. */
@@ -273,7 +273,7 @@ export class ThrottleGroup implements GroupHandle {
   /** Changes a subgroup's weight from its next turn on (`InvalidOptionError` for a root, or a weight not above 0). */
   setWeight(weight: number): void {
     const node = this.#subgroup('weight', weight);
-    node.setShare(parseWeight(weight), node.ownGuaranteedPerSecond);
+    node.setShare(parseWeight(weight), node.guarantees.own);
   }
 
   /**

@@ -26,11 +26,11 @@
  */
 
 import type { Clock } from '../clock.js';
-import { ClosedError, InvalidOptionError } from '../errors.js';
+import { ClosedError } from '../errors.js';
 import { ByteMeter } from '../meters/byte-meter.js';
-import { describeRate } from '../units.js';
 import { Progress } from './counters.js';
 import { DrrRing, type TurnPolicy } from './drr.js';
+import { ClassGuarantees, checkSum } from './guarantees.js';
 import { type GroupLink, type MemberPort, makePort } from './link.js';
 import {
   defaultGroupBurstBytes,
@@ -42,6 +42,7 @@ import {
   turnBytes,
   wakePieceBytes,
 } from './pacing.js';
+import { takeUpToOnPath, tryTakeOnPath } from './path.js';
 import { Pacer, type Request, type Sleeper } from './root.js';
 
 /** A class's numbers, parsed and checked by group.ts. */
@@ -55,24 +56,6 @@ export interface ClassNumbers {
   quantumExplicit: number | undefined;
   /** The quantum: the one given, or the default for its rate. */
   quantumBytes: number;
-}
-
-/** Tolerance for sums of guaranteed rates (fractions of a byte per second). */
-const GUARANTEE_SLACK = 1e-9;
-
-function guaranteeError(
-  option: string,
-  value: unknown,
-  sumPerSecond: number,
-  ratePerSecond: number,
-): InvalidOptionError {
-  return new InvalidOptionError(
-    option,
-    value,
-    `guaranteed rates would add up to ${describeRate(sumPerSecond)} in a group whose rate is ${describeRate(ratePerSecond)}: ` +
-      'a class with demand always gets its guaranteed rate, so the guarantees of the members and subgroups ' +
-      "sharing a rate cannot add up to more than it; lower a guaranteed rate, or raise the group's rate",
-  );
 }
 
 /** One class of the tree; see the file's opening comment. */
@@ -92,10 +75,8 @@ export class ClassNode implements Sleeper {
   /** Its own bucket (rate, burst): the root's always, a subgroup's if it has a rate of its own. */
   meter: ByteMeter | undefined;
   numbers: ClassNumbers;
-  /** Its own guaranteed rate, bytes per second (0: none). */
-  ownGuaranteedPerSecond = 0;
-  /** Its children's guaranteed rates together, bytes per second. */
-  #childrenGuaranteedPerSecond = 0;
+  /** Its guaranteed rate: its own, its children's together, and the rule that they fit (guarantees.ts). */
+  readonly guarantees: ClassGuarantees;
   /** Its children's weights together, in the ring or not. */
   #childrenWeight = 0;
   /** What the parent sees of a subgroup (undefined for the root). */
@@ -122,6 +103,15 @@ export class ClassNode implements Sleeper {
     this.root = parent?.root ?? this;
     this.clock = clock;
     this.numbers = numbers;
+    this.guarantees = new ClassGuarantees(
+      parent?.guarantees,
+      () => this.ceilingPerSecond(),
+      (change) => {
+        const port = this.port as MemberPort;
+        if (port.inRing) (this.parent as ClassNode).ring.reweigh(0, change);
+        port.guaranteedPerSecond += change;
+      },
+    );
     const nowMs = clock.now();
     if (numbers.ratePerSecond !== undefined) {
       this.meter = new ByteMeter(numbers.ratePerSecond, numbers.capacityBytes as number, nowMs);
@@ -152,7 +142,7 @@ export class ClassNode implements Sleeper {
       this.port = undefined;
     } else {
       this.pacer = parent.pacer;
-      this.ownGuaranteedPerSecond = guaranteedPerSecond;
+      this.guarantees.own = guaranteedPerSecond;
       this.port = makePort({
         weight,
         guaranteedPerSecond,
@@ -170,8 +160,8 @@ export class ClassNode implements Sleeper {
     }
     this.link = {
       clock,
-      tryTake: (atMs, bytes) => this.#tryTake(atMs, bytes),
-      takeUpTo: (atMs, bytes) => this.#takeUpTo(atMs, bytes),
+      tryTake: (atMs, bytes) => tryTakeOnPath(this, atMs, bytes),
+      takeUpTo: (atMs, bytes) => takeUpToOnPath(this, atMs, bytes),
       request: (port) => this.request(port),
       replan: () => this.pacer.replan(),
       leave: (port) => this.leave(port),
@@ -189,11 +179,6 @@ export class ClassNode implements Sleeper {
     return this.meter ?? (this.parent as ClassNode).ceilingMeter();
   }
 
-  /** Its guaranteed rate as its parent counts it: its own, and at least its children's together. */
-  get guaranteedPerSecond(): number {
-    return Math.max(this.ownGuaranteedPerSecond, this.#childrenGuaranteedPerSecond);
-  }
-
   // ---- children joining, asking, leaving ----
 
   /** A new child (a member's port, or a subgroup) joins; throws if its guarantee does not fit. */
@@ -201,7 +186,7 @@ export class ClassNode implements Sleeper {
     if (this.destroyed) {
       throw new ClosedError('this ThrottleGroup was destroyed: it takes no new members or subgroups');
     }
-    this.#checkGuarantees(port.guaranteedPerSecond, 'guaranteed', port.guaranteedPerSecond);
+    this.guarantees.check(port.guaranteedPerSecond, 'guaranteed', port.guaranteedPerSecond);
     this.#children.add(port);
     this.#childrenWeight += port.weight;
     if (subgroup === undefined) {
@@ -210,7 +195,7 @@ export class ClassNode implements Sleeper {
     } else {
       this.subgroups.add(subgroup);
     }
-    this.#addGuaranteed(port.guaranteedPerSecond);
+    this.guarantees.add(port.guaranteedPerSecond);
   }
 
   /** A member of this class has data it could not send: it joins the ring, or is served in turn. */
@@ -300,7 +285,7 @@ export class ClassNode implements Sleeper {
     this.#childrenWeight -= port.weight;
     this.members.delete(port);
     for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) n.streams--;
-    this.#addGuaranteed(-port.guaranteedPerSecond);
+    this.guarantees.add(-port.guaranteedPerSecond);
     if (port.inRing) {
       this.ring.remove(port);
       this.#afterRemoval();
@@ -338,57 +323,21 @@ export class ClassNode implements Sleeper {
   /** A member's weight or guarantee changes: checked against every rate above it first. */
   reweigh(port: MemberPort, weight: number, guaranteedPerSecond: number): void {
     const delta = guaranteedPerSecond - port.guaranteedPerSecond;
-    if (delta > 0) this.#checkGuarantees(delta, 'guaranteed', guaranteedPerSecond);
+    if (delta > 0) this.guarantees.check(delta, 'guaranteed', guaranteedPerSecond);
     if (port.inRing) this.ring.reweigh(weight - port.weight, delta);
     this.#childrenWeight += weight - port.weight;
     port.weight = weight;
     port.guaranteedPerSecond = guaranteedPerSecond;
-    this.#addGuaranteed(delta);
+    this.guarantees.add(delta);
   }
 
   /** Sets this subgroup's own weight and guaranteed rate (checked first). */
   setShare(weight: number, guaranteedPerSecond: number): void {
-    const port = this.port as MemberPort;
-    const parent = this.parent as ClassNode;
-    if (guaranteedPerSecond > this.ceilingPerSecond() * (1 + GUARANTEE_SLACK)) {
-      throw guaranteeError('guaranteed', guaranteedPerSecond, guaranteedPerSecond, this.ceilingPerSecond());
-    }
-    const effective = Math.max(guaranteedPerSecond, this.#childrenGuaranteedPerSecond);
-    parent.reweigh(port, weight, effective); // checks the guarantees above first
-    this.ownGuaranteedPerSecond = guaranteedPerSecond;
+    checkSum(guaranteedPerSecond, this.ceilingPerSecond(), 'guaranteed', guaranteedPerSecond);
+    const effective = Math.max(guaranteedPerSecond, this.guarantees.children);
+    (this.parent as ClassNode).reweigh(this.port as MemberPort, weight, effective); // checks the guarantees above first
+    this.guarantees.own = guaranteedPerSecond;
     this.pacer.replan();
-  }
-
-  /** Throws if the guarantees under this class, grown by `delta`, would pass a rate on the way up. */
-  #checkGuarantees(delta: number, option: string, value: unknown): void {
-    let node: ClassNode = this;
-    let grow = delta;
-    for (;;) {
-      const sum = node.#childrenGuaranteedPerSecond + grow;
-      const ceiling = node.ceilingPerSecond();
-      if (grow > 0 && sum > ceiling * (1 + GUARANTEE_SLACK)) throw guaranteeError(option, value, sum, ceiling);
-      const parent = node.parent;
-      if (parent === undefined) return;
-      const after = Math.max(node.ownGuaranteedPerSecond, sum);
-      grow = after - node.guaranteedPerSecond;
-      if (grow <= 0) return;
-      node = parent;
-    }
-  }
-
-  /** Adds `delta` to the children's guarantees here, and passes the change of this class's own up. */
-  #addGuaranteed(delta: number): void {
-    if (delta === 0) return;
-    const before = this.guaranteedPerSecond;
-    this.#childrenGuaranteedPerSecond = Math.max(0, this.#childrenGuaranteedPerSecond + delta);
-    const port = this.port;
-    const parent = this.parent;
-    if (port === undefined || parent === undefined) return;
-    const change = this.guaranteedPerSecond - before;
-    if (change === 0) return;
-    if (port.inRing) parent.ring.reweigh(0, change);
-    port.guaranteedPerSecond += change;
-    parent.#addGuaranteed(change);
   }
 
   /**
@@ -397,14 +346,11 @@ export class ClassNode implements Sleeper {
    * below it that have no rate of their own.
    */
   checkRate(ratePerSecond: number, option: string, value: unknown): void {
+    checkSum(this.guarantees.own, ratePerSecond, option, value);
     const check = (node: ClassNode) => {
-      const sum = node.#childrenGuaranteedPerSecond;
-      if (sum > ratePerSecond * (1 + GUARANTEE_SLACK)) throw guaranteeError(option, value, sum, ratePerSecond);
+      checkSum(node.guarantees.children, ratePerSecond, option, value);
       for (const sub of node.subgroups) if (sub.meter === undefined) check(sub);
     };
-    if (this.ownGuaranteedPerSecond > ratePerSecond * (1 + GUARANTEE_SLACK)) {
-      throw guaranteeError(option, value, this.ownGuaranteedPerSecond, ratePerSecond);
-    }
     check(this);
   }
 
@@ -587,35 +533,6 @@ export class ClassNode implements Sleeper {
     this.progress.waiting(nowMs);
   }
 
-  /** A member's fast path: if nobody waits on its path and every bucket on it holds `bytes`, takes them. */
-  #tryTake(nowMs: number, bytes: number): boolean {
-    for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) {
-      if (n.ring.size > 0 || (n.meter !== undefined && n.meter.available(nowMs) < bytes)) return false;
-    }
-    this.#charge(nowMs, bytes);
-    return true;
-  }
-
-  #takeUpTo(nowMs: number, bytes: number): number {
-    let taken = bytes;
-    for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) {
-      if (n.ring.size > 0) return 0;
-      if (n.meter !== undefined) taken = Math.min(taken, Math.floor(n.meter.available(nowMs)));
-    }
-    if (taken <= 0) return 0;
-    this.#charge(nowMs, taken);
-    return taken;
-  }
-
-  /** Charges `bytes` passed at once to every class on the path. */
-  #charge(nowMs: number, bytes: number): void {
-    for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) {
-      n.meter?.take(nowMs, bytes);
-      n.progress.start(nowMs);
-      n.progress.record(nowMs, bytes);
-    }
-  }
-
   // ---- lifecycle ----
 
   /** Ends every member stream below this class. */
@@ -646,7 +563,7 @@ export class ClassNode implements Sleeper {
     parent.#children.delete(port);
     parent.#childrenWeight -= port.weight;
     parent.subgroups.delete(this);
-    parent.#addGuaranteed(-port.guaranteedPerSecond);
+    parent.guarantees.add(-port.guaranteedPerSecond);
     if (port.inRing) {
       parent.ring.remove(port);
       parent.#afterRemoval();
