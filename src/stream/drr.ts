@@ -4,9 +4,9 @@
  * and how much of its turn is left.
  *
  * The ring is served in rounds. A child gets one turn per round (its size is
- * the class's business: `turnFor`, by weight and guarantee) and sends pieces
- * of it while it has data; a child whose turn is spent waits for the next
- * round. A child that runs dry mid-turn holds its turn (it waits in
+ * the class's business: `turnFor`, by weight and guarantee) and sends it in
+ * pieces, one per visit, the children taking turns within the round; a child
+ * whose turn is spent waits for the next round. A child that runs dry mid-turn holds its turn (it waits in
  * `holding`) while `mayHold` says so; once it does not, the next round
  * starts and the dry children give up their turns. A child back from its own
  * cap (`sparse`) goes first and its turn may take what its cap allows; a
@@ -231,11 +231,23 @@ export class DrrRing {
     }
   }
 
-  /** `port` sent `bytes` of its turn (so it is no longer urgent); a spent turn sends it to wait for the next round. */
+  /**
+   * `port` sent `bytes` of its turn (so it is no longer urgent): with some
+   * turn left it goes behind the others still to send in this round, and a
+   * spent turn sends it to wait for the next round.
+   */
   charge(port: MemberPort, bytes: number): void {
     port.urgent = false;
     port.deficit -= bytes;
-    if (port.deficit > 0) return;
+    if (port.deficit > 0) {
+      // Its turn goes on after the others' next pieces: the round's pieces are interleaved.
+      const current = this.#current;
+      if (port.ringQueue === current && current.size > 1) {
+        current.remove(port);
+        current.push(port);
+      }
+      return;
+    }
     port.deficit = 0;
     if (port.ringQueue === this.#current || port.ringQueue === this.#holding) {
       port.ringQueue.remove(port);

@@ -490,24 +490,26 @@ export class ClassNode implements Sleeper {
     return 0;
   }
 
-  /** Sends up to `budget` bytes of this subgroup's members, in the order of its own ring; returns the bytes sent. */
+  /** Sends one piece of up to `budget` bytes of this subgroup's members, in the order of its own ring; returns its bytes. */
   #send(nowMs: number, budget: number): number {
     const ring = this.ring;
     const meter = this.meter;
+    // One piece per visit (the first child that sends something), so that its
+    // parent interleaves its subgroups' pieces within a round rather than
+    // serving a subgroup's whole turn at once.
     let sent = 0;
-    while (sent < budget) {
+    while (sent === 0) {
       const port = ring.select(nowMs, this.policy);
       if (port === undefined) break;
-      const bytes = port.send(nowMs, Math.min(ring.limit, budget - sent));
-      if (bytes > 0) {
-        meter?.take(nowMs, bytes);
+      sent = port.send(nowMs, Math.min(ring.limit, budget));
+      if (sent > 0) {
+        meter?.take(nowMs, sent);
         this.progress.start(nowMs);
-        this.progress.record(nowMs, bytes);
-        sent += bytes;
+        this.progress.record(nowMs, sent);
       }
       if (!port.inRing) continue; // it left while sending
-      if (bytes === 0) ring.drop(port);
-      else ring.charge(port, bytes);
+      if (sent === 0) ring.drop(port);
+      else ring.charge(port, sent);
     }
     if (ring.size > 0) this.progress.waiting(nowMs);
     else this.progress.stopWaiting(nowMs);
