@@ -55,6 +55,11 @@ export class DrrRing {
   /** When the round being served began, ms (NaN: not seen). */
   #roundStartMs = Number.NaN;
 
+  /** The child at the front of the ring (the next to be looked at), if any. */
+  get first(): MemberPort | undefined {
+    return this.#current.head;
+  }
+
   /** Children in the ring. */
   get size(): number {
     return this.#current.size + this.#next.size + this.#holding.size;
@@ -113,6 +118,12 @@ export class DrrRing {
       this.lastRoundMs = Number.NaN;
       this.#roundStartMs = Number.NaN;
     }
+  }
+
+  /** Takes every child out of the ring (no hooks run): their class has nothing left to send. */
+  clear(): void {
+    for (const queue of [this.#current, this.#next, this.#holding])
+      while (queue.head !== undefined) this.remove(queue.head);
   }
 
   /** Takes a child out of the ring: its turn is over (its `dropped` hook runs). */

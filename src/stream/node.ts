@@ -3,13 +3,13 @@
  * classes; docs/per-tenant-bandwidth.md maps the vocabulary).
  *
  * A class serves its children, member streams and subgroups, by deficit
- * round robin (drr.ts). A child's turn is its guaranteed rate for the round's
- * length plus its weight's part of the rest (pacing.ts's roundPlan and
- * turnBytes), so under contention a child gets its guarantee and a share of
- * the rest by weight, and what an idle child leaves goes to the others. A
- * subgroup is a child like a member: its port sends by serving its own ring
- * with the bytes its parent gives it, and it sizes its own round by the turn
- * its parent gave it, so its members are served once per round of the root.
+ * round robin (drr.ts). A child's turn is its guaranteed rate for the length
+ * of the last round plus its weight's part of the rest (pacing.ts's roundPlan
+ * and turnBytes), so under contention a child gets its guarantee and a share
+ * of the rest by weight, and what an idle child leaves goes to the others. A
+ * subgroup is a child like a member (subgroup.ts): its port sends by serving
+ * its own ring, and it shares the turn its parent gave it among all its
+ * children, so its members are served once per round of the root.
  *
  * A piece for a member passes every class on its path to the root; a class
  * with a rate of its own (its ceiling; the root's is the tree's rate)
@@ -32,18 +32,10 @@ import { Progress } from './counters.js';
 import { DrrRing, type TurnPolicy } from './drr.js';
 import { ClassGuarantees, checkSum } from './guarantees.js';
 import { type GroupLink, type MemberPort, makePort } from './link.js';
-import {
-  defaultGroupBurstBytes,
-  groupWakePieceBytes,
-  MAX_ROUND_MS,
-  MIN_TURN_BYTES,
-  type RoundPlan,
-  roundPlan,
-  turnBytes,
-  wakePieceBytes,
-} from './pacing.js';
+import { MAX_ROUND_MS, MIN_TURN_BYTES, type RoundPlan, roundPlan, turnBytes } from './pacing.js';
 import { takeUpToOnPath, tryTakeOnPath } from './path.js';
-import { Pacer, type Request, type Sleeper } from './root.js';
+import { Pacer, type Request } from './root.js';
+import { holdsForOwnRate, type ServedClass, subgroupHooks } from './subgroup.js';
 
 /** A class's numbers, parsed and checked by group.ts. */
 export interface ClassNumbers {
@@ -59,7 +51,7 @@ export interface ClassNumbers {
 }
 
 /** One class of the tree; see the file's opening comment. */
-export class ClassNode implements Sleeper {
+export class ClassNode implements ServedClass {
   readonly parent: ClassNode | undefined;
   readonly root: ClassNode;
   readonly pacer: Pacer;
@@ -143,20 +135,7 @@ export class ClassNode implements Sleeper {
     } else {
       this.pacer = parent.pacer;
       this.guarantees.own = guaranteedPerSecond;
-      this.port = makePort({
-        weight,
-        guaranteedPerSecond,
-        pendingBytes: () => this.#pendingBytes(this.clock.now()),
-        sendableNow: (atMs) => this.#sendableNow(atMs),
-        send: (atMs, bytes) => this.#send(atMs, bytes),
-        end: () => this.endAll(),
-        destroy: (error) => this.destroy(error),
-        capped: () => this.meter !== undefined,
-        fullAtMs: (atMs) => this.meter?.readyAt(atMs, this.meter.burstBytes) ?? Number.POSITIVE_INFINITY,
-        ended: () => false,
-        holdsBack: () => this.ring.holdsBack() && !this.#holdsForOwnRate(this.clock.now()),
-        dropped: () => this.#dropped(),
-      });
+      this.port = makePort(subgroupHooks(this, weight, guaranteedPerSecond));
     }
     this.link = {
       clock,
@@ -273,6 +252,11 @@ export class ClassNode implements Sleeper {
     this.#forward(port, up, false);
   }
 
+  /** Asks its parent for service again: members of its own still wait (subgroup.ts). */
+  askParent(): void {
+    (this.parent as ClassNode).#childAsks(this.port as MemberPort, 'joined');
+  }
+
   /** A sleeping subgroup's piece conforms, or its hold is over: it asks its parent for service again. */
   wake(): void {
     if (this.destroyed || this.ring.size === 0 || this.port === undefined) return;
@@ -286,12 +270,18 @@ export class ClassNode implements Sleeper {
     this.members.delete(port);
     for (let n: ClassNode | undefined = this; n !== undefined; n = n.parent) n.streams--;
     this.guarantees.add(-port.guaranteedPerSecond);
-    if (port.inRing) {
-      this.ring.remove(port);
-      this.#afterRemoval();
-    } else if (this.ring.size === 0) {
-      this.#afterRemoval(); // the others left the ring before it: it may still wait upwards
+    if (port.inRing) this.ring.remove(port);
+    // Classes with no member left below them wait for nothing: out of every
+    // ring and off the root's timer at once (their subgroups' ports left in a
+    // ring are empty too).
+    let top: ClassNode = this;
+    for (let n: ClassNode | undefined = this; n !== undefined && n.streams === 0; n = n.parent) {
+      n.ring.clear();
+      this.pacer.unsleep(n);
+      top = n;
     }
+    if (top.streams === 0 && top.port?.inRing) (top.parent as ClassNode).ring.remove(top.port);
+    (top.streams === 0 && top.parent !== undefined ? top.parent : top).#afterRemoval();
   }
 
   /** A child was taken out of the ring from outside a pass: re-plan, or empty the ring upwards. */
@@ -436,96 +426,7 @@ export class ClassNode implements Sleeper {
     const parent = this.parent;
     if (parent === undefined) return this.pacer.mayHold(nowMs);
     if (!parent.ring.turnAhead(this.port as MemberPort)) return false;
-    return this.#holdsForOwnRate(nowMs) || parent.#mayHold(nowMs);
-  }
-
-  /**
-   * True if this subgroup's own bucket is below its hold limit (the lone
-   * stream's wake piece of its rate, as the root's): holding its dry
-   * members' turns then loses nothing, and the subgroup itself wakes when the
-   * limit is reached ({@link #pendingBytes}), whatever the root does.
-   */
-  #holdsForOwnRate(nowMs: number): boolean {
-    const meter = this.meter;
-    return meter !== undefined && meter.available(nowMs) < this.#holdLimitBytes(meter);
-  }
-
-  #holdLimitBytes(meter: ByteMeter): number {
-    const { ratePerSecond, burstBytes } = meter;
-    return wakePieceBytes(ratePerSecond, burstBytes, this.pacer.latenessMs, defaultGroupBurstBytes(ratePerSecond));
-  }
-
-  /**
-   * More than 0 if a member of this subgroup would send now. A subgroup that
-   * holds its dry members' turns for its own rate's sake sleeps until its
-   * bucket reaches the hold limit (their data wakes it sooner), so its parent
-   * need not hold a round for it.
-   */
-  #pendingBytes(nowMs: number): number {
-    if (this.ring.select(nowMs, this.policy, false) !== undefined) return 1;
-    if (this.ring.idle === 'hold' && this.#holdsForOwnRate(nowMs)) this.#sleepUntilHoldEnds(nowMs);
-    return 0;
-  }
-
-  #sleepUntilHoldEnds(nowMs: number): void {
-    const meter = this.meter as ByteMeter;
-    this.pacer.sleep(this, meter.readyAt(nowMs, this.#holdLimitBytes(meter)), false);
-  }
-
-  /**
-   * What this subgroup's own rate lets pass now; when short, it sleeps on the
-   * root's timer and says 0. It sleeps for a group's wake piece of its rate,
-   * as the root does (pacing.ts), below the limit its dry members may hold
-   * their turns to.
-   */
-  #sendableNow(nowMs: number): number {
-    const meter = this.meter;
-    if (meter === undefined) return Number.MAX_SAFE_INTEGER;
-    const available = Math.floor(meter.available(nowMs));
-    if (available >= 1) return available;
-    const { ratePerSecond, burstBytes } = meter;
-    const quantumBytes = this.numbers.quantumBytes;
-    const piece = groupWakePieceBytes(ratePerSecond, burstBytes, quantumBytes, this.pacer.latenessMs);
-    this.pacer.sleep(this, meter.readyAt(nowMs, piece));
-    return 0;
-  }
-
-  /** Sends one piece of up to `budget` bytes of this subgroup's members, in the order of its own ring; returns its bytes. */
-  #send(nowMs: number, budget: number): number {
-    const ring = this.ring;
-    const meter = this.meter;
-    // One piece per visit (the first child that sends something), so that its
-    // parent interleaves its subgroups' pieces within a round rather than
-    // serving a subgroup's whole turn at once.
-    let sent = 0;
-    while (sent === 0) {
-      const port = ring.select(nowMs, this.policy);
-      if (port === undefined) break;
-      sent = port.send(nowMs, Math.min(ring.limit, budget));
-      if (sent > 0) {
-        meter?.take(nowMs, sent);
-        this.progress.start(nowMs);
-        this.progress.record(nowMs, sent);
-      }
-      if (!port.inRing) continue; // it left while sending
-      if (sent === 0) ring.drop(port);
-      else ring.charge(port, sent);
-    }
-    if (ring.size > 0) this.progress.waiting(nowMs);
-    else this.progress.stopWaiting(nowMs);
-    return sent;
-  }
-
-  /** Its parent took it out of its ring: its own dry members give up their turns, and if others still wait it asks again. */
-  #dropped(): void {
-    if (this.destroyed || this.pacer.asleep(this)) return;
-    const nowMs = this.clock.now();
-    if (this.ring.holdsBack() && this.#holdsForOwnRate(nowMs)) {
-      this.#sleepUntilHoldEnds(nowMs); // its own rate is what they share: they keep their turns
-      return;
-    }
-    this.ring.dropHolders();
-    if (this.ring.size > 0) (this.parent as ClassNode).#childAsks(this.port as MemberPort, 'joined');
+    return holdsForOwnRate(this, nowMs) || parent.#mayHold(nowMs);
   }
 
   #startWaiting(): void {
