@@ -385,8 +385,16 @@ export async function shortTermRun(
   transforms: readonly Transform[],
   ratePerSecond: number,
   durationMs: number,
-  options: { chunkBytes?: number; warmupMs?: number; kind?: SourceKind; shares?: readonly number[] } = {},
+  options: {
+    chunkBytes?: number;
+    warmupMs?: number;
+    kind?: SourceKind;
+    shares?: readonly number[];
+    /** The contender's own count of timers fired (a counting clock), else every timer in the process. */
+    fired?: () => number;
+  } = {},
 ): Promise<ShortTermFigures & { result: RunResult }> {
+  const firedBefore = options.fired?.();
   const chunkBytes = options.chunkBytes ?? 64 * KiB;
   const warmupMs = options.warmupMs ?? 500;
   const kind = options.kind ?? 'sync';
@@ -410,6 +418,62 @@ export async function shortTermRun(
     gapMaxMs: Math.max(...gaps.longestGapMs),
     minJain1s: recorder.minWindowJain(n, from, endMs, 1000, 100, options.shares),
     cpuMsPerSecond: result.cpuMsPerSecond,
-    wakeupsPerSecond: result.wakeupsPerSecond,
+    wakeupsPerSecond:
+      options.fired === undefined || firedBefore === undefined
+        ? result.wakeupsPerSecond
+        : ((options.fired() - firedBefore) * 1000) / (endMs - startMs),
   };
+}
+
+/**
+ * Pipelines started and stopped while one recorder watches them (for runs whose members come and
+ * go): `add` starts source -> transform -> the recorder's sink for a new member and returns its
+ * index, `stop` destroys one, `end` destroys the rest and reports CPU and wake-ups per second.
+ */
+export class Session {
+  readonly recorder = new Recorder();
+  readonly startMs = performance.now();
+  readonly #streams: (Readable | Transform)[][] = [];
+  readonly #done: Promise<unknown>[] = [];
+  readonly #cpuBefore = process.cpuUsage();
+  readonly #firedBefore = timersFired;
+
+  add(source: Readable, transform: Transform): number {
+    const member = this.#streams.length;
+    this.#streams.push([source, transform]);
+    this.#done.push(pipeline(source, transform, this.recorder.sink(member)).catch(() => {}));
+    return member;
+  }
+
+  stop(member: number): void {
+    for (const stream of this.#streams[member] ?? []) stream.destroy();
+  }
+
+  async end(): Promise<{ endMs: number; cpuMsPerSecond: number; wakeupsPerSecond: number }> {
+    const cpu = process.cpuUsage(this.#cpuBefore);
+    const endMs = performance.now();
+    const fired = timersFired - this.#firedBefore;
+    for (let member = 0; member < this.#streams.length; member++) this.stop(member);
+    await Promise.allSettled(this.#done);
+    const seconds = (endMs - this.startMs) / 1000;
+    return { endMs, cpuMsPerSecond: (cpu.user + cpu.system) / 1000 / seconds, wakeupsPerSecond: fired / seconds };
+  }
+
+  /** Bytes per second the given members passed together over [fromMs, toMs). */
+  rate(members: readonly number[], fromMs: number, toMs: number): number {
+    const shares = this.recorder.shares(this.#streams.length, fromMs, toMs);
+    return (members.reduce((sum, m) => sum + (shares[m] as number), 0) * 1000) / (toMs - fromMs);
+  }
+
+  /**
+   * How long after `eventMs` the given members first passed `target` bytes per second (97 % of it)
+   * over a window of 100 ms that starts after the event, ms (checked every 5 ms; NaN if never
+   * within `withinMs`). 100 ms is the least it can say.
+   */
+  reachedAfter(members: readonly number[], eventMs: number, target: number, withinMs = 2000): number {
+    for (let d = 100; d <= withinMs; d += 5) {
+      if (this.rate(members, eventMs + d - 100, eventMs + d) >= 0.97 * target) return d;
+    }
+    return Number.NaN;
+  }
 }
