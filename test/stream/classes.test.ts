@@ -348,3 +348,46 @@ describe('bandwidth classes: one timer per tree', () => {
     expect(tree.fired).toBeLessThanOrEqual(1.2 * flat.fired);
   }, 60_000);
 });
+
+describe('bandwidth classes: lifecycle of a tree', () => {
+  it('endAll and destroyAll reach the members of subgroups; destroy takes the group out, and it takes no new members', async () => {
+    const fake = fakeClock();
+    const root = new ThrottleGroup({ rate: 100_000, clock: fake.clock });
+    const a = root.group({ rate: 50_000 });
+    const b = a.group();
+    const members = [root.throttle(), a.throttle(), b.throttle()];
+    for (const m of members) {
+      m.resume();
+      m.write(Buffer.alloc(1000));
+    }
+    expect([root.size, a.size, b.size]).toEqual([3, 2, 1]);
+    root.endAll();
+    await advance(fake, 100);
+    expect(members.map((m) => m.writableFinished)).toEqual([true, true, true]);
+    expect(root.size).toBe(0);
+    const more = [a.throttle(), b.throttle()];
+    const errors: unknown[] = [];
+    for (const m of more) m.on('error', (error) => errors.push(error));
+    root.destroyAll(new Error('stop'));
+    await settle();
+    expect(errors.length).toBe(2);
+    expect(more.every((m) => m.destroyed)).toBe(true);
+    expect(b.destroyed).toBe(false); // the groups stay usable
+    b.throttle().destroy();
+    root.destroy();
+    expect([root.destroyed, a.destroyed, b.destroyed]).toEqual([true, true, true]);
+    expect(() => root.throttle()).toThrow(/was destroyed/);
+    expect(() => a.group()).toThrow(/was destroyed/);
+    await settle();
+    expect(fake.pending()).toBe(0);
+  });
+
+  it('counters of a subgroup start at zero, and a subgroup with no ceiling reports the rate above it', () => {
+    const fake = fakeClock();
+    const root = new ThrottleGroup({ rate: '4MiB/s', clock: fake.clock });
+    const a = root.group({ weight: 3 });
+    expect(a.counters).toMatchObject({ bytes: 0, waitedMs: 0, currentBytesPerSecond: 0 });
+    expect([a.rate, a.burst, a.weight, a.quantum]).toEqual([root.rate, root.burst, 3, root.quantum]);
+    expect(a.waiting).toBe(0);
+  });
+});
