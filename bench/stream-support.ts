@@ -220,6 +220,58 @@ export class Recorder {
   get total(): number {
     return this.sizes.reduce((a, b) => a + b, 0);
   }
+
+  /**
+   * Per member: when its first bytes arrived (ms after `startMs`; Infinity if none by `toMs`) and the
+   * longest it went without a delivery after that, counting the wait from its last delivery to `toMs`.
+   */
+  deliveryGaps(memberCount: number, startMs: number, toMs: number): { firstMs: number[]; longestGapMs: number[] } {
+    const first = new Array<number>(memberCount).fill(Number.POSITIVE_INFINITY);
+    const last = new Array<number>(memberCount).fill(Number.NaN);
+    const longest = new Array<number>(memberCount).fill(0);
+    for (let k = 0; k < this.times.length; k++) {
+      const t = this.times[k] as number;
+      if (t > toMs) break;
+      const m = this.members[k] as number;
+      const previous = last[m] as number;
+      if (Number.isNaN(previous)) first[m] = t - startMs;
+      else if (t - previous > (longest[m] as number)) longest[m] = t - previous;
+      last[m] = t;
+    }
+    for (let m = 0; m < memberCount; m++) {
+      const previous = last[m] as number;
+      longest[m] = Number.isNaN(previous) ? toMs - startMs : Math.max(longest[m] as number, toMs - previous);
+    }
+    return { firstMs: first, longestGapMs: longest };
+  }
+
+  /**
+   * The lowest Jain index over every window of `windowMs` from `fromMs` to `toMs` (windows start
+   * every `stepMs`), of each member's bytes over its expected share (`shares[i]`, default equal).
+   */
+  minWindowJain(
+    memberCount: number,
+    fromMs: number,
+    toMs: number,
+    windowMs = 1000,
+    stepMs = 100,
+    shares?: readonly number[],
+  ): number {
+    let worst = 1;
+    for (let t = fromMs; t + windowMs <= toMs + 1e-9; t += stepMs) {
+      const got = this.shares(memberCount, t, t + windowMs).map((bytes, i) => bytes / (shares?.[i] ?? 1));
+      worst = Math.min(worst, jain(got));
+    }
+    return worst;
+  }
+}
+
+/** The `p`-th percentile (0..100) of `values`, nearest rank. */
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank] as number;
 }
 
 export function jain(values: readonly number[]): number {
@@ -231,6 +283,8 @@ export function jain(values: readonly number[]): number {
 export interface RunResult {
   recorder: Recorder;
   startMs: number;
+  /** When every pipeline had been made (nothing flows before: they start on the next tick). */
+  readyMs: number;
   endMs: number;
   wakeupsPerSecond: number;
   cpuMsPerSecond: number;
@@ -253,6 +307,7 @@ export async function run(
     if (transform) streams.push(transform);
     return transform ? pipeline(source, transform, sink) : pipeline(source, sink);
   });
+  const readyMs = performance.now();
   await sleep(durationMs);
   const cpu = process.cpuUsage(cpuBefore);
   const endMs = performance.now();
@@ -263,6 +318,7 @@ export async function run(
   return {
     recorder,
     startMs,
+    readyMs,
     endMs,
     wakeupsPerSecond: fired / seconds,
     cpuMsPerSecond: (cpu.user + cpu.system) / 1000 / seconds,
@@ -301,4 +357,123 @@ export async function httpBody(url: string): Promise<Readable> {
     dispatcher.close().catch(() => {});
   });
   return body;
+}
+
+/** What a run of many busy members sharing one rate shows over short windows. */
+export interface ShortTermFigures {
+  /** Bytes delivered from `warmupMs` on over the rate's bytes in that time. */
+  aggregate: number;
+  /** When each member's first bytes arrived, ms after every pipeline was made (nothing flows before): median and last. */
+  firstP50Ms: number;
+  firstMaxMs: number;
+  /** Each member's longest wait between deliveries: median, 99th percentile and worst. */
+  gapP50Ms: number;
+  gapP99Ms: number;
+  gapMaxMs: number;
+  /** The lowest Jain index over every 1 s window from `warmupMs` on (windows every 100 ms). */
+  minJain1s: number;
+  cpuMsPerSecond: number;
+  wakeupsPerSecond: number;
+}
+
+/**
+ * Runs `transforms.length` members, each fed by a busy source (synchronous, `chunkBytes` chunks),
+ * for `durationMs`, and measures them over short windows. `shares[i]` is member i's expected
+ * share of `ratePerSecond` (default equal), for the Jain index.
+ */
+export async function shortTermRun(
+  transforms: readonly Transform[],
+  ratePerSecond: number,
+  durationMs: number,
+  options: {
+    chunkBytes?: number;
+    warmupMs?: number;
+    kind?: SourceKind;
+    shares?: readonly number[];
+    /** The contender's own count of timers fired (a counting clock), else every timer in the process. */
+    fired?: () => number;
+  } = {},
+): Promise<ShortTermFigures & { result: RunResult }> {
+  const firedBefore = options.fired?.();
+  const chunkBytes = options.chunkBytes ?? 64 * KiB;
+  const warmupMs = options.warmupMs ?? 500;
+  const kind = options.kind ?? 'sync';
+  const n = transforms.length;
+  const pairs = transforms.map((transform) => ({
+    source: makeSource(kind, chunkBytes, (1.5 * ratePerSecond) / n),
+    transform,
+  }));
+  const result = await run(pairs, durationMs);
+  const { recorder, startMs, readyMs, endMs } = result;
+  const gaps = recorder.deliveryGaps(n, readyMs, endMs);
+  const from = startMs + warmupMs;
+  const delivered = recorder.shares(n, from, endMs).reduce((a, b) => a + b, 0);
+  return {
+    result,
+    aggregate: delivered / ((ratePerSecond * (endMs - from)) / 1000),
+    firstP50Ms: percentile(gaps.firstMs, 50),
+    firstMaxMs: Math.max(...gaps.firstMs),
+    gapP50Ms: percentile(gaps.longestGapMs, 50),
+    gapP99Ms: percentile(gaps.longestGapMs, 99),
+    gapMaxMs: Math.max(...gaps.longestGapMs),
+    minJain1s: recorder.minWindowJain(n, from, endMs, 1000, 100, options.shares),
+    cpuMsPerSecond: result.cpuMsPerSecond,
+    wakeupsPerSecond:
+      options.fired === undefined || firedBefore === undefined
+        ? result.wakeupsPerSecond
+        : ((options.fired() - firedBefore) * 1000) / (endMs - startMs),
+  };
+}
+
+/**
+ * Pipelines started and stopped while one recorder watches them (for runs whose members come and
+ * go): `add` starts source -> transform -> the recorder's sink for a new member and returns its
+ * index, `stop` destroys one, `end` destroys the rest and reports CPU and wake-ups per second.
+ */
+export class Session {
+  readonly recorder = new Recorder();
+  readonly startMs = performance.now();
+  readonly #streams: (Readable | Transform)[][] = [];
+  readonly #done: Promise<unknown>[] = [];
+  readonly #cpuBefore = process.cpuUsage();
+  readonly #firedBefore = timersFired;
+
+  add(source: Readable, transform: Transform): number {
+    const member = this.#streams.length;
+    this.#streams.push([source, transform]);
+    this.#done.push(pipeline(source, transform, this.recorder.sink(member)).catch(() => {}));
+    return member;
+  }
+
+  stop(member: number): void {
+    for (const stream of this.#streams[member] ?? []) stream.destroy();
+  }
+
+  async end(): Promise<{ endMs: number; cpuMsPerSecond: number; wakeupsPerSecond: number }> {
+    const cpu = process.cpuUsage(this.#cpuBefore);
+    const endMs = performance.now();
+    const fired = timersFired - this.#firedBefore;
+    for (let member = 0; member < this.#streams.length; member++) this.stop(member);
+    await Promise.allSettled(this.#done);
+    const seconds = (endMs - this.startMs) / 1000;
+    return { endMs, cpuMsPerSecond: (cpu.user + cpu.system) / 1000 / seconds, wakeupsPerSecond: fired / seconds };
+  }
+
+  /** Bytes per second the given members passed together over [fromMs, toMs). */
+  rate(members: readonly number[], fromMs: number, toMs: number): number {
+    const shares = this.recorder.shares(this.#streams.length, fromMs, toMs);
+    return (members.reduce((sum, m) => sum + (shares[m] as number), 0) * 1000) / (toMs - fromMs);
+  }
+
+  /**
+   * How long after `eventMs` the given members first passed `target` bytes per second (97 % of it)
+   * over a window of 100 ms that starts after the event, ms (checked every 5 ms; NaN if never
+   * within `withinMs`). 100 ms is the least it can say.
+   */
+  reachedAfter(members: readonly number[], eventMs: number, target: number, withinMs = 2000): number {
+    for (let d = 100; d <= withinMs; d += 5) {
+      if (this.rate(members, eventMs + d - 100, eventMs + d) >= 0.97 * target) return d;
+    }
+    return Number.NaN;
+  }
 }

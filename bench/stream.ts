@@ -16,6 +16,11 @@
  *    index, the aggregate, and each chunk size's rate.
  * 5. A blocked event loop: what blocking 25 or 60 ms every 200 ms costs.
  * 6. Memory: a 1 GiB source into a 1 MiB/s cap.
+ * 7. Short-term fairness of 10, 100 and 1,000 busy members: first bytes, the
+ *    longest gaps between deliveries, Jain over every 1 s window.
+ * 8. Bandwidth classes, side by side with a flat group and stream-throttle:
+ *    nested caps and borrowing, ceilings and guarantees, 1,000 streams in 100
+ *    tenants.
  *
  * Tuned to run in about 2.5 minutes on 2 cores: runs of 0.6 to 2 s, the low
  * rates (which need little CPU) all at once.
@@ -36,9 +41,12 @@ import {
   KiB,
   MiB,
   makeSource,
+  Recorder,
   type RunResult,
   run,
+  Session,
   type SourceKind,
+  shortTermRun,
   sleep,
 } from './stream-support.js';
 
@@ -647,13 +655,307 @@ async function memory(): Promise<string> {
   );
 }
 
+// Short-term fairness: N busy members sharing 100 MiB/s.
+async function shortTerm(): Promise<string> {
+  const rate = 100 * MiB;
+  const rows: string[][] = [];
+  const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : 'never');
+  for (const members of [10, 100, 1000]) {
+    const durationMs = members >= 1000 ? 5000 : 3000;
+    const clock = countingClock();
+    const contenders: { name: string; make(): Transform[]; fired?: () => number }[] = [
+      {
+        name: 'tokenpace ThrottleGroup',
+        make: () => {
+          const group = new ThrottleGroup({ rate, clock });
+          return Array.from({ length: members }, () => group.throttle());
+        },
+        fired: () => clock.fired,
+      },
+      {
+        name: 'stream-throttle ThrottleGroup',
+        make: () => {
+          const group = new streamThrottle.ThrottleGroup({ rate });
+          return Array.from({ length: members }, () => group.throttle());
+        },
+      },
+    ];
+    for (const c of contenders) {
+      const f = await shortTermRun(c.make(), rate, durationMs, { fired: c.fired });
+      rows.push([
+        String(members),
+        c.name,
+        f.aggregate.toFixed(4),
+        `${ms(f.firstP50Ms)} / ${ms(f.firstMaxMs)}`,
+        `${ms(f.gapP50Ms)} / ${ms(f.gapP99Ms)} / ${ms(f.gapMaxMs)}`,
+        f.minJain1s.toFixed(4),
+        f.cpuMsPerSecond.toFixed(0),
+        f.wakeupsPerSecond.toFixed(0),
+      ]);
+    }
+  }
+  return table(
+    [
+      'members',
+      'contender',
+      'aggregate',
+      'first bytes ms (median / last)',
+      'longest gap ms (median / p99 / worst)',
+      'lowest Jain over 1 s',
+      'CPU ms/s',
+      'wake-ups/s',
+    ],
+    rows,
+  );
+}
+
+/** How a contender shapes tenants: a class tree, one flat group, or one stream-throttle group per tenant at a fixed rate. */
+interface TenantShaper {
+  name: string;
+  /**
+   * A stream for a download of `tenant`, given the tree's options for each tenant and the static
+   * rate of each; and the contender's own count of timers fired, if it takes a clock.
+   */
+  make(rate: number, tenants: readonly TenantSpec[]): { member(tenant: number): Transform; fired?: () => number };
+}
+
+interface TenantSpec {
+  weight?: number;
+  rate?: number;
+  guaranteed?: number;
+  /** What a fixed partition (stream-throttle, one group per tenant) gives it. */
+  fixed: number;
+}
+
+const SHAPERS: TenantShaper[] = [
+  {
+    name: 'tokenpace classes',
+    make(rate, tenants) {
+      const clock = countingClock();
+      const root = new ThrottleGroup({ rate, clock });
+      const groups = tenants.map((t) => root.group({ weight: t.weight, rate: t.rate, guaranteed: t.guaranteed }));
+      return { member: (tenant) => (groups[tenant] as ThrottleGroup).throttle(), fired: () => clock.fired };
+    },
+  },
+  {
+    name: 'tokenpace flat group',
+    make(rate) {
+      const clock = countingClock();
+      const group = new ThrottleGroup({ rate, clock });
+      return { member: () => group.throttle(), fired: () => clock.fired };
+    },
+  },
+  {
+    name: 'stream-throttle, a group per tenant',
+    make(_rate, tenants) {
+      const groups = tenants.map((t) => new streamThrottle.ThrottleGroup({ rate: t.fixed }));
+      return { member: (tenant) => (groups[tenant] as InstanceType<typeof streamThrottle.ThrottleGroup>).throttle() };
+    },
+  },
+];
+
+const mibps = (bytesPerSecond: number) => (bytesPerSecond / MiB).toFixed(2);
+
+// Nested caps and borrowing: root 30 MiB/s; tenant A (weight 2) five streams, B (weight 1) one.
+async function nestedCaps(): Promise<string> {
+  const rate = 30 * MiB;
+  const tenants: TenantSpec[] = [
+    { weight: 2, fixed: 20 * MiB },
+    { weight: 1, fixed: 10 * MiB },
+  ];
+  const rows: string[][] = [];
+  for (const shaper of SHAPERS) {
+    const shaped = shaper.make(rate, tenants);
+    const make = shaped.member;
+    const session = new Session();
+    const firedBefore = shaped.fired?.() ?? 0;
+    const source = () => makeSource('socket', 64 * KiB, 1.5 * rate);
+    const a = Array.from({ length: 5 }, () => session.add(source(), make(0)));
+    let b = [session.add(source(), make(1))];
+    await sleep(1500);
+    const t0 = session.startMs;
+    const aShares = a.map((m) => session.rate([m], t0 + 500, t0 + 1500));
+    const aRate = aShares.reduce((x, y) => x + y, 0);
+    const bRate = session.rate(b, t0 + 500, t0 + 1500);
+    // B goes idle: A takes its share.
+    const idleAt = performance.now();
+    for (const m of b) session.stop(m);
+    await sleep(1200);
+    const aAlone = session.rate(a, idleAt + 200, idleAt + 1200);
+    const aReached = session.reachedAfter(a, idleAt, rate);
+    // B is back.
+    const backAt = performance.now();
+    b = [session.add(source(), make(1))];
+    await sleep(1200);
+    const bBack = session.rate(b, backAt + 200, backAt + 1200);
+    const bReached = session.reachedAfter(b, backAt, 10 * MiB);
+    const end = await session.end();
+    const wakeupsPerSecond =
+      shaped.fired === undefined
+        ? end.wakeupsPerSecond
+        : ((shaped.fired() - firedBefore) * 1000) / (end.endMs - session.startMs);
+    const ms = (x: number) => (Number.isNaN(x) ? 'not within 2 s' : `${x.toFixed(0)} ms`);
+    rows.push([
+      shaper.name,
+      `${mibps(aRate)} (${aShares.map(mibps).join(', ')}; Jain ${jain(aShares).toFixed(4)})`,
+      mibps(bRate),
+      ((aRate + bRate) / rate).toFixed(4),
+      `${mibps(aAlone)}, 30 after ${ms(aReached)}`,
+      `${mibps(bBack)}, 10 after ${ms(bReached)}`,
+      wakeupsPerSecond.toFixed(0),
+    ]);
+  }
+  return table(
+    [
+      'contender',
+      'A (weight 2, 5 streams) MiB/s',
+      'B (weight 1) MiB/s',
+      'aggregate / 30',
+      'A once B is idle',
+      'B once back',
+      'wake-ups/s',
+    ],
+    rows,
+  );
+}
+
+// Ceilings and guarantees.
+async function ceilingsAndGuarantees(): Promise<string> {
+  const rate = 30 * MiB;
+  const rows: string[][] = [];
+  const source = () => makeSource('socket', 64 * KiB, 1.5 * rate);
+  // A 5 MiB/s ceiling, with a busy sibling that then goes idle.
+  {
+    const root = new ThrottleGroup({ rate });
+    const capped = root.group({ rate: 5 * MiB });
+    const other = root.group();
+    const session = new Session();
+    const c = [0, 1].map(() => session.add(source(), capped.throttle()));
+    const o = [0, 1].map(() => session.add(source(), other.throttle()));
+    await sleep(1500);
+    for (const m of o) session.stop(m);
+    const idleAt = performance.now();
+    await sleep(1500);
+    await session.end();
+    const recorder = session.recorder;
+    const pieces = new Recorder();
+    for (let k = 0; k < recorder.times.length; k++) {
+      if (!c.includes(recorder.members[k] as number)) continue;
+      pieces.times.push(recorder.times[k] as number);
+      pieces.sizes.push(recorder.sizes[k] as number);
+      pieces.members.push(0);
+    }
+    const bound = (windowMs: number) => capped.burst + (5 * MiB * windowMs) / 1000;
+    rows.push([
+      'a tenant with a 5 MiB/s ceiling (two streams), its sibling busy then idle',
+      `busy sibling: ${mibps(session.rate(c, session.startMs + 500, idleAt))}; idle sibling: ${mibps(session.rate(c, idleAt + 200, idleAt + 1500))}`,
+      [100, 1000].map((w) => `${w} ms: ${(pieces.maxInWindow(w) / bound(w)).toFixed(3)}`).join(', '),
+    ]);
+  }
+  // 8 MiB/s guaranteed against a weight-10 sibling (three streams).
+  for (const shaper of [SHAPERS[0], SHAPERS[1]] as TenantShaper[]) {
+    const tenants: TenantSpec[] = [
+      { guaranteed: 8 * MiB, fixed: 10 * MiB },
+      { weight: 10, fixed: 20 * MiB },
+    ];
+    const make = shaper.make(rate, tenants).member;
+    const session = new Session();
+    const x = [session.add(source(), make(0))];
+    const y = [0, 1, 2].map(() => session.add(source(), make(1)));
+    await sleep(2000);
+    await session.end();
+    const from = session.startMs + 500;
+    const to = session.startMs + 2000;
+    rows.push([
+      `a tenant guaranteed 8 MiB/s (one stream) against a weight-10 sibling (three): ${shaper.name}`,
+      `${mibps(session.rate(x, from, to))} against ${mibps(session.rate(y, from, to))}`,
+      '',
+    ]);
+  }
+  return table(['case', 'MiB/s', 'most in a window / (burst + 5 MiB/s x T)'], rows);
+}
+
+// Scale: 1,000 busy streams in 100 tenants, against a flat group of 1,000.
+async function classesAtScale(): Promise<string> {
+  const rate = 100 * MiB;
+  const streams = 1000;
+  const tenants = 100;
+  const durationMs = 5000;
+  const rows: string[][] = [];
+  const ms = (x: number) => x.toFixed(0);
+  const clock = countingClock();
+  const contenders: { name: string; make(): Transform[]; fired?: () => number }[] = [
+    {
+      name: 'tokenpace: 100 tenants of 10',
+      make: () => {
+        const root = new ThrottleGroup({ rate, clock });
+        const groups = Array.from({ length: tenants }, () => root.group());
+        return Array.from({ length: streams }, (_, i) => (groups[i % tenants] as ThrottleGroup).throttle());
+      },
+      fired: () => clock.fired,
+    },
+    {
+      name: 'tokenpace: one flat group',
+      make: () => {
+        const group = new ThrottleGroup({ rate, clock });
+        return Array.from({ length: streams }, () => group.throttle());
+      },
+      fired: () => clock.fired,
+    },
+    {
+      name: 'stream-throttle: one group',
+      make: () => {
+        const group = new streamThrottle.ThrottleGroup({ rate });
+        return Array.from({ length: streams }, () => group.throttle());
+      },
+    },
+  ];
+  for (const c of contenders) {
+    const f = await shortTermRun(c.make(), rate, durationMs, { fired: c.fired });
+    const { recorder, readyMs, endMs } = f.result;
+    let worst = 0;
+    for (let t = readyMs + 500; t + 1000 <= endMs; t += 100) {
+      const shares = recorder.shares(streams, t, t + 1000);
+      const got = new Array<number>(tenants).fill(0);
+      shares.forEach((bytes, i) => {
+        got[i % tenants] = (got[i % tenants] as number) + bytes;
+      });
+      const share = got.reduce((a, b) => a + b, 0) / tenants;
+      for (const g of got) worst = Math.max(worst, Math.abs(g / share - 1));
+    }
+    const deliveredMiBps = (f.aggregate * rate) / MiB;
+    rows.push([
+      c.name,
+      f.aggregate.toFixed(4),
+      `${(worst * 100).toFixed(1)} %`,
+      `${ms(f.gapP50Ms)} / ${ms(f.gapP99Ms)}`,
+      (f.cpuMsPerSecond / deliveredMiBps).toFixed(3),
+      f.wakeupsPerSecond.toFixed(0),
+    ]);
+  }
+  return table(
+    [
+      'contender (1,000 busy streams, 100 MiB/s)',
+      'aggregate',
+      'worst tenant off its share over a 1 s window',
+      'longest gap ms (median / p99)',
+      'CPU ms per delivered MiB',
+      'wake-ups/s',
+    ],
+    rows,
+  );
+}
+
 export const streamSection: Section = {
   id: 'stream',
   title: 'Streams: Throttle and ThrottleGroup against PassThrough, stream-throttle and throttle',
   async run() {
     const started = performance.now();
     /** Progress on stderr, so a long run shows where it is (the tables go to stdout). */
+    // BENCH_STREAM_ONLY="short-term,nested caps" runs only the parts named (the others print as skipped).
+    const only = process.env.BENCH_STREAM_ONLY?.split(',').map((name) => name.trim());
     const step = async (name: string, part: () => Promise<string>) => {
+      if (only !== undefined && !only.includes(name)) return '(skipped: BENCH_STREAM_ONLY)';
       const t0 = performance.now();
       const out = await part();
       process.stderr.write(`  stream bench: ${name} in ${((performance.now() - t0) / 1000).toFixed(0)} s\n`);
@@ -702,6 +1004,29 @@ export const streamSection: Section = {
       `### Memory: a 1 GiB source of fresh 64 KiB buffers into 1 MiB/s for ${MEMORY_MS / 1000} s`,
       '',
       await step('memory', memory),
+      '',
+      '### Short-term fairness: N busy members sharing 100 MiB/s (synchronous sources of 64 KiB chunks)',
+      '',
+      await step('short-term', shortTerm),
+      '',
+      "First bytes: from when every pipeline was made (nothing flows before). Longest gap: each member's longest",
+      'wait between two deliveries (or from its last to the end), over the members. Jain: the lowest over every',
+      '1 s window from 0.5 s on (windows every 100 ms). Runs of 3 s (5 s for 1,000).',
+      '',
+      '### Bandwidth classes: nested caps and borrowing (root 30 MiB/s, socket-like sources of 64 KiB chunks)',
+      '',
+      await step('nested caps', nestedCaps),
+      '',
+      'A and B over 0.5-1.5 s; then B stops (A over the 0.2-1.2 s after), then a new stream of B starts. "After":',
+      'the first 100 ms window after the change at 97 % of the target (100 ms is the least it can say).',
+      '',
+      '### Bandwidth classes: ceilings and guarantees (root 30 MiB/s)',
+      '',
+      await step('ceilings and guarantees', ceilingsAndGuarantees),
+      '',
+      '### Bandwidth classes at scale: 1,000 streams in 100 tenants under one root (synchronous sources, 5 s)',
+      '',
+      await step('classes at scale', classesAtScale),
       '',
       `(section ran in ${((performance.now() - started) / 1000).toFixed(0)} s)`,
     ];

@@ -140,6 +140,69 @@ export function groupWakePieceBytes(
   return Math.max(1, Math.floor(piece));
 }
 
+/**
+ * With default quanta, the longest a round of a group's deficit round robin
+ * lasts, ms: once its members' quanta add up to more than this much of the
+ * rate, every turn shrinks in proportion, so that each member is served at
+ * least this often however many there are (with 1,000 members a round of 5 ms
+ * quanta took 5 s). Linux's DRR keeps a round short the same way, with a
+ * quantum of about one MTU.
+ */
+export const MAX_ROUND_MS = 125;
+/** A turn shrunk to keep a round short is still at least this many bytes (or the quantum, if smaller): pieces smaller cost more CPU than they are worth. */
+export const MIN_TURN_BYTES = 1024;
+
+/** A round of a class's deficit round robin: how long it lasts and the bytes its turns share beyond the guaranteed rates. */
+export interface RoundPlan {
+  roundMs: number;
+  excessBytes: number;
+}
+
+/**
+ * The round of a group of `ratePerSecond` whose waiting members weigh
+ * `weight` together and are guaranteed `guaranteedPerSecond` together: a
+ * quantum of the rate left beyond the guarantees per unit of weight, and with
+ * the default quantum (`explicit` false) at most {@link MAX_ROUND_MS} of it.
+ *
+ * @example roundPlan(1000, 3, 0, 50, true) // { roundMs: 150, excessBytes: 150 }
+ */
+export function roundPlan(
+  ratePerSecond: number,
+  weight: number,
+  guaranteedPerSecond: number,
+  quantumBytes: number,
+  explicit: boolean,
+): RoundPlan {
+  const excessPerSecond = Math.max(0, ratePerSecond - guaranteedPerSecond);
+  const excessBytes = quantumBytes * weight;
+  const roundMs = excessPerSecond > 0 ? (excessBytes * 1000) / excessPerSecond : MAX_ROUND_MS;
+  if (explicit || roundMs <= MAX_ROUND_MS) return { roundMs, excessBytes };
+  return { roundMs: MAX_ROUND_MS, excessBytes: (excessPerSecond * MAX_ROUND_MS) / 1000 };
+}
+
+/**
+ * The turn of a member of `weight` and `guaranteedPerSecond` in a round of
+ * `plan` among members weighing `totalWeight`: its weight's part of the
+ * round's excess (at least `floorBytes` per unit of weight, so that small
+ * rounds keep the weights' proportions), plus its guaranteed rate for
+ * `guaranteeMs` (the length of the last round, measured, so that what a
+ * member leaves of its turn shortens the next round for the guarantees too,
+ * and is shared by weight); whole bytes, at least 1.
+ *
+ * @example turnBytes({ roundMs: 100, excessBytes: 2200 }, 11, 1, 8000, 100, 1) === 1000 // 800 + 2200 / 11
+ */
+export function turnBytes(
+  plan: RoundPlan,
+  totalWeight: number,
+  weight: number,
+  guaranteedPerSecond: number,
+  guaranteeMs: number,
+  floorBytes: number,
+): number {
+  const perWeight = Math.max(floorBytes, totalWeight > 0 ? plan.excessBytes / totalWeight : plan.excessBytes);
+  return Math.max(1, Math.floor((guaranteedPerSecond * guaranteeMs) / 1000 + perWeight * weight));
+}
+
 /** The group's default DRR quantum: 5 ms of its rate, at least 1 KiB, at most half the burst and at most a wake piece. */
 export function defaultQuantumBytes(ratePerSecond: number, capacityBytes: number): number {
   const quantum = Math.max(DEFAULT_BURST_FLOOR_BYTES, Math.ceil((ratePerSecond * DEFAULT_QUANTUM_MS) / 1000));

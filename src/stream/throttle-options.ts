@@ -5,14 +5,16 @@
  *
  * Invariants of a Cap: 0 < rate <= MAX_RATE; rate x 10 ms <= capacity <=
  * MAX_BURST (pacing.ts); with a peak, peakRate > rate and the peak bucket's
- * capacity <= the main one's (an explicit one also >= peakRate x 10 ms).
+ * capacity <= the main one's (an explicit one also >= peakRate x 10 ms). A
+ * group member's weight is in (0, MAX_WEIGHT], its guarantee at most its own
+ * rate.
  * Everything here throws before a stream is made or a timer armed, and keeps
  * no state.
  */
 
 import type { TransformOptions } from 'node:stream';
 import type { Clock } from '../clock.js';
-import { InvalidOptionError, InvalidRateError } from '../errors.js';
+import { describeValue, InvalidOptionError, InvalidRateError } from '../errors.js';
 import {
   describeBytes,
   describeRate,
@@ -89,6 +91,20 @@ export interface ThrottleOptions extends ThrottleStreamOptions {
   peakBurst?: SizeInput;
   /** Share a cap with other streams (a `ThrottleGroup`): the group's rate bounds all its members together. */
   group?: GroupHandle;
+  /**
+   * A group member's share under contention relative to the other members and
+   * subgroups of its group: a member of weight 2 gets twice the share of one of
+   * weight 1 (its deficit round robin turn is scaled by it). A positive number.
+   * @default 1
+   */
+  weight?: number;
+  /**
+   * A group member's guaranteed rate (HTB's `rate`): with data to send it gets
+   * at least this much, whatever its siblings' weights; what it leaves unused
+   * goes to the others. The guarantees in a group add up to at most its rate.
+   * @default none
+   */
+  guaranteed?: RateInput;
   /** The time source. A member of a group uses the group's clock. @default systemClock */
   clock?: Clock;
   /** Not supported: a Throttle paces bytes, and objects have no size. */
@@ -152,6 +168,39 @@ export function resolveCap(rate: RateInput, burst?: SizeInput, peakRate?: RateIn
   return { ratePerSecond, capacityBytes, burstExplicit: burst !== undefined, peak };
 }
 
+/** The most a weight may be: shares finer than a millionth are not worth a turn. */
+export const MAX_WEIGHT = 1e6;
+
+/** A `weight` option, checked: a finite number above 0, at most {@link MAX_WEIGHT}. */
+export function parseWeight(weight: unknown): number {
+  if (typeof weight === 'number' && Number.isFinite(weight) && weight > 0 && weight <= MAX_WEIGHT) return weight;
+  throw new InvalidOptionError(
+    'weight',
+    weight,
+    `invalid weight ${describeValue(weight)}: expected a number above 0 and at most ${MAX_WEIGHT} ` +
+      "(a share relative to the siblings' weights; the default is 1)",
+  );
+}
+
+/** A `guaranteed` option, parsed: a rate, or 0 for none. */
+export function parseGuaranteed(guaranteed: RateInput): number {
+  if (guaranteed === 0) return 0;
+  const ratePerSecond = parseRateOption(guaranteed, 'guaranteed');
+  checkRateLimit(ratePerSecond, guaranteed, 'guaranteed');
+  return ratePerSecond;
+}
+
+/** Throws if a guaranteed rate is above the rate its own class may send at. */
+export function checkGuaranteedBelow(guaranteedPerSecond: number, ratePerSecond: number, input: unknown): void {
+  if (guaranteedPerSecond <= ratePerSecond) return;
+  throw new InvalidOptionError(
+    'guaranteed',
+    input,
+    `guaranteed ${describeRate(guaranteedPerSecond)} is above its own rate ${describeRate(ratePerSecond)}: ` +
+      'a rate of its own is a ceiling, never passed; lower guaranteed or raise rate',
+  );
+}
+
 /** A value Node accepts as a signal: an object with a boolean `aborted` and `addEventListener`. */
 function isAbortSignal(value: unknown): value is AbortSignal {
   if (value === null || typeof value !== 'object') return false;
@@ -185,6 +234,17 @@ export function checkOptions(options: ThrottleOptions): GroupHandle | undefined 
   const group: unknown = options.group;
   if (group !== undefined && (group === null || typeof (group as Partial<GroupHandle>)[kJoin] !== 'function')) {
     throw new InvalidOptionError('group', group, 'expected `group` to be a ThrottleGroup');
+  }
+  if (group === undefined) {
+    for (const key of ['weight', 'guaranteed'] as const) {
+      if (options[key] !== undefined) {
+        throw new InvalidOptionError(
+          key,
+          options[key],
+          `${key} is a share in a group: a lone Throttle has none; pass \`group\`, or use \`rate\` for a cap`,
+        );
+      }
+    }
   }
   return group as GroupHandle | undefined;
 }

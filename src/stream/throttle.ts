@@ -26,12 +26,15 @@ import { ByteMeter } from '../meters/byte-meter.js';
 import { Watchdog } from '../timer.js';
 import type { RateInput, SizeInput } from '../units.js';
 import { Progress, type ThrottleCounters } from './counters.js';
-import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
+import { type GroupHandle, type GroupLink, kJoin, type MemberPort, makePort } from './link.js';
 import { EARLY_WAKE_MS, wakePieceBytes } from './pacing.js';
 import {
   type Cap,
+  checkGuaranteedBelow,
   checkOptions,
   ownCap,
+  parseGuaranteed,
+  parseWeight,
   resolveCap,
   type ThrottleOptions,
   transformOptions,
@@ -96,7 +99,10 @@ export class Throttle extends Transform {
     this.#group = group;
     let link: GroupLink | undefined;
     if (group !== undefined) {
-      this.#port = this.#makePort();
+      const weight = options.weight === undefined ? 1 : parseWeight(options.weight);
+      const guaranteed = options.guaranteed === undefined ? 0 : parseGuaranteed(options.guaranteed);
+      if (cap !== undefined) checkGuaranteedBelow(guaranteed, cap.ratePerSecond, options.guaranteed);
+      this.#port = this.#makePort(weight, guaranteed);
       link = this.#joinGroup(group, this.#port, options.clock);
     }
     this.#clock = link?.clock ?? options.clock ?? systemClock;
@@ -109,13 +115,12 @@ export class Throttle extends Transform {
   }
 
   /** The port the group sees of this member (see link.ts). */
-  #makePort(): MemberPort {
-    return {
-      deficit: 0,
-      round: -1,
-      inRing: false,
-      dry: false,
-      sparse: false,
+  #makePort(weight: number, guaranteedPerSecond: number): MemberPort {
+    return makePort({
+      weight,
+      guaranteedPerSecond,
+      holdsBack: () => false,
+      dropped: () => {},
       pendingBytes: () => this.#pendingBytes(),
       ended: () => this.writableEnded,
       end: () => {
@@ -125,9 +130,10 @@ export class Throttle extends Transform {
         this.destroy(error);
       },
       capped: () => this.#meter !== undefined,
+      fullAtMs: (nowMs) => this.#meter?.readyAt(nowMs, this.#meter.burstBytes) ?? Number.POSITIVE_INFINITY,
       sendableNow: (nowMs) => this.#sendableOrArmWake(nowMs),
       send: (nowMs, bytes) => this.#send(nowMs, bytes),
-    };
+    });
   }
 
   /** Joins `group`; throws `InvalidOptionError` for a clock of its own (a member uses the group's). */
@@ -175,6 +181,52 @@ export class Throttle extends Transform {
   /** The group this stream shares a cap with (a `ThrottleGroup`), if any. */
   get group(): GroupHandle | undefined {
     return this.#group;
+  }
+
+  /** A group member's weight (1 by default; undefined for a lone Throttle). */
+  get weight(): number | undefined {
+    return this.#port?.weight;
+  }
+
+  /** A group member's guaranteed rate, bytes per second (0: none; undefined for a lone Throttle). */
+  get guaranteed(): number | undefined {
+    return this.#port?.guaranteedPerSecond;
+  }
+
+  /**
+   * Changes a group member's weight from its next turn on. Throws
+   * `InvalidOptionError` for a weight that is not a number above 0, or on a
+   * lone Throttle.
+   */
+  setWeight(weight: number): void {
+    const port = this.#sharePort('weight', weight);
+    this.#link?.reweigh(port, parseWeight(weight), port.guaranteedPerSecond);
+  }
+
+  /**
+   * Changes a group member's guaranteed rate (0: none) from its next turn on.
+   * Throws `InvalidOptionError`, changing nothing, if the guarantees in a
+   * group above it would add up to more than its rate, or if it is above the
+   * member's own rate.
+   */
+  setGuaranteed(guaranteed: RateInput): void {
+    const port = this.#sharePort('guaranteed', guaranteed);
+    const guaranteedPerSecond = parseGuaranteed(guaranteed);
+    const cap = this.#cap;
+    if (cap !== undefined) checkGuaranteedBelow(guaranteedPerSecond, cap.ratePerSecond, guaranteed);
+    this.#link?.reweigh(port, port.weight, guaranteedPerSecond);
+  }
+
+  #sharePort(option: string, value: unknown): MemberPort {
+    const port = this.#port;
+    if (port === undefined || this.#link === undefined) {
+      throw new InvalidOptionError(
+        option,
+        value,
+        `${option} is a share in a group: this Throttle is not in one (or has left it)`,
+      );
+    }
+    return port;
   }
 
   /** Progress: bytes passed, time spent waiting, current and average rate. A fresh snapshot on each read. */
@@ -228,6 +280,8 @@ export class Throttle extends Transform {
   }
 
   #applyCap(next: Cap, previous: Cap | undefined): void {
+    const port = this.#port;
+    if (port !== undefined) checkGuaranteedBelow(port.guaranteedPerSecond, next.ratePerSecond, next.ratePerSecond);
     const nowMs = this.#clock.now();
     this.#endRun(nowMs);
     const peak = next.peak && { ratePerSecond: next.peak.ratePerSecond, burstBytes: next.peak.capacityBytes };
