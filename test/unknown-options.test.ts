@@ -14,6 +14,9 @@ import {
   RedisStore,
   RedisWindowStore,
   Scheduler,
+  Throttle,
+  ThrottleGroup,
+  type ThrottleOptions,
   TokenBucket,
   throttleInterceptor,
 } from '../src/index.js';
@@ -89,5 +92,24 @@ describe('unknown option names: buckets and stores', () => {
       const error = refused(() => make({ client, onError: 'deny', timeout: 100 }), 'timeout');
       expect(error.message).toContain('did you mean `timeoutMs`?');
     }
+  });
+});
+
+describe('unknown option names: streams', () => {
+  it('Throttle, ThrottleGroup, a member and a subgroup: brust', () => {
+    for (const make of [
+      () => new Throttle(loose<ThrottleOptions>({ rate: '1MiB/s', brust: 1000 })),
+      () => new ThrottleGroup(loose({ rate: '1MiB/s', brust: 1000 })),
+      () => new ThrottleGroup({ rate: '1MiB/s' }).throttle(loose({ brust: 1000 })),
+      () => new ThrottleGroup({ rate: '1MiB/s' }).group(loose({ brust: 1000 })),
+    ]) {
+      expect(refused(make, 'brust').message).toContain('did you mean `burst`?');
+    }
+  });
+
+  it("stream-throttle's bps names our rate; Transform's own options pass", () => {
+    expect(refused(() => new Throttle(loose<ThrottleOptions>({ bps: 1000 })), 'bps').message).toContain('write `rate`');
+    const t = new Throttle({ rate: '1MiB/s', highWaterMark: 1024, allowHalfOpen: false });
+    t.destroy();
   });
 });

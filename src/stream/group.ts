@@ -20,7 +20,7 @@
  */
 
 import { type Clock, systemClock } from '../clock.js';
-import { InvalidOptionError, InvalidRateError } from '../errors.js';
+import { checkKnownOptions, InvalidOptionError, InvalidRateError } from '../errors.js';
 import { describeBytes, parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
 import type { ThrottleCounters } from './counters.js';
 import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
@@ -89,6 +89,16 @@ export interface ThrottleSubgroupOptions {
 /** Options for {@link ThrottleGroup.throttle}: a member's own cap, weight and guarantee (all optional) and stream options. */
 export type ThrottleMemberOptions = Omit<ThrottleOptions, 'group' | 'clock'>;
 
+const GROUP_OPTIONS: ReadonlySet<string> = new Set([
+  'rate',
+  'burst',
+  'quantum',
+  'clock',
+  'parent',
+  'weight',
+  'guaranteed',
+]);
+
 /**
  * One cap shared fairly by many streams; a class in a tree of caps.
  *
@@ -105,6 +115,7 @@ export class ThrottleGroup implements GroupHandle {
     if (options === null || typeof options !== 'object') {
       throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "10MiB/s" }');
     }
+    checkKnownOptions(options, GROUP_OPTIONS, 'ThrottleGroup options');
     const parent: unknown = options.parent;
     if (parent === undefined) {
       const root = options as ThrottleGroupOptions;
@@ -144,7 +155,9 @@ export class ThrottleGroup implements GroupHandle {
   }
 
   /** A new member stream of this group, with an optional cap, weight and guarantee of its own. */
-  throttle(options: ThrottleMemberOptions = {}): Throttle {
+  throttle<Options extends ThrottleMemberOptions = ThrottleMemberOptions>(
+    options: Options = {} as Options,
+  ): Throttle<Options & ThrottleOptions> {
     return new Throttle({ ...options, group: this });
   }
 

@@ -14,7 +14,7 @@
 
 import type { TransformOptions } from 'node:stream';
 import type { Clock } from '../clock.js';
-import { describeValue, InvalidOptionError, InvalidRateError } from '../errors.js';
+import { checkKnownOptions, describeValue, InvalidOptionError, InvalidRateError } from '../errors.js';
 import {
   describeBytes,
   describeRate,
@@ -209,10 +209,41 @@ function isAbortSignal(value: unknown): value is AbortSignal {
 }
 
 /** Checks the options that need no parsing; returns the group, if any. Nothing is made or armed yet. */
+/** Every option a Throttle reads, and the Transform options it passes on (the object modes are refused below). */
+const THROTTLE_OPTIONS: ReadonlySet<string> = new Set([
+  'rate',
+  'burst',
+  'peakRate',
+  'peakBurst',
+  'group',
+  'weight',
+  'guaranteed',
+  'clock',
+  'signal',
+  'highWaterMark',
+  'readableHighWaterMark',
+  'writableHighWaterMark',
+  'allowHalfOpen',
+  'emitClose',
+  'autoDestroy',
+  'decodeStrings',
+  'defaultEncoding',
+  'encoding',
+  'objectMode',
+  'readableObjectMode',
+  'writableObjectMode',
+]);
+
 export function checkOptions(options: ThrottleOptions): GroupHandle | undefined {
   if (options === null || typeof options !== 'object') {
     throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "1MiB/s" }');
   }
+  checkKnownOptions(options, THROTTLE_OPTIONS, 'Throttle options', {
+    bps: 'write `rate` (bytes per second, or a string such as "1MiB/s")',
+    chunksize: 'remove it: a Throttle splits chunks itself, never into pieces larger than `burst`',
+    transform: 'a Throttle is its own transform: pipe it into a Transform of yours instead',
+    flush: 'a Throttle is its own transform: pipe it into a Transform of yours instead',
+  });
   for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
     if (options[key]) {
       throw new InvalidOptionError(

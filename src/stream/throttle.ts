@@ -66,7 +66,7 @@ const RUN_FLOOR_BYTES = 64 * 1024;
  * @example
  * await pipeline(response.body, new Throttle({ rate: '1MiB/s' }), createWriteStream(file));
  */
-export class Throttle extends Transform {
+export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends Transform {
   readonly #clock: Clock;
   readonly #progress = new Progress();
   #cap: Cap | undefined;
@@ -92,7 +92,7 @@ export class Throttle extends Transform {
   /** push() reported a full readable buffer in the middle of a chunk; the rest waits for _read(). */
   #awaitingRead = false;
 
-  constructor(options: ThrottleOptions) {
+  constructor(options: Options) {
     const group = checkOptions(options);
     const cap = ownCap(options, group);
     super(transformOptions(options));
@@ -163,9 +163,12 @@ export class Throttle extends Transform {
     return this.#cap?.ratePerSecond;
   }
 
-  /** The own burst, bytes (undefined for a group member without a cap of its own). */
-  get burst(): number | undefined {
-    return this.#cap?.capacityBytes;
+  /**
+   * The own burst, bytes: always there for a Throttle given a `rate` (typed `number` then), undefined
+   * for a group member without a cap of its own.
+   */
+  get burst(): Options extends { rate: RateInput } ? number : number | undefined {
+    return this.#cap?.capacityBytes as Options extends { rate: RateInput } ? number : number | undefined;
   }
 
   /** The peak rate, bytes per second, if one is set. */

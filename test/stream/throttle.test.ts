@@ -117,16 +117,16 @@ describe('Throttle: options', () => {
     expect(new Throttle({ rate: 1000, peakRate: 2000 }).peakBurst).toBe(1024);
   });
 
-  it('passes stream options through but never a transform hook', () => {
-    const throttle = new Throttle({
-      rate: 1000,
-      highWaterMark: 7,
-      transform: () => {
-        throw new Error('must not be used');
-      },
-    } as ThrottleOptions);
+  it('passes stream options through, and refuses a transform hook (a Throttle is its own transform)', () => {
+    const throttle = new Throttle({ rate: 1000, highWaterMark: 7 });
     expect(throttle.writableHighWaterMark).toBe(7);
     expect(throttle.readableHighWaterMark).toBe(7);
+    const hook = () => {
+      throw new Error('must not be used');
+    };
+    expect(() => new Throttle({ rate: 1000, transform: hook } as ThrottleOptions)).toThrow(
+      /Unknown option `transform` for Throttle options: a Throttle is its own transform/,
+    );
   });
 });
 
