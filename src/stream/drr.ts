@@ -164,10 +164,9 @@ export class DrrRing {
    * set; or undefined, with {@link idle} set. Children found without data
    * hold their turns or leave; children their own caps hold back leave; a
    * round whose turns are all spent or held gives way to the next (see the
-   * opening comment). With `grant` false it stops before granting a turn: a
-   * question, "would someone send now?".
+   * opening comment).
    */
-  select(nowMs: number, policy: TurnPolicy, grant = true): MemberPort | undefined {
+  select(nowMs: number, policy: TurnPolicy): MemberPort | undefined {
     for (;;) {
       const port = this.#current.head;
       if (port === undefined) {
@@ -189,19 +188,18 @@ export class DrrRing {
         this.dropHolders();
         continue;
       }
-      if (port.pendingBytes() === 0) {
-        // It ran dry with its turn open, or (a subgroup) it holds its own data
-        // back for a dry member: it holds its turn. Otherwise it leaves.
-        if ((this.turnOpen(port) || port.holdsBack()) && !port.ended()) this.hold(port);
-        else this.drop(port);
-        continue;
-      }
       const want = port.sendableNow(nowMs);
       if (want === 0) {
-        this.drop(port); // its own cap or its reader holds it; it asks again when it can go
+        if (port.pendingBytes() === 0) {
+          // It ran dry with its turn open, or (a subgroup) it holds its own data
+          // back for a dry member: it holds its turn. Otherwise it leaves.
+          if ((this.turnOpen(port) || port.holdsBack()) && !port.ended()) this.hold(port);
+          else this.drop(port);
+        } else {
+          this.drop(port); // its own cap or its reader holds it; it asks again when it can go
+        }
         continue;
       }
-      if (!grant) return port;
       if (port.sparse) {
         // What its own cap allows, up to the sparse limit (which fits the bucket).
         const turn = policy.turnFor(port);

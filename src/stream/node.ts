@@ -71,6 +71,14 @@ export class ClassNode implements ServedClass {
   readonly guarantees: ClassGuarantees;
   /** Its children's weights together, in the ring or not. */
   #childrenWeight = 0;
+  /** The root's round plan and what it was computed from (see {@link #plan}). */
+  readonly #planKey = {
+    weight: Number.NaN,
+    guaranteed: Number.NaN,
+    rate: Number.NaN,
+    numbers: undefined as ClassNumbers | undefined,
+    plan: { roundMs: 0, excessBytes: 0 } as RoundPlan,
+  };
   /** What the parent sees of a subgroup (undefined for the root). */
   readonly port: MemberPort | undefined;
   /** Member streams below it (in it and its subgroups) that have neither ended nor been destroyed. */
@@ -370,8 +378,22 @@ export class ClassNode implements ServedClass {
     const ring = this.ring;
     const parent = this.parent;
     if (parent === undefined) {
+      // Asked on every grant; the same while the ring's sums and the numbers are.
       const rate = (this.meter as ByteMeter).ratePerSecond;
-      return roundPlan(rate, ring.weight, ring.guaranteedPerSecond, quantumBytes, quantumExplicit !== undefined);
+      const key = this.#planKey;
+      if (
+        key.weight !== ring.weight ||
+        key.guaranteed !== ring.guaranteedPerSecond ||
+        key.rate !== rate ||
+        key.numbers !== this.numbers
+      ) {
+        key.plan = roundPlan(rate, ring.weight, ring.guaranteedPerSecond, quantumBytes, quantumExplicit !== undefined);
+        key.weight = ring.weight;
+        key.guaranteed = ring.guaranteedPerSecond;
+        key.rate = rate;
+        key.numbers = this.numbers;
+      }
+      return key.plan;
     }
     const roundMs = parent.#plan().roundMs;
     if (quantumExplicit !== undefined) return { roundMs, excessBytes: quantumExplicit * ring.weight };

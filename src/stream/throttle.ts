@@ -91,6 +91,8 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
   #runScheduled = false;
   /** push() reported a full readable buffer in the middle of a chunk; the rest waits for _read(). */
   #awaitingRead = false;
+  /** Set in `_destroy`: `this.destroyed` is two getters deep, and the group asks on every piece. */
+  #destroyedFlag = false;
 
   constructor(options: Options) {
     const group = checkOptions(options);
@@ -383,6 +385,7 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#destroyedFlag = true;
     const nowMs = this.#clock.now();
     this.#endRun(nowMs);
     this.#progress.stopWaiting(nowMs);
@@ -518,7 +521,7 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
 
   #pendingBytes(): number {
     const chunk = this.#chunk;
-    if (chunk === undefined || this.destroyed) return 0;
+    if (chunk === undefined || this.#destroyedFlag) return 0;
     // writableLength counts the held chunk whole, and every write queued behind it.
     return Math.max(this.writableLength, chunk.length) - this.#offset;
   }
