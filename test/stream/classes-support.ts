@@ -163,7 +163,7 @@ export function fluidShares(rootRate: number, root: ClassSpec): Map<Node, number
       }
       open = open.filter((i) => !full.includes(i));
     }
-    children.forEach((child, i) => allocate(child, given[i] as number));
+    for (const [i, child] of children.entries()) allocate(child, given[i] as number);
   };
   allocate(root, Math.min(rootRate, maxRate(root)));
   return out;
