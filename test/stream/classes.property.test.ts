@@ -40,13 +40,6 @@ const shape: fc.Arbitrary<Shape> = fc.letrec<{ node: Shape }>((tie) => ({
   }),
 })).node;
 
-/** Every class of a built tree with its bound (rate of its own) and its pieces. */
-function classes(built: BuiltClass, out: BuiltClass[] = []): BuiltClass[] {
-  out.push(built);
-  for (const g of built.groups) classes(g, out);
-  return out;
-}
-
 const WINDOWS_MS = [0, 5, 50, 200, 1000];
 
 function expectBound(pieces: readonly Piece[], burst: number, ratePerSecond: number): void {
