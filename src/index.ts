@@ -148,7 +148,12 @@ export {
   type WrapOptions,
 } from './scheduler/scheduler.js';
 export type { StreamWaitMessage, ThrottleCounters } from './stream/counters.js';
-export { ThrottleGroup, type ThrottleGroupOptions, type ThrottleMemberOptions } from './stream/group.js';
+export {
+  ThrottleGroup,
+  type ThrottleGroupOptions,
+  type ThrottleMemberOptions,
+  type ThrottleSubgroupOptions,
+} from './stream/group.js';
 export { Throttle } from './stream/throttle.js';
 export type { ThrottleOptions, ThrottleStreamOptions } from './stream/throttle-options.js';
 export {

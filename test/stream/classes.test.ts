@@ -263,7 +263,7 @@ describe('bandwidth classes: the tree changes while it runs', () => {
     const a1 = busyMember(fake, a, rate);
     const b1 = busyMember(fake, b, rate);
     /** Each member's rate over the 2 s after the first 0.5 s that follow a change. */
-    const measure = async (): Promise<[number, number]> => {
+    const ratesAfterChange = async (): Promise<[number, number]> => {
       const at = fake.timers.now;
       await advance(fake, 2500);
       const rateOf = (m: typeof a1) => between(m.sink.pieces, at + 500, at + 2500) / 2 / MiB;
@@ -272,18 +272,18 @@ describe('bandwidth classes: the tree changes while it runs', () => {
     await advance(fake, 500);
     a.setWeight(2);
     expect(a.weight).toBe(2);
-    let [aRate, bRate] = await measure();
+    let [aRate, bRate] = await ratesAfterChange();
     expect(aRate / 2).toBeGreaterThan(0.97);
     expect(bRate / 1).toBeGreaterThan(0.97);
     b.setGuaranteed(2.5 * MiB); // b: 2.5 + 0.5 / 3, a: 0.5 * 2 / 3
-    [aRate, bRate] = await measure();
+    [aRate, bRate] = await ratesAfterChange();
     expect(bRate / (2.5 + 0.5 / 3)).toBeGreaterThan(0.97);
     expect(aRate / (1 / 3)).toBeGreaterThan(0.95);
     b.setGuaranteed(0);
     a.setRate(0.5 * MiB); // a ceiling
     a.setBurst(64 * 1024);
     expect([a.rate, a.burst]).toEqual([0.5 * MiB, 65536]);
-    [aRate, bRate] = await measure();
+    [aRate, bRate] = await ratesAfterChange();
     expect(aRate / 0.5).toBeGreaterThan(0.97);
     expect(aRate / 0.5).toBeLessThan(1.01);
     expect(bRate / 2.5).toBeGreaterThan(0.97);

@@ -18,12 +18,18 @@ import { advance, settle } from './support.js';
  * write's callback. `inside` is the member whose write() is on the stack;
  * a callback or 'data' event of another member seen meanwhile is a reentrant call.
  */
-function parserLikeMembers(group: ThrottleGroup, count: number, chunkBytes: number, caps: (number | undefined)[] = []) {
+function parserLikeMembers(
+  group: ThrottleGroup | readonly ThrottleGroup[],
+  count: number,
+  chunkBytes: number,
+  caps: (number | undefined)[] = [],
+) {
+  const groups = Array.isArray(group) ? group : [group as ThrottleGroup];
   const stack: Throttle[] = [];
   const reentrant: string[] = [];
   const members = Array.from({ length: count }, (_, i) => {
     const rate = caps[i];
-    const member = group.throttle(rate === undefined ? {} : { rate });
+    const member = (groups[i % groups.length] as ThrottleGroup).throttle(rate === undefined ? {} : { rate });
     const check = (what: string) => {
       const other = stack.find((m) => m !== member);
       if (other !== undefined) reentrant.push(`${what} of member ${i} inside another member's write`);
@@ -88,6 +94,30 @@ describe('ThrottleGroup: no reentrant calls between members', () => {
           for (const { member } of members) member.destroy();
           await settle();
           expect(reentrant).toEqual([]);
+        },
+      ),
+      { numRuns: 30 },
+    );
+  });
+
+  it('members of subgroups (with and without ceilings): no reentrant call, for any caps and chunk sizes', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 2, max: 6 }),
+        fc.integer({ min: 1, max: 700 }),
+        fc.array(fc.option(fc.integer({ min: 1000, max: 8000 }), { nil: undefined }), { minLength: 6, maxLength: 6 }),
+        async (count, chunkBytes, caps) => {
+          const fake = fakeClock();
+          const root = new ThrottleGroup({ rate: 10_000, clock: fake.clock });
+          const a = root.group({ weight: 2 });
+          const groups = [a, root.group({ rate: 4000 }), a.group({ rate: 3000 }), root];
+          const { members, reentrant } = parserLikeMembers(groups, count, chunkBytes, caps);
+          for (const [i, { start }] of members.entries()) fake.clock.setTimeout(start, i * 7);
+          await advance(fake, 300);
+          for (const { member } of members) member.destroy();
+          await settle();
+          expect(reentrant).toEqual([]);
+          expect(fake.pending()).toBe(0);
         },
       ),
       { numRuns: 30 },
