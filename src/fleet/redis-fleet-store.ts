@@ -40,7 +40,14 @@ import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import type { BucketState } from '../meters/bucket.js';
 import { evalScript, type RedisClientLike } from '../redis/client.js';
-import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
+import {
+  errorOf,
+  type FailurePolicy,
+  failureOptions,
+  RedisHealth,
+  type RedisStoreEvents,
+  SHARED_STORE_OPTIONS,
+} from '../redis/health.js';
 import { FLEET_SCRIPT } from './script.js';
 import {
   type AcquireOp,
@@ -95,15 +102,9 @@ const GRANT: Record<string, ExchangeGrant['status']> = {
 const SHA = createHash('sha1').update(FLEET_SCRIPT).digest('hex');
 
 const REDIS_FLEET_STORE_OPTIONS: ReadonlySet<string> = new Set([
-  'client',
-  'prefix',
-  'onError',
+  ...SHARED_STORE_OPTIONS,
   'expectedWorkers',
-  'timeoutMs',
-  'probeIntervalMs',
   'idleTtlMs',
-  'clock',
-  'now',
 ]);
 
 /** A fleet's shared state in Redis; see the file's opening comment. */

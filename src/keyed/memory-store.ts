@@ -66,7 +66,8 @@ export const DEFAULT_MAX_KEYS = 100_000;
 const INITIAL_SLOTS = 1024;
 const NONE = -1;
 
-const MEMORY_STORE_OPTIONS: ReadonlySet<string> = new Set(['maxKeys', 'clock']);
+/** The options of the keyed memory stores (MemoryStore, MemoryWindowStore). @internal */
+export const MEMORY_STORE_OPTIONS: ReadonlySet<string> = new Set(['maxKeys', 'clock']);
 
 /**
  * Keyed token buckets in memory, bounded by `maxKeys`, with no timer per key.

@@ -51,7 +51,14 @@ import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { delKeys, evalScript, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
-import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
+import {
+  errorOf,
+  type FailurePolicy,
+  failureOptions,
+  RedisHealth,
+  type RedisStoreEvents,
+  SHARED_STORE_OPTIONS,
+} from '../redis/health.js';
 import { MemoryStore } from './memory-store.js';
 import { KEYED_SCRIPT } from './redis-script.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
@@ -126,17 +133,7 @@ interface Pending {
 /** The SHA-1 of the script, computed when the first RedisStore is made. */
 let scriptSha: string | undefined;
 
-const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([
-  'client',
-  'prefix',
-  'onError',
-  'timeoutMs',
-  'probeIntervalMs',
-  'cluster',
-  'clock',
-  'localMaxKeys',
-  'now',
-]);
+const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'cluster', 'localMaxKeys']);
 
 /**
  * Keyed token buckets in Redis, shared by a fleet, with an explicit failure policy.

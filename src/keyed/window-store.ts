@@ -35,7 +35,15 @@ import {
   type WindowParams,
 } from '../meters/windows.js';
 import { delKeys, evalScript, luaNow } from '../redis/client.js';
-import { errorOf, type FailurePolicy, failureOptions, RedisHealth, type RedisStoreEvents } from '../redis/health.js';
+import {
+  errorOf,
+  type FailurePolicy,
+  failureOptions,
+  RedisHealth,
+  type RedisStoreEvents,
+  SHARED_STORE_OPTIONS,
+} from '../redis/health.js';
+import { MEMORY_STORE_OPTIONS } from './memory-store.js';
 import { DENY_RETRY_AFTER_MS, type RedisClientLike } from './redis-store.js';
 
 /** How a window limiter counts: a fixed window, an exact sliding log, or the two-counter estimate. */
@@ -94,17 +102,7 @@ export interface MemoryWindowStoreOptions {
   clock?: Clock;
 }
 
-const MEMORY_STORE_OPTIONS: ReadonlySet<string> = new Set(['maxKeys', 'clock']);
-const REDIS_WINDOW_STORE_OPTIONS: ReadonlySet<string> = new Set([
-  'client',
-  'prefix',
-  'onError',
-  'timeoutMs',
-  'probeIntervalMs',
-  'clock',
-  'localMaxKeys',
-  'now',
-]);
+const REDIS_WINDOW_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'localMaxKeys']);
 
 /**
  * Per-key window counters in memory (a Map in recency order, bounded by `maxKeys`).

@@ -37,6 +37,17 @@ export const DEFAULT_PROBE_INTERVAL_MS = 250;
 /** The longest delay a Node timer honours: a longer one fires after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** The names of the options every store in Redis shares; each store adds its own to refuse any other. */
+export const SHARED_STORE_OPTIONS: readonly string[] = [
+  'client',
+  'prefix',
+  'onError',
+  'timeoutMs',
+  'probeIntervalMs',
+  'clock',
+  'now',
+];
+
 /**
  * The options every store in Redis shares, checked once here (RedisStore, RedisWindowStore,
  * RedisFleetStore): a connected `client` (ioredis or node-redis), `onError`, `timeoutMs` and
