@@ -24,6 +24,7 @@ import type { Emitter } from './events.js';
 import type { RejectReason } from './options.js';
 import type { WaitQueue } from './queue.js';
 import type { Bill, Job, Runner } from './run.js';
+import type { WindowSettings } from './window-limit.js';
 
 /** The Scheduler, as its admission sees it. */
 export interface Host {
@@ -54,6 +55,8 @@ export interface LimitsChange {
   readonly ratePerSecond?: number;
   readonly capacity?: number;
   readonly concurrency?: number;
+  /** A window limit, new or replacing the one in force (`setWindow`). */
+  readonly window?: WindowSettings;
 }
 
 /** When and how a job may start: see the file's opening comment. */
@@ -66,6 +69,8 @@ export interface Admission {
   readonly concurrency: number;
   /** The window limit's most cost per window (Infinity or absent: none): a job may cost no more. */
   readonly windowLimit?: number;
+  /** The window limit in force (`undefined`: none). */
+  readonly window?: WindowSettings | undefined;
   /** Jobs wait for the concurrency (the head's share of it is taken). */
   readonly saturated: boolean;
   /** When the head's tokens will be there, for the Scheduler's one timer (Infinity: no wake-up needed). */
@@ -101,7 +106,7 @@ export interface Admission {
   retryAfterMs(cost: number, priority: number): number;
   /** A running job's `ctx.adjust(deltaCost)` (the delta is a finite number). */
   adjust(bill: Bill, deltaCost: number): void;
-  /** Changes the limits (`setRate`, `setBurst`, `setConcurrency`), the values already checked. */
+  /** Changes the limits (`setRate`, `setBurst`, `setConcurrency`, `setWindow`), the values already checked. */
   configure(change: LimitsChange): void;
   /** The scheduler is closed and idle: let go of what is left (timers, listeners, leases to give back). */
   close(): Promise<void> | undefined;

@@ -24,6 +24,7 @@ import { type Admission, type Host, type LimitsChange, waitForMs } from './admis
 import type { FleetSettings, SchedulerSettings } from './options.js';
 import { costError } from './reject.js';
 import type { Bill, Job } from './run.js';
+import { noWindowOnFleet } from './window-limit.js';
 
 /** Jobs asked for in one call. */
 const BATCH = 64;
@@ -232,6 +233,7 @@ export class FleetAdmission implements Admission {
    * store answers. A change that does not reach the store is told by `storeError`.
    */
   configure(change: LimitsChange): void {
+    if (change.window !== undefined) noWindowOnFleet(this, change.window); // refused, with the one message
     this.#store.configure(this.#key, change, this.#params).then(
       (snapshot) => {
         this.#adopt(snapshot);

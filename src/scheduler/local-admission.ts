@@ -28,7 +28,7 @@ import { expectedLatenessMs, TIMER_STEP_MS, type Watchdog } from '../timer.js';
 import { type Admission, type Host, type LimitsChange, waitForMs } from './admission.js';
 import type { SchedulerSettings } from './options.js';
 import type { Bill, Job } from './run.js';
-import { StartWindow } from './window-limit.js';
+import { StartWindow, type WindowSettings } from './window-limit.js';
 
 /** A bucket and a weighted concurrency in this process; see the file's opening comment. */
 export class LocalAdmission implements Admission {
@@ -41,7 +41,7 @@ export class LocalAdmission implements Admission {
   #concurrency = Number.POSITIVE_INFINITY;
   #concurrencySlack = 0;
   /** The window limit's sliding log (./window-limit.ts); `undefined` without one. */
-  readonly #window: StartWindow | undefined;
+  #window: StartWindow | undefined;
   /**
    * The concurrency a job of cost 0 holds while it runs: 1, or the whole concurrency if that is
    * smaller. Every running job counts: under `concurrency: 1` a free job still runs alone.
@@ -81,6 +81,10 @@ export class LocalAdmission implements Admission {
 
   get windowLimit(): number {
     return this.#window?.limit ?? Number.POSITIVE_INFINITY;
+  }
+
+  get window(): WindowSettings | undefined {
+    return this.#window?.settings;
   }
 
   get rate(): number {
@@ -302,13 +306,20 @@ export class LocalAdmission implements Admission {
   /**
    * New limits from now on. A new rate keeps the tokens earned so far (capped at the burst); on a
    * scheduler made without a rate it adds a bucket (full, burst 1). A new burst keeps the tokens,
-   * capped at it. A new concurrency never stops running jobs; freed capacity counts from now.
-   * Waiting jobs that can no longer ever start are rejected (by the Scheduler).
+   * capped at it. A new concurrency never stops running jobs; freed capacity counts from now. A new
+   * window keeps the starts counted so far. Waiting jobs that can no longer ever start are rejected
+   * (by the Scheduler).
    */
   configure(change: LimitsChange): void {
     const host = this.#host;
     const now = host.clock.now();
-    const { ratePerSecond, capacity, concurrency } = change;
+    const { ratePerSecond, capacity, concurrency, window } = change;
+    if (window !== undefined) {
+      if (this.#window === undefined) this.#window = new StartWindow(window);
+      else this.#window.reconfigure(window);
+      host.limitsChanged(now);
+      return;
+    }
     if (concurrency !== undefined) {
       this.#setConcurrency(concurrency);
       if (this.#concurrencyBlocked) {

@@ -49,6 +49,7 @@ import {
 import { costError, deadlineError, Rejections, rejectCall, rejectOption, rejectPriority } from './reject.js';
 import { Job, Runner } from './run.js';
 import { Waiting } from './waiting.js';
+import { parseWindowChange, type WindowLimitOptions } from './window-limit.js';
 
 export type {
   ActiveJob,
@@ -173,10 +174,7 @@ export class Scheduler {
     return this.#paused;
   }
 
-  /**
-   * The concurrency limit (Infinity if none; a fleet's, as its store last reported it). Assigning it
-   * is {@link setConcurrency}, as in p-queue.
-   */
+  /** The concurrency limit (Infinity if none; a fleet's as its store last said). Set: {@link setConcurrency}. */
   get concurrency(): number {
     return this.#admission.concurrency;
   }
@@ -185,10 +183,7 @@ export class Scheduler {
     this.setConcurrency(concurrency);
   }
 
-  /**
-   * The default timeout of new jobs, ms (Infinity: none). Assigning it (a
-   * duration: `5000`, `'5s'`) applies to jobs scheduled from then on, as in p-queue.
-   */
+  /** The default timeout of new jobs, ms (Infinity: none); set (`5000`, `'5s'`), it applies to later jobs. */
   get timeout(): number {
     return this.#timeoutMs;
   }
@@ -210,6 +205,15 @@ export class Scheduler {
   /** The burst (Infinity if there is no rate). */
   get burst(): number {
     return this.#admission.burst;
+  }
+
+  /** The window limit's most cost per window (Infinity if none); `window` is its length, ms (0 if none). */
+  get limit(): number {
+    return this.#admission.windowLimit ?? Number.POSITIVE_INFINITY;
+  }
+
+  get window(): number {
+    return this.#admission.window?.windowMs ?? 0;
   }
 
   /** The bound on waiting jobs. */
@@ -235,10 +239,9 @@ export class Scheduler {
   // ---------------------------------------------------------------- jobs
 
   /**
-   * Runs `fn` when its cost fits the rate and the concurrency. The promise
-   * settles with the job's own result, or rejects at once (without running the
-   * job) with `CostExceedsCapacityError`, `QueueFullError`, `WaitTooLongError`,
-   * or the signal's reason; later with `WaitTooLongError` at its deadline, an
+   * Runs `fn` when its cost fits the limits. The promise settles with the job's own result, or
+   * rejects at once (without running it) with `CostExceedsCapacityError`, `QueueFullError`,
+   * `WaitTooLongError` or the signal's reason; later with `WaitTooLongError` at its deadline, an
    * `AbortError` from {@link clear}, or `JobTimeoutError`.
    */
   schedule<R>(fn: JobFunction<R>, options: ScheduleOptions = EMPTY): Promise<R> {
@@ -384,15 +387,10 @@ export class Scheduler {
   }
 
   /**
-   * Closes the scheduler: from now on `schedule` rejects with `ClosedError`
-   * (`ERR_CLOSED`). Jobs already waiting still run (the default, as undici's
-   * `close()`), or, with `{ drain: false }`, are rejected with `ClosedError`
-   * at once (running jobs go on either way). Resolves when nothing waits and
-   * nothing runs (in a fleet, once its leases are given back); the scheduler
-   * then holds no timer. Calling it again is harmless (a later
-   * `{ drain: false }` still rejects what waits). `await using scheduler =
-   * new Scheduler(...)` calls it through `Symbol.asyncDispose` where the
-   * runtime has it.
+   * Closes the scheduler: `schedule` then rejects with `ClosedError`. Waiting jobs still run (as
+   * undici's `close()`), or with `{ drain: false }` are rejected with `ClosedError` (running ones go
+   * on). Resolves when nothing waits or runs (a fleet's leases given back), holding no timer then.
+   * Again is harmless. `await using` calls it (`Symbol.asyncDispose`).
    */
   close(options?: { drain?: boolean }): Promise<void> {
     let drain: boolean;
@@ -418,20 +416,17 @@ export class Scheduler {
   }
 
   /**
-   * Changes the rate from now on: tokens earned so far are kept (capped at the
-   * burst), refill runs at the new rate. On a scheduler made without a rate,
-   * adds a bucket (full, burst 1). In a fleet the change goes to the store,
-   * for every worker; the getters show it once the store answers, and one
-   * that does not reach the store is told by the `storeError` event.
+   * Changes the rate from now on: tokens earned so far are kept (capped at the burst). Without a rate,
+   * adds a bucket (full, burst 1). In a fleet the change goes to the store, for every worker: the
+   * getters show it once the store answers; one that does not reach it is told by `storeError`.
    */
   setRate(rate: RateInput): void {
     this.#admission.configure({ ratePerSecond: rateParam(rate) });
   }
 
   /**
-   * Changes the burst from now on: tokens earned so far are kept, capped at the
-   * new burst, and waiting jobs that cost more than it are rejected with
-   * `CostExceedsCapacityError`.
+   * Changes the burst from now on: tokens earned so far are kept, capped at it; waiting jobs that
+   * cost more are rejected with `CostExceedsCapacityError`.
    */
   setBurst(burst: SizeInput): void {
     if (!(this.#admission.rate < Number.POSITIVE_INFINITY)) {
@@ -441,14 +436,21 @@ export class Scheduler {
   }
 
   /**
-   * Changes the concurrency from now on. Running jobs are never stopped; a
-   * smaller limit holds new starts back until enough cost finishes. Waiting
-   * jobs that cost more than the new limit are rejected with
-   * `CostExceedsCapacityError`.
+   * Changes the concurrency from now on. Running jobs are never stopped: a smaller limit holds new
+   * starts back until enough cost finishes. Waiting jobs that cost more are rejected, as for a burst.
    */
   setConcurrency(concurrency: number): void {
     const admission = this.#admission;
     admission.configure({ concurrency: parseConcurrency(concurrency, admission.rate < Number.POSITIVE_INFINITY) });
+  }
+
+  /**
+   * Sets the window limit from now on (`{ limit, window }`, as the options; on a scheduler made
+   * without one, adds it): the starts counted so far stay counted, and waiting jobs that cost more
+   * than the new limit are rejected with `CostExceedsCapacityError`. Not in a fleet (`ERR_NOT_SUPPORTED`).
+   */
+  setWindow(options: WindowLimitOptions): void {
+    this.#admission.configure({ window: parseWindowChange(options, this.#admission.window) });
   }
 
   // ---------------------------------------------------------------- promises and events
@@ -566,11 +568,13 @@ export class Scheduler {
 
   /** After a limit changed: reject waiting jobs that can no longer ever start, then start what can. */
   #limitsChanged(now: number): void {
-    const { burst, concurrency } = this.#admission;
+    const { burst, concurrency, windowLimit } = this.#admission;
     this.#maxCost = maxCostOf(this.#admission);
     const waiting = this.#waiting;
     for (const job of [...waiting.queue]) {
-      if (job.cost > this.#maxCost) waiting.reject(job, 'costExceedsCapacity', costError(job.cost, burst, concurrency));
+      if (job.cost > this.#maxCost) {
+        waiting.reject(job, 'costExceedsCapacity', costError(job.cost, burst, concurrency, windowLimit));
+      }
     }
     this.#pump(now);
   }
@@ -584,15 +588,12 @@ function settlersOf<R>(job: Job): Promise<R> {
   });
 }
 
-// `await using`: Symbol.asyncDispose where the runtime has it (Node 20 does). Defined at run time, so
+// `await using`: Symbol.asyncDispose where the runtime has it (Node 20 does), defined at run time so
 // that the types need no `esnext.disposable` lib in a consumer's tsconfig.
 const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
 if (asyncDispose !== undefined) {
-  Object.defineProperty(Scheduler.prototype, asyncDispose, {
-    value(this: Scheduler): Promise<void> {
-      return this.close();
-    },
-    writable: true,
-    configurable: true,
-  });
+  const value = function (this: Scheduler): Promise<void> {
+    return this.close();
+  };
+  Object.defineProperty(Scheduler.prototype, asyncDispose, { value, writable: true, configurable: true });
 }

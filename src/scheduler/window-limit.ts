@@ -13,7 +13,7 @@
  * docs/calling-apis.md tells why a bucket at the server's rate is not enough.
  */
 
-import { describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
+import { checkKnownOptions, checkOptions, describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
 import {
   newSlidingLog,
   type SlidingLogState,
@@ -145,6 +145,31 @@ export function windowOrInterval<B extends { burst: number }>(
   ];
 }
 
+const WINDOW_OPTIONS: ReadonlySet<string> = new Set(['limit', 'window', 'windowMargin', 'windowCounts']);
+
+/**
+ * `setWindow`'s options, parsed against the window in force (`current`, if any): a margin not given
+ * keeps the current one, and how a live window counts (`windowCounts`) cannot change, since the
+ * starts it already holds were counted that way. @internal
+ */
+export function parseWindowChange(options: WindowLimitOptions, current: WindowSettings | undefined): WindowSettings {
+  checkOptions(options, 'setWindow({ limit, window })', true);
+  checkKnownOptions(options, WINDOW_OPTIONS, 'setWindow options');
+  const counts = options.windowCounts ?? (current?.untilFinish === true ? 'finish' : 'start');
+  if (current !== undefined && (counts === 'finish') !== current.untilFinish) {
+    throw new InvalidOptionError(
+      'windowCounts',
+      options.windowCounts,
+      `the window counts its jobs until they ${current.untilFinish ? 'finish' : 'start'}; that cannot change on a live ` +
+        'window (the starts it holds were counted so): leave `windowCounts` out, or make a new Scheduler',
+    );
+  }
+  const windowMargin = options.windowMargin ?? current?.marginMs;
+  const parsed = parseWindowLimit({ limit: options.limit, window: options.window, windowMargin, windowCounts: counts });
+  if (parsed === undefined) throw new InvalidOptionError('limit', undefined, 'setWindow needs `limit` and `window`');
+  return parsed;
+}
+
 /** A fleet's settings, refused with a window limit: the fleet store keeps no sliding log. @internal */
 export function noWindowOnFleet<F>(fleet: F | undefined, window: WindowSettings | undefined): F | undefined {
   if (fleet === undefined || window === undefined) return fleet;
@@ -157,19 +182,35 @@ export function noWindowOnFleet<F>(fleet: F | undefined, window: WindowSettings 
 
 /** The sliding log a local admission keeps for its window limit; see the file's opening comment. */
 export class StartWindow {
-  readonly #params: WindowParams;
+  #params: WindowParams;
+  #settings: WindowSettings;
   readonly #log: SlidingLogState = newSlidingLog();
   /** `windowCounts: 'finish'`: the cost started and not yet finished (it counts until W after it finishes). */
   readonly untilFinish: boolean;
   #running = 0;
 
   constructor(settings: WindowSettings) {
+    this.#settings = settings;
     this.#params = { limit: settings.limit, windowMs: settings.windowMs + settings.marginMs };
     this.untilFinish = settings.untilFinish;
   }
 
   get limit(): number {
     return this.#params.limit;
+  }
+
+  get settings(): WindowSettings {
+    return this.#settings;
+  }
+
+  /**
+   * A new limit or length from now on (the same way of counting, see {@link parseWindowChange}): the
+   * starts counted so far stay, so a window made shorter frees at once what slid out of it. Starts
+   * older than the window in force were already forgotten: a longer window does not bring them back.
+   */
+  reconfigure(settings: WindowSettings): void {
+    this.#settings = settings;
+    this.#params = { limit: settings.limit, windowMs: settings.windowMs + settings.marginMs };
   }
 
   /**

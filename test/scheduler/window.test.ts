@@ -3,6 +3,7 @@
  * of cost started, with the bucket and the concurrency holding too; p-queue's `strict` maps to it.
  */
 
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isTokenpaceError, MemoryFleetStore, Scheduler, type SchedulerOptions } from '../../src/index.js';
 import { fakeClock } from '../helpers/fake-clock.js';
@@ -138,5 +139,162 @@ describe('Scheduler window limit', () => {
     await timers.tickAsync(2000);
     await Promise.all(jobs);
     expect(starts).toEqual([0, 0, 0, 1000, 1000, 1000]);
+  });
+});
+
+describe('Scheduler.setWindow', () => {
+  const codeOf = (fn: () => void): string => {
+    try {
+      fn();
+    } catch (error) {
+      return isTokenpaceError(error) ? error.code : String(error);
+    }
+    return 'no error';
+  };
+
+  it('adds a window to a scheduler made without one, and the getters show it', async () => {
+    const { scheduler, timers, clock } = setup({ concurrency: 4 });
+    expect([scheduler.limit, scheduler.window]).toEqual([Number.POSITIVE_INFINITY, 0]);
+    scheduler.setWindow({ limit: 2, window: '1s', windowMargin: 0 });
+    expect([scheduler.limit, scheduler.window]).toEqual([2, 1000]);
+    const starts: number[] = [];
+    const jobs = Array.from({ length: 5 }, () => scheduler.schedule(() => starts.push(clock.now())));
+    await timers.tickAsync(3000);
+    await Promise.all(jobs);
+    expect(starts).toEqual([0, 0, 1000, 1000, 2000]);
+  });
+
+  it('keeps the starts counted so far: a lower limit holds the next start until they slide out', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 4, window: 1000, windowMargin: 0 });
+    const starts: number[] = [];
+    const run = () => scheduler.schedule(() => starts.push(clock.now()));
+    const first = [run(), run(), run()]; // 3 counted at 0
+    await timers.tickAsync(400);
+    scheduler.setWindow({ limit: 2, window: 1000 }); // the margin stays 0
+    const later = [run(), run()];
+    await timers.tickAsync(3000);
+    await Promise.all([...first, ...later]);
+    // 3 counted at 0 (over the new limit): nothing until they slide out at 1000, then 2.
+    expect(starts).toEqual([0, 0, 0, 1000, 1000]);
+    expect(worstWindow(starts.slice(3), 1000)).toBeLessThanOrEqual(2);
+  });
+
+  it('a higher limit or a shorter window lets waiting jobs start at once', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 1, window: 10_000, windowMargin: 0 });
+    const starts: number[] = [];
+    const jobs = Array.from({ length: 4 }, () => scheduler.schedule(() => starts.push(clock.now())));
+    await timers.tickAsync(100);
+    expect(starts).toEqual([0]);
+    scheduler.setWindow({ limit: 3, window: 10_000 });
+    await timers.tickAsync(0);
+    expect(starts).toEqual([0, 100, 100]);
+    scheduler.setWindow({ limit: 3, window: 50 }); // the three starts slid out of a 50 ms window
+    await timers.tickAsync(0);
+    await Promise.all(jobs);
+    expect(starts).toEqual([0, 100, 100, 100]);
+  });
+
+  it('rejects waiting jobs that cost more than the new limit, naming the window', async () => {
+    const { scheduler, timers } = setup({ limit: 5, window: 1000, windowMargin: 0 });
+    const ran: number[] = [];
+    const first = scheduler.schedule(() => ran.push(5), { cost: 5 });
+    const big = scheduler.schedule(() => ran.push(4), { cost: 4 }).catch((e: unknown) => e);
+    const small = scheduler.schedule(() => ran.push(2), { cost: 2 });
+    scheduler.setWindow({ limit: 3, window: 1000 });
+    const error = await big;
+    expect(isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY')).toBe(true);
+    expect(String((error as Error).message)).toMatch(/window limit of 3/);
+    await timers.tickAsync(2000);
+    await Promise.all([first, small]);
+    expect(ran).toEqual([5, 2]);
+  });
+
+  it("keeps a 'finish' window counting until finish; changing how a live window counts is refused", async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000, windowCounts: 'finish' });
+    const starts: number[] = [];
+    const job = () =>
+      scheduler.schedule(async () => {
+        starts.push(clock.now());
+        await new Promise<void>((resolve) => clock.setTimeout(resolve, 300));
+      });
+    const jobs = [job(), job()];
+    scheduler.setWindow({ limit: 1, window: 500 });
+    jobs.push(job());
+    await timers.tickAsync(3000);
+    await Promise.all(jobs);
+    expect(starts).toEqual([0, 0, 800]); // both finished at 300 count until 800
+    expect(codeOf(() => scheduler.setWindow({ limit: 1, window: 500, windowCounts: 'start' }))).toBe(
+      'ERR_INVALID_OPTION',
+    );
+  });
+
+  it('refuses bad input with coded errors, and a fleet with ERR_NOT_SUPPORTED', () => {
+    const { scheduler } = setup({ concurrency: 1 });
+    const set = (options: unknown) => () => scheduler.setWindow(options as { limit: number });
+    expect(codeOf(set(undefined))).toBe('ERR_INVALID_OPTION');
+    expect(codeOf(set({ limit: 3 }))).toBe('ERR_INVALID_OPTION');
+    expect(codeOf(set({ limit: -1, window: '1s' }))).toBe('ERR_INVALID_OPTION');
+    expect(codeOf(set({ limit: 3, window: '1s', rate: 5 }))).toBe('ERR_INVALID_OPTION');
+    expect(codeOf(set({ limit: 3, window: '1s', windowCounts: 'end' }))).toBe('ERR_INVALID_OPTION');
+    expect([scheduler.limit, scheduler.window]).toEqual([Number.POSITIVE_INFINITY, 0]);
+    const fleet = new Scheduler({ concurrency: 1, store: new MemoryFleetStore(), key: 'k' });
+    expect(codeOf(() => fleet.setWindow({ limit: 3, window: '1s' }))).toBe('ERR_NOT_SUPPORTED');
+  });
+});
+
+describe('Scheduler.setWindow, properties', () => {
+  it('after any change, no window of the new length ending at a later start holds more than the new limit', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: 0, max: 40 }), { minLength: 1, maxLength: 80 }), // arrival gaps, ms
+        fc.array(
+          fc.record({
+            atMs: fc.integer({ min: 0, max: 2000 }),
+            limit: fc.integer({ min: 1, max: 8 }),
+            windowMs: fc.integer({ min: 10, max: 400 }),
+          }),
+          { maxLength: 4 },
+        ),
+        async (gaps, changes) => {
+          const { scheduler, timers, clock } = setup({ limit: 5, window: 400, windowMargin: 0, maxQueue: 1000 });
+          const starts: number[] = [];
+          const jobs: Promise<unknown>[] = [];
+          let t = 0;
+          for (const gap of gaps) {
+            t += gap;
+            timers.setTimeout(() => jobs.push(scheduler.schedule(() => starts.push(clock.now()))), t);
+          }
+          // Each change is no longer than the window before it, so that no counted start was forgotten.
+          // The timeline records starts and changes in the order they happened.
+          const timeline: Array<{ startMs: number } | { limit: number; windowMs: number }> = [];
+          let longest = 400;
+          for (const change of [...changes].sort((a, b) => a.atMs - b.atMs)) {
+            const windowMs = Math.min(change.windowMs, longest);
+            longest = windowMs;
+            timers.setTimeout(() => {
+              timeline.push({ limit: change.limit, windowMs }); // before: jobs may start inside setWindow
+              scheduler.setWindow({ limit: change.limit, window: windowMs });
+            }, change.atMs);
+          }
+          scheduler.on('active', () => timeline.push({ startMs: clock.now() }));
+          await timers.tickAsync(t + 2001);
+          await timers.runAllAsync();
+          await Promise.all(jobs);
+          expect(starts.length).toBe(gaps.length);
+          let limit = 5;
+          let windowMs = 400;
+          for (const entry of timeline) {
+            if (!('startMs' in entry)) {
+              ({ limit, windowMs } = entry);
+              continue;
+            }
+            const start = entry.startMs;
+            const inWindow = starts.filter((s) => s > start - windowMs && s <= start).length;
+            expect(inWindow).toBeLessThanOrEqual(limit);
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 });
