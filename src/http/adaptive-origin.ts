@@ -2,9 +2,11 @@
  * throttleInterceptor's `adaptive` option: each origin's rate is learned from
  * its answers by ../scheduler/aimd.ts and applied to the origin's Scheduler
  * (`setRate`, burst 1). An advertised policy (RateLimit-Policy, or the older
- * RateLimit-Limit / X-RateLimit-Limit with a window) pins the pace below it.
- * Every change is told to the interceptor's `rate` listeners and on
- * `tokenpace:http:client:rate`.
+ * RateLimit-Limit / X-RateLimit-Limit with a window) is adopted: the rate
+ * pinned at quota / window and, unless the caller gave a window of its own, a
+ * window limit of the quota (`setWindow`). What the answers say is left of
+ * the quota is spent, no more (./server-budget.ts). Every rate change is told
+ * to the interceptor's `rate` listeners and on `tokenpace:http:client:rate`.
  *
  * Invariants: a learned origin is kept `keep` after its last use (within
  * `maxOrigins`), so a client that comes back within it resumes at the rate it
@@ -17,8 +19,9 @@ import { rateParam } from '../meters/bucket.js';
 import { Aimd, type AimdBounds, type RateChange } from '../scheduler/aimd.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { type DurationInput, parseDuration, type RateInput } from '../units.js';
-import { advertisedPolicy } from './headers.js';
+import { advertisedPolicy, parseRateLimit, quotaLeft } from './headers.js';
 import type { ClientRateMessage } from './messages.js';
+import { ServerBudget } from './server-budget.js';
 
 /** Options of `adaptive`: the bounds of the learned rate, and how long it is kept. */
 export interface AdaptiveOptions {
@@ -37,6 +40,8 @@ export interface AdaptiveSettings {
   readonly bounds: AimdBounds;
   readonly keepMs: number;
 }
+
+type Headers = Record<string, string | string[] | undefined>;
 
 /** What a `rate` listener receives. */
 export type RateChangeInfo = ClientRateMessage;
@@ -74,6 +79,11 @@ export function parseAdaptive(
 /** One origin's learning; see the file's opening comment. */
 export class AdaptiveOrigin {
   readonly #aimd: Aimd;
+  readonly #budget = new ServerBudget();
+  /** The caller gave the origin a window limit: an advertised policy does not replace it. */
+  readonly #ownWindow: boolean;
+  /** The advertised window, ms (`undefined`: no policy seen). */
+  #policyWindowMs: number | undefined = undefined;
 
   constructor(
     readonly origin: string,
@@ -83,24 +93,64 @@ export class AdaptiveOrigin {
     readonly notify: (info: RateChangeInfo) => void,
   ) {
     this.#aimd = new Aimd(settings.bounds, nowMs);
+    this.#ownWindow = scheduler.window !== 0;
   }
 
   get rate(): number {
     return this.#aimd.rate;
   }
 
-  /** The origin advertised a policy: its pace is known, `r=0` is no pushback. */
-  get policyKnown(): boolean {
-    return this.#aimd.policyKnown;
+  /** The status of the answer whose quota holds the origin now (for the pause's message). */
+  get quotaStatus(): number {
+    return this.#budget.statusCode;
   }
 
-  /** An answer arrived at `nowMs`; `pushback`: it asked to slow down. */
-  answered(nowMs: number, headers: Record<string, string | string[] | undefined>, pushback: boolean): void {
+  /** A request is sent at `nowMs`: its sequence number, and how long to hold the next ones (ms, 0: none). */
+  sent(nowMs: number): { seq: number; holdMs: number } {
+    return this.#budget.sent(nowMs, this.scheduler.windowRemaining);
+  }
+
+  /** Request `seq` failed without an answer. */
+  failed(): void {
+    this.#budget.failed();
+  }
+
+  /**
+   * The answer to request `seq` arrived at `nowMs`; `refused`: its status is one of `pauseOn`.
+   * Pushback is a refusal, or `RateLimit` with r=0 while no policy is known. Returns how long to
+   * hold the origin for its quota (ms, 0: none).
+   */
+  answered(seq: number, nowMs: number, statusCode: number, headers: Headers, refused: boolean, wallMs: number): number {
+    const aimd = this.#aimd;
+    let pushback = refused;
+    if (!pushback && !aimd.policyKnown) {
+      const value = headers.ratelimit;
+      pushback =
+        parseRateLimit(Array.isArray(value) ? value.join(', ') : value)?.some((l) => l.remaining === 0) ?? false;
+    }
+    if (pushback || statusCode < 400) this.#learn(nowMs, headers, pushback);
+    const quota = quotaLeft(headers, wallMs);
+    return this.#budget.answered(seq, nowMs, statusCode, quota, this.#policyWindowMs, this.scheduler.windowRemaining);
+  }
+
+  #learn(nowMs: number, headers: Headers, pushback: boolean): void {
     const aimd = this.#aimd;
     const previousRate = aimd.rate;
     let reason: RateChange | undefined;
     const policy = advertisedPolicy(headers);
-    if (policy !== undefined && aimd.advertised(policy.quota, policy.windowMs)) reason = 'policy';
+    if (policy !== undefined && aimd.advertised(policy.quota, policy.windowMs, !this.#ownWindow)) {
+      reason = 'policy';
+      this.#policyWindowMs = policy.windowMs;
+      if (!this.#ownWindow) {
+        // Counted as the interceptor counts a window: from sent until a window after the answer.
+        this.scheduler.setWindow({
+          limit: policy.quota,
+          window: policy.windowMs,
+          windowMargin: 0,
+          windowCounts: 'finish',
+        });
+      }
+    }
     if (pushback) {
       if (aimd.pushedBack(nowMs)) reason = 'pushback';
     } else if (aimd.succeeded(nowMs, this.scheduler.size !== 0)) {

@@ -244,3 +244,60 @@ function policyItem(member: string): AdvertisedPolicy | undefined {
   if (quota === undefined || windowS === undefined || !(quota >= 1) || !(windowS >= 1)) return undefined;
   return { quota, windowMs: windowS * 1000 };
 }
+
+/** What an answer says is left of its quota: `remaining` more requests until `resetMs` from now. */
+export interface QuotaLeft {
+  readonly remaining: number;
+  /** ms until the quota resets (`undefined`: the answer did not say). */
+  readonly resetMs: number | undefined;
+}
+
+/**
+ * What is left of the quota, from the most exhausted item of `RateLimit` (`"p";r=5;t=2`, draft -8
+ * to -11), the draft -7 form in one field (`limit=40, remaining=5, reset=2`), or the older pairs
+ * `RateLimit-Remaining` / `RateLimit-Reset` and `X-RateLimit-Remaining` / `X-RateLimit-Reset`. A
+ * reset above 10^9 is a Unix time (s, or ms above 10^12, as some APIs send), read against the
+ * answer's `Date` (else `wallMs`); smaller, a number of seconds. `undefined`: the answer says nothing.
+ */
+export function quotaLeft(
+  headers: Record<string, string | string[] | undefined>,
+  wallMs: number,
+): QuotaLeft | undefined {
+  const first = (name: string): string | undefined => {
+    const v = headers[name];
+    return Array.isArray(v) ? v.join(', ') : v;
+  };
+  const field = first('ratelimit');
+  const items = parseRateLimit(field);
+  if (items !== undefined) {
+    let least = items[0] as ServiceLimit;
+    for (const item of items) if (item.remaining < least.remaining) least = item;
+    return { remaining: least.remaining, resetMs: secondsMs(least.windowSeconds) };
+  }
+  const remainingOf = /(?:^|[,;]\s*)remaining=(\d{1,15})/.exec(field ?? '');
+  if (remainingOf !== null) {
+    const reset = /(?:^|[,;]\s*)reset=(\d{1,15})/.exec(field ?? '');
+    return { remaining: Number(remainingOf[1]), resetMs: resetMsOf(reset?.[1], first('date'), wallMs) };
+  }
+  for (const prefix of ['ratelimit-', 'x-ratelimit-']) {
+    const remaining = first(`${prefix}remaining`)?.trim();
+    if (remaining === undefined || !/^\d{1,15}$/.test(remaining)) continue;
+    return { remaining: Number(remaining), resetMs: resetMsOf(first(`${prefix}reset`), first('date'), wallMs) };
+  }
+  return undefined;
+}
+
+function secondsMs(seconds: number | undefined): number | undefined {
+  return seconds === undefined ? undefined : seconds * 1000;
+}
+
+/** A reset field's value as ms from now: seconds, or a Unix time (s or ms) read against `Date`. */
+function resetMsOf(value: string | undefined, dateHeader: string | undefined, wallMs: number): number | undefined {
+  const text = value?.trim();
+  if (text === undefined || !/^\d{1,15}(?:\.\d+)?$/.test(text)) return undefined;
+  const n = Number(text);
+  if (n <= 1e9) return n * 1000;
+  const reference = dateHeader === undefined ? Number.NaN : Date.parse(dateHeader);
+  const atMs = n > 1e12 ? n : n * 1000;
+  return Math.max(0, atMs - (Number.isNaN(reference) ? wallMs : reference));
+}

@@ -22,39 +22,18 @@ import type { Dispatcher } from 'undici';
 import { type Clock, checkClock } from '../clock.js';
 import { clientPauseChannel, clientRefusedChannel, clientStartChannel } from '../diagnostics.js';
 import { checkKnownOptions, checkOptions, InvalidOptionError, WaitTooLongError } from '../errors.js';
-import { Scheduler, type SchedulerOptions } from '../scheduler/scheduler.js';
+import { Scheduler } from '../scheduler/scheduler.js';
 import { ThrottleGroup } from '../stream/group.js';
 import type { Throttle } from '../stream/throttle.js';
-import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
+import { type DurationInput, parseDuration, type RateInput } from '../units.js';
 import { type AdaptiveOptions, AdaptiveOrigin, parseAdaptive, type RateChangeInfo } from './adaptive-origin.js';
-import { parseRateLimit, pauseRequested } from './headers.js';
+import { pauseRequested } from './headers.js';
 import type { ClientPauseMessage, ClientRejectedMessage, ClientStartMessage } from './messages.js';
-import { DEFAULT_MAX_ORIGINS, type OriginEntry, OriginTable } from './origins.js';
+import { merge, type OriginLimits, OriginState, originOf, schedulerOptions, settleMsOf } from './origin-state.js';
+import { DEFAULT_MAX_ORIGINS, OriginTable } from './origins.js';
 import { PacedController } from './paced-controller.js';
 
-/** The limits of one origin. */
-export interface OriginLimits {
-  /** Requests per second to the origin: a number or a string such as `'600/min'`. */
-  rate?: RateInput;
-  /** Requests that may start at once after an idle spell. @default 1 */
-  burst?: SizeInput;
-  /** Requests in flight at once. @default Infinity (only the rate limits) */
-  concurrency?: number;
-  /** Requests that may wait; beyond that a request fails with `QueueFullError`. @default 1000 */
-  maxQueue?: number;
-  /** The longest a request may wait to be sent (ms or `'2s'`); beyond it, `WaitTooLongError`. @default Infinity */
-  maxWait?: DurationInput;
-  /**
-   * With `window`: the most requests in any window of that length, as the origin counts them
-   * (arrivals). A request counts from when it is sent until `window` after its response has been
-   * delivered, so no network jitter can put two of them closer than `window` at the origin.
-   */
-  limit?: number;
-  /** With `limit`: the window's length (ms or `'1s'`). */
-  window?: DurationInput;
-  /** Added to the window (ms or `'10ms'`), for an origin whose clock for the window is coarse. @default 0 */
-  windowMargin?: DurationInput;
-}
+export type { OriginLimits } from './origin-state.js';
 
 /**
  * What {@link throttleInterceptor} returns: an interceptor for undici's
@@ -114,124 +93,6 @@ type Dispatch = Dispatcher['dispatch'];
 const DEFAULT_MAX_PAUSE_MS = 300_000;
 const BODY_HIGH_WATER_MARK = 16 * 1024;
 const MAX_CACHED_ORIGINS = 1024;
-
-/** One origin: its scheduler and its pause. */
-class OriginState implements OriginEntry {
-  pausedUntilMs = 0;
-  adaptive: AdaptiveOrigin | undefined = undefined;
-  #timer: unknown = undefined;
-  readonly maxWaitMs: number;
-  /** When a request of it last started or finished, ms. */
-  lastUseMs: number;
-
-  constructor(
-    readonly origin: string,
-    readonly scheduler: Scheduler,
-    readonly clock: Clock,
-    maxWait: DurationInput | undefined,
-    /** How long after its last use an idle origin's state equals a new one's (bucket refilled, window slid), ms. */
-    readonly settleMs: number,
-  ) {
-    this.maxWaitMs = maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(maxWait);
-    this.lastUseMs = clock.now();
-  }
-
-  busy(): boolean {
-    const scheduler = this.scheduler;
-    return scheduler.size !== 0 || scheduler.pending !== 0 || this.#timer !== undefined;
-  }
-
-  forgettable(nowMs: number): boolean {
-    return nowMs >= this.lastUseMs + this.settleMs && nowMs >= this.pausedUntilMs;
-  }
-
-  /** Ms left of the current pause (0 if none), resuming a pause that is over. */
-  pauseLeftMs(nowMs: number): number {
-    const left = this.pausedUntilMs - nowMs;
-    if (left > 0) return left;
-    if (this.scheduler.isPaused) this.#resume();
-    return 0;
-  }
-
-  pauseFor(nowMs: number, delayMs: number): boolean {
-    const until = nowMs + delayMs;
-    if (until <= this.pausedUntilMs) return false;
-    this.pausedUntilMs = until;
-    this.scheduler.pause();
-    if (this.#timer !== undefined) {
-      this.clock.clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
-    this.armIfWaiting();
-    return true;
-  }
-
-  /** Arms the resume timer if requests wait behind the pause (an idle paused origin holds no timer). */
-  armIfWaiting(): void {
-    if (this.#timer !== undefined || !this.scheduler.isPaused || this.scheduler.size === 0) return;
-    const delayMs = Math.max(0, this.pausedUntilMs - this.clock.now());
-    this.#timer = this.clock.setTimeout(() => {
-      this.#timer = undefined;
-      this.#resume();
-    }, delayMs);
-  }
-
-  #resume(): void {
-    if (this.#timer !== undefined) {
-      this.clock.clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
-    this.scheduler.resume();
-  }
-}
-
-/** The `Scheduler` options of one origin, from the defaults and its override. */
-function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerOptions {
-  const options: SchedulerOptions = { clock };
-  if (limits.rate !== undefined) {
-    options.rate = limits.rate;
-    options.burst = limits.burst ?? 1;
-  }
-  if (limits.concurrency !== undefined) options.concurrency = limits.concurrency;
-  else if (limits.rate === undefined && limits.limit === undefined) options.concurrency = Number.MAX_SAFE_INTEGER; // pushback only
-  if (limits.limit !== undefined || limits.window !== undefined) {
-    options.limit = limits.limit;
-    options.window = limits.window;
-    options.windowCounts = 'finish'; // from sent until `window` after the response: arrivals fall in between
-    if (limits.windowMargin !== undefined) options.windowMargin = limits.windowMargin;
-  }
-  if (limits.maxQueue !== undefined) options.maxQueue = limits.maxQueue;
-  if (limits.maxWait !== undefined) options.maxWait = limits.maxWait;
-  return options;
-}
-
-/** How long after its last use an idle origin equals a new one: its bucket refilled, its window slid out, ms. */
-function settleMsOf(scheduler: Scheduler, limits: OriginLimits): number {
-  const refillMs = scheduler.rate < Number.POSITIVE_INFINITY ? (scheduler.burst * 1000) / scheduler.rate : 0;
-  const windowMs =
-    limits.window === undefined ? 0 : parseDuration(limits.window) + parseDuration(limits.windowMargin ?? 0);
-  return Math.max(refillMs, windowMs);
-}
-
-/** The defaults with an origin's override on top (an override's undefined fields keep the default). */
-function merge(defaults: OriginLimits, override: OriginLimits | undefined): OriginLimits {
-  if (override === undefined) return defaults;
-  const merged: OriginLimits = { ...defaults };
-  for (const [name, value] of Object.entries(override) as Array<[keyof OriginLimits, never]>) {
-    if (value !== undefined) merged[name] = value;
-  }
-  return merged;
-}
-
-/** `https://Example.com:443/` -> `https://example.com` (the URL standard's origin serialisation). */
-function originOf(origin: string | URL | undefined): string {
-  if (origin === undefined) return '';
-  try {
-    return (origin instanceof URL ? origin : new URL(origin)).origin;
-  } catch {
-    return String(origin);
-  }
-}
 
 /** Does a header list (object or flat array) name `content-length`? */
 function hasContentLength(headers: DispatchOptions['headers']): boolean | undefined {
@@ -474,15 +335,17 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   });
   return interceptor as unknown as ThrottleInterceptor;
 
-  /** Feeds an answer to its origin's learning: a pauseOn status, or RateLimit r=0 with no policy known, is pushback. */
-  function learn(origin: AdaptiveOrigin, statusCode: number, headers: Headers): void {
-    let pushback = pauseOn.has(statusCode);
-    if (!pushback && !origin.policyKnown) {
-      const value = headers.ratelimit;
-      pushback =
-        parseRateLimit(Array.isArray(value) ? value.join(', ') : value)?.some((l) => l.remaining === 0) ?? false;
+  /** Holds `state` for `delayMs` (at most `maxPause`) and tells the pause channel. */
+  function hold(state: OriginState, statusCode: number, delayMs: number, source: ClientPauseMessage['source']): void {
+    const heldMs = Math.min(delayMs, maxPauseMs);
+    if (state.pauseFor(clock.now(), heldMs) && clientPauseChannel.hasSubscribers) {
+      clientPauseChannel.publish({
+        origin: state.origin,
+        statusCode,
+        delayMs: heldMs,
+        source,
+      } satisfies ClientPauseMessage);
     }
-    if (pushback || statusCode < 400) origin.answered(clock.now(), headers, pushback);
   }
 
   /** Sends the request and relays its response; `done` when the caller has it all (or an error). */
@@ -495,7 +358,15 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     done: () => void,
   ): void {
     let finished = false;
+    let answered = false;
     let throttle: Throttle | undefined;
+    const adaptive = state.adaptive;
+    let seq = 0;
+    if (adaptive !== undefined) {
+      const sent = adaptive.sent(clock.now());
+      seq = sent.seq;
+      if (sent.holdMs > 0) hold(state, adaptive.quotaStatus, sent.holdMs, 'quota'); // it spent the last one
+    }
     const finish = (): void => {
       if (finished) return;
       finished = true;
@@ -503,6 +374,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     };
     const fail = (error: Error): void => {
       if (finished) return;
+      if (!answered) adaptive?.failed();
       throttle?.destroy();
       handler.onResponseError?.(controller, error);
       finish();
@@ -516,20 +388,16 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
         finish();
       },
       onResponseStart(_connection, statusCode, headers, statusMessage) {
-        if (state.adaptive !== undefined) learn(state.adaptive, statusCode, headers as Headers);
+        answered = true;
+        const adaptive = state.adaptive;
+        if (adaptive !== undefined) {
+          const refused = pauseOn.has(statusCode);
+          const holdMs = adaptive.answered(seq, clock.now(), statusCode, headers as Headers, refused, wallClock());
+          if (holdMs > 0) hold(state, statusCode, holdMs, 'quota');
+        }
         if (pauseOn.has(statusCode)) {
-          const asked = pauseRequested(headers as Record<string, string | string[] | undefined>, wallClock());
-          if (asked !== undefined && asked.delayMs > 0) {
-            const delayMs = Math.min(asked.delayMs, maxPauseMs);
-            if (state.pauseFor(clock.now(), delayMs) && clientPauseChannel.hasSubscribers) {
-              clientPauseChannel.publish({
-                origin: state.origin,
-                statusCode,
-                delayMs,
-                source: asked.source,
-              } satisfies ClientPauseMessage);
-            }
-          }
+          const asked = pauseRequested(headers as Headers, wallClock());
+          if (asked !== undefined && asked.delayMs > 0) hold(state, statusCode, asked.delayMs, asked.source);
         }
         if (member !== undefined && opts.method !== 'HEAD') {
           const paced = member();

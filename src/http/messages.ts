@@ -67,8 +67,11 @@ export interface ClientPauseMessage {
   readonly statusCode: number;
   /** How long from now nothing is sent to the origin, ms. */
   readonly delayMs: number;
-  /** Which header asked for it. */
-  readonly source: 'retry-after' | 'ratelimit';
+  /**
+   * Which header asked for it: `Retry-After`, a `RateLimit` item with r=0 on a refusal, or (with
+   * `adaptive`) the quota the answers said was left, spent until its reset (`'quota'`).
+   */
+  readonly source: 'retry-after' | 'ratelimit' | 'quota';
 }
 
 /** `tokenpace:http:client:rate`: an origin's learned rate changed (`adaptive`). */

@@ -71,6 +71,8 @@ export interface Admission {
   readonly windowLimit?: number;
   /** The window limit in force (`undefined`: none). */
   readonly window?: WindowSettings | undefined;
+  /** The cost the window limit lets start at `now` (Infinity, or absent: no window). */
+  windowRemaining?(now: number): number;
   /** Jobs wait for the concurrency (the head's share of it is taken). */
   readonly saturated: boolean;
   /** When the head's tokens will be there, for the Scheduler's one timer (Infinity: no wake-up needed). */

@@ -19,8 +19,10 @@
  *   starts slow. Against a limit that does not move this costs one pushback
  *   (and its pause) per ~7.5 s; a limit that moved up is found within ~10 s
  *   of the last pushback, one that moved down at the next answer.
- * - An advertised policy (quota q per window w) pins the rate at (q - 1) / w
- *   with burst 1, which starts at most q in any window of w: no probing.
+ * - An advertised policy (quota q per window w) pins the rate: no probing.
+ *   At q / w when the caller also limits each window to q (`windowed`);
+ *   else at (q - 1) / w with burst 1, which alone starts at most q in any
+ *   window of w.
  *
  * Invariants: `min <= rate <= max`; it rises only on success with demand
  * (jobs wait for the rate); docs/calling-apis.md gives the reasoning and the
@@ -134,9 +136,12 @@ export class Aimd {
     return this.rate !== before;
   }
 
-  /** The downstream advertises `quota` per `windowMs`: pace at (quota - 1) per window. True if the rate changed. */
-  advertised(quota: number, windowMs: number): boolean {
-    const paced = (Math.max(quota - 1, quota / 2) * 1000) / windowMs;
+  /**
+   * The downstream advertises `quota` per `windowMs`: pace at `quota` per window if each window is
+   * also limited to it (`windowed`), else at quota - 1. True if the rate changed.
+   */
+  advertised(quota: number, windowMs: number, windowed: boolean): boolean {
+    const paced = ((windowed ? quota : Math.max(quota - 1, quota / 2)) * 1000) / windowMs;
     if (paced === this.#policyRate) return false;
     this.#policyRate = paced;
     this.#failedAt = paced;

@@ -87,6 +87,10 @@ export class LocalAdmission implements Admission {
     return this.#window?.settings;
   }
 
+  windowRemaining(now: number): number {
+    return this.#window?.remaining(now) ?? Number.POSITIVE_INFINITY;
+  }
+
   get rate(): number {
     return this.#params.ratePerSecond;
   }

@@ -211,9 +211,13 @@ export class Scheduler {
   get limit(): number {
     return this.#admission.windowLimit ?? Number.POSITIVE_INFINITY;
   }
-
   get window(): number {
     return this.#admission.window?.windowMs ?? 0;
+  }
+
+  /** The cost the window limit lets start now (Infinity without one). */
+  get windowRemaining(): number {
+    return this.#admission.windowRemaining?.(this.#clock.now()) ?? Number.POSITIVE_INFINITY;
   }
 
   /** The bound on waiting jobs. */
@@ -337,11 +341,7 @@ export class Scheduler {
    * Returns a function that runs `fn` through the scheduler: each call is a
    * job, with the call's `this` and arguments. `cost` may be a function of the
    * call's arguments (a batch's size, a query's weight); `signal` applies to
-   * every call.
-   *
-   * @example
-   * const getUser = scheduler.wrap((id: string) => api.get(`/users/${id}`));
-   * const search = scheduler.wrap(runSearch, { cost: (q: Query) => q.pages });
+   * every call: `scheduler.wrap(runSearch, { cost: (q: Query) => q.pages })`.
    */
   wrap<A extends unknown[], R, T = unknown>(
     fn: (this: T, ...args: A) => R | PromiseLike<R>,

@@ -247,9 +247,7 @@ export class StartWindow {
     const log = this.#log;
     const windowMs = this.#params.windowMs;
     const limit = this.#params.limit;
-    let used = this.#running;
-    let i = log.atMs.length - 1;
-    for (; i >= log.head && (log.atMs[i] as number) + windowMs > now; i--) used += log.cost[i] as number;
+    let [used, i] = this.#counted(now);
     if (used + cost <= limit) {
       if (i >= log.head) slidingLogTake(log, this.#params, now, 0); // drops what slid out (bounded memory)
       return 0;
@@ -259,6 +257,21 @@ export class StartWindow {
       if (used + cost <= limit) return Math.max(1, (log.atMs[j] as number) + windowMs - now);
     }
     return Number.POSITIVE_INFINITY;
+  }
+
+  /** The cost that may start at `now` within the limit. */
+  remaining(now: number): number {
+    return Math.max(0, this.#params.limit - (this.#counted(now)[0] as number));
+  }
+
+  /** The cost that counts at `now`, and the index of the newest log entry that no longer does. */
+  #counted(now: number): [number, number] {
+    const log = this.#log;
+    const windowMs = this.#params.windowMs;
+    let used = this.#running;
+    let i = log.atMs.length - 1;
+    for (; i >= log.head && (log.atMs[i] as number) + windowMs > now; i--) used += log.cost[i] as number;
+    return [used, i];
   }
 
   /** True when nothing counts any more at `now`: forgetting the window changes nothing. */

@@ -1,8 +1,9 @@
 /**
  * A loopback API with a hidden limit, for the window and adaptive tests and bench/adaptive.ts: it
  * allows `limit` requests in any window of `windowMs` (a sliding log of arrival times, counted in
- * (t - W, t]) and answers the rest 429 with `Retry-After`. With `advertise`, every answer carries
- * the policy (`RateLimit-Policy: "p";q=<limit>;w=<W s>`) and what is left (`RateLimit: "p";r=<left>;t=<s>`).
+ * (t - W, t]; with `fixed`, fixed windows from the server's start) and answers the rest 429 with
+ * `Retry-After`. With `advertise`, every answer carries the policy (`RateLimit-Policy:
+ * "p";q=<limit>;w=<W s>`) and what is left (`RateLimit: "p";r=<left>;t=<s until a unit frees>`).
  */
 
 import type { ServerResponse } from 'node:http';
@@ -16,6 +17,8 @@ export interface WindowServerOptions {
   advertise?: boolean;
   /** `Retry-After` on a 429, seconds. @default 1 */
   retryAfterS?: number;
+  /** Count in fixed windows (from the server's start) instead of a sliding log. @default false */
+  fixed?: boolean;
 }
 
 export interface Answer {
@@ -37,9 +40,12 @@ export async function windowServer(options: WindowServerOptions): Promise<Window
   const log: number[] = [];
   let head = 0;
   const answers: Answer[] = [];
+  const startMs = performance.now();
   const loopback = await listen((req, res: ServerResponse) => {
     const now = performance.now();
-    while (head < log.length && (log[head] as number) <= now - windowMs) head++;
+    // A fixed window: everything before the current window's start has slid out.
+    const from = options.fixed ? startMs + Math.floor((now - startMs) / windowMs) * windowMs : now - windowMs;
+    while (head < log.length && (log[head] as number) <= from - (options.fixed ? 1e-9 : 0)) head++;
     const used = log.length - head;
     const allowed = used < limit;
     if (allowed) log.push(now);
@@ -47,7 +53,8 @@ export async function windowServer(options: WindowServerOptions): Promise<Window
     if (options.advertise) {
       const left = Math.max(0, limit - used - (allowed ? 1 : 0));
       const oldest = log[head];
-      const resetS = oldest === undefined ? 0 : Math.max(0, Math.ceil((oldest + windowMs - now) / 1000));
+      const freesAtMs = options.fixed ? from + windowMs : oldest === undefined ? now : oldest + windowMs;
+      const resetS = Math.max(0, Math.ceil((freesAtMs - now) / 1000));
       res.setHeader('RateLimit-Policy', `"p";q=${limit};w=${windowMs / 1000}`);
       res.setHeader('RateLimit', `"p";r=${left};t=${resetS}`);
     }

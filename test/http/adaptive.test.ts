@@ -55,7 +55,7 @@ describe('throttleInterceptor: adaptive', () => {
     );
     expect(all.refused / all.total).toBeLessThanOrEqual(0.005);
     expect(paced.okPerSecond / 40).toBeGreaterThanOrEqual(0.95);
-    expect(interceptor.rateOf(server.url)).toBe(39);
+    expect(interceptor.rateOf(server.url)).toBe(40); // the quota per window: the adopted window limit spaces it
   }, 20_000);
 
   it('refuses bad adaptive options with coded errors', () => {
