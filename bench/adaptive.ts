@@ -180,6 +180,53 @@ async function runMoving(seconds: number): Promise<string[][]> {
   });
 }
 
+/** The shared quota: 60 per 2 s in fixed windows, of which another client takes 20 at each window's start. */
+const SHARED = { limit: 60, windowMs: 2000, other: 20 };
+
+/** `contender` against an origin whose quota another client shares (it goes first in each window). */
+async function runShared(name: string, compose: (agent: Agent) => Dispatcher, seconds: number): Promise<string[]> {
+  const startMs = performance.now();
+  const server = await windowServer({ limit: SHARED.limit, windowMs: SHARED.windowMs, advertise: true, fixed: true });
+  const other = new Agent();
+  let timer: NodeJS.Timeout | undefined;
+  const burst = () => {
+    for (let i = 0; i < SHARED.other; i++) {
+      request(server.url, { dispatcher: other })
+        .then((r) => r.body.text())
+        .catch(() => undefined);
+    }
+    const next = startMs + Math.ceil((performance.now() - startMs + 1) / SHARED.windowMs) * SHARED.windowMs + 5;
+    timer = setTimeout(burst, next - performance.now());
+  };
+  burst();
+  const agent = new Agent({ connections: 64 });
+  const dispatcher = compose(agent);
+  const ours: number[] = [];
+  const latencies: number[] = [];
+  const endAt = performance.now() + seconds * 1000;
+  const caller = async () => {
+    while (performance.now() < endAt) {
+      const startedAt = performance.now();
+      const response = await request(server.url, { dispatcher });
+      await response.body.text();
+      ours.push(response.statusCode);
+      latencies.push(performance.now() - startedAt);
+    }
+  };
+  await Promise.all(Array.from({ length: CALLERS }, caller));
+  clearTimeout(timer);
+  await Promise.all([agent.close(), other.close()]);
+  await server.close();
+  const ok = ours.filter((status) => status === 200).length;
+  const left = ((SHARED.limit - SHARED.other) * 1000) / SHARED.windowMs;
+  return [
+    name,
+    `${((100 * (ours.length - ok)) / Math.max(1, ours.length)).toFixed(2)} %`,
+    `${(ok / seconds).toFixed(1)}/s (${((100 * ok) / seconds / left).toFixed(0)} %)`,
+    `${p99(latencies).toFixed(0)} ms`,
+  ];
+}
+
 export const adaptiveSection: Section = {
   id: 'adaptive',
   title: 'Calling an API without 429s (hidden limit 40 in any 1 s, 16 callers)',
@@ -195,6 +242,24 @@ export const adaptiveSection: Section = {
       `tokenpace adaptive, the limit moving 40 -> 20 -> 60 in any 1 s, ${seconds} s each:`,
       '',
       table(['limit', '429 share', 'at 85 % of it after', 'second half'], await runMoving(seconds)),
+      '',
+      `A quota shared with another client: ${SHARED.limit} per ${SHARED.windowMs / 1000} s in fixed windows, advertised with what is left (\`RateLimit\` r/t); the other client takes ${SHARED.other} at the start of each window, so ${((SHARED.limit - SHARED.other) * 1000) / SHARED.windowMs}/s is left for ours (100 %). ${seconds} s each, 16 callers; the 429 share is of our answers.`,
+      '',
+      table(
+        ['contender', '429 share', '200s per second', 'p99 latency'],
+        [
+          await runShared(
+            'tokenpace adaptive (spends what is left)',
+            (a) => a.compose(throttleInterceptor({ adaptive: true })),
+            seconds,
+          ),
+          await runShared(
+            `tokenpace window ${SHARED.limit} per ${SHARED.windowMs / 1000} s (the whole quota)`,
+            (a) => a.compose(throttleInterceptor({ limit: SHARED.limit, window: SHARED.windowMs })),
+            seconds,
+          ),
+        ],
+      ),
     ].join('\n');
   },
 };

@@ -66,7 +66,9 @@ export class OriginState implements OriginEntry {
   }
 
   forgettable(nowMs: number): boolean {
-    return nowMs >= this.lastUseMs + this.settleMs && nowMs >= this.pausedUntilMs;
+    // An adopted window (adaptive) counts a request until a window after its end, like the caller's.
+    const settleMs = Math.max(this.settleMs, this.scheduler.window);
+    return nowMs >= this.lastUseMs + settleMs && nowMs >= this.pausedUntilMs;
   }
 
   /** Ms left of the current pause (0 if none), resuming a pause that is over. */

@@ -87,6 +87,33 @@ describe('throttleInterceptor: origins kept', () => {
     expect(interceptor.originCount).toBe(2); // a is full again: dropped
   });
 
+  it('keeps an adaptive origin while the window it adopted still counts, even past `keep`', async () => {
+    const { clock, timers } = fakeClock(0);
+    const interceptor = throttleInterceptor({ adaptive: { keep: 10 }, clock });
+    const sent: Array<() => void> = [];
+    const dispatch = interceptor(((opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => {
+      handler.onRequestStart?.(controller, undefined);
+      sent.push(() => {
+        handler.onResponseStart?.(controller, 200, { 'ratelimit-policy': '"p";q=2;w=5' }, 'OK');
+        handler.onResponseEnd?.(controller, {});
+      });
+      return true;
+    }) as Dispatcher['dispatch']);
+    const handler = { onResponseEnd() {}, onResponseError() {} };
+    const send = (o: string) => dispatch({ origin: o, path: '/', method: 'GET' }, handler);
+    send('http://a.test');
+    await timers.tickAsync(0);
+    for (const finish of sent.splice(0)) finish(); // a adopts 2 per 5 s
+    await timers.tickAsync(1000);
+    send('http://b.test');
+    expect(interceptor.originCount).toBe(2); // past keep (10 ms), but a's window counts until 5 s after
+    await timers.tickAsync(0);
+    for (const finish of sent.splice(0)) finish();
+    await timers.tickAsync(5000);
+    send('http://c.test');
+    expect(interceptor.originCount).toBeLessThanOrEqual(2); // a's window slid out: dropped
+  });
+
   it('refuses a bad maxOrigins with a coded error', () => {
     for (const bad of [0, 1.5, -1, Number.NaN, '10']) {
       let error: unknown;
