@@ -91,7 +91,7 @@ describe('throttleInterceptor: origins kept', () => {
     const { clock, timers } = fakeClock(0);
     const interceptor = throttleInterceptor({ adaptive: { keep: 10 }, clock });
     const sent: Array<() => void> = [];
-    const dispatch = interceptor(((opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => {
+    const dispatch = interceptor(((_opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => {
       handler.onRequestStart?.(controller, undefined);
       sent.push(() => {
         handler.onResponseStart?.(controller, 200, { 'ratelimit-policy': '"p";q=2;w=5' }, 'OK');
