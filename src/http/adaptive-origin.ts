@@ -110,11 +110,6 @@ export class AdaptiveOrigin {
     return this.#budget.sent(nowMs, this.scheduler.windowRemaining);
   }
 
-  /** Request `seq` failed without an answer. */
-  failed(): void {
-    this.#budget.failed();
-  }
-
   /**
    * The answer to request `seq` arrived at `nowMs`; `refused`: its status is one of `pauseOn`.
    * Pushback is a refusal, or `RateLimit` with r=0 while no policy is known. Returns how long to

@@ -358,7 +358,6 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     done: () => void,
   ): void {
     let finished = false;
-    let answered = false;
     let throttle: Throttle | undefined;
     const adaptive = state.adaptive;
     let seq = 0;
@@ -374,7 +373,6 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     };
     const fail = (error: Error): void => {
       if (finished) return;
-      if (!answered) adaptive?.failed();
       throttle?.destroy();
       handler.onResponseError?.(controller, error);
       finish();
@@ -388,7 +386,6 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
         finish();
       },
       onResponseStart(_connection, statusCode, headers, statusMessage) {
-        answered = true;
         const adaptive = state.adaptive;
         if (adaptive !== undefined) {
           const refused = pauseOn.has(statusCode);

@@ -11,8 +11,10 @@
  * quota already spaces requests, and the reset's whole seconds would hold it
  * far too long (at full use of a sliding window every answer says r=0).
  *
- * Invariants: requests sent and not yet answered count as spent (the origin
- * may count them at any moment); an answer to a request sent before the one
+ * Invariants: requests sent after the answered one and not yet answered
+ * count as spent (the origin had not counted them; it may at any moment;
+ * those sent before it had most likely arrived, and r counts them); an answer
+ * to a request sent before the one
  * whose answer set the budget is stale and changes nothing; past its reset the
  * budget says nothing until the next answer; it never lets more through than
  * the origin's own pace, it only holds back.
@@ -24,8 +26,6 @@ import type { QuotaLeft } from './headers.js';
 export class ServerBudget {
   /** Requests sent so far: a request's sequence number is the count before it. */
   #sent = 0;
-  /** Sent and not yet answered. */
-  #awaiting = 0;
   /** The sequence number of the request whose answer set the budget (-1: none yet). */
   #fromSeq = -1;
   /** Requests that may still be sent before the reset. */
@@ -45,7 +45,6 @@ export class ServerBudget {
    */
   sent(nowMs: number, localLeft: number): { seq: number; holdMs: number } {
     const seq = this.#sent++;
-    this.#awaiting++;
     this.#left--;
     return { seq, holdMs: this.#holdMs(nowMs, localLeft) };
   }
@@ -63,20 +62,15 @@ export class ServerBudget {
     fallbackResetMs: number | undefined,
     localLeft: number,
   ): number {
-    if (this.#awaiting > 0) this.#awaiting--;
     if (quota === undefined || seq < this.#fromSeq) return 0;
     const resetMs = quota.resetMs ?? fallbackResetMs;
     if (resetMs === undefined || !(resetMs > 0)) return 0;
     this.#fromSeq = seq;
     this.statusCode = statusCode;
-    this.#left = quota.remaining - this.#awaiting;
+    // Sent after it: none is answered yet (an answer to one would have made this one stale).
+    this.#left = quota.remaining - (this.#sent - 1 - seq);
     this.#resetAtMs = nowMs + resetMs;
     return this.#holdMs(nowMs, localLeft);
-  }
-
-  /** A request failed without an answer (its connection broke): it no longer awaits one. */
-  failed(): void {
-    if (this.#awaiting > 0) this.#awaiting--;
   }
 
   #holdMs(nowMs: number, localLeft: number): number {
