@@ -57,7 +57,7 @@ async function settleHeap(): Promise<number> {
  * `add(fn)` returns one promise per job, at most `concurrency` run, the rest
  * wait in an array. No priorities, no bound, no options, no events.
  */
-function barePool(concurrency: number): (fn: () => Promise<unknown>) => Promise<unknown> {
+export function barePool(concurrency: number): (fn: () => Promise<unknown>) => Promise<unknown> {
   const waiting: (() => void)[] = [];
   let head = 0;
   let running = 0;

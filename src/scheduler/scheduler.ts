@@ -47,7 +47,7 @@ import {
   zeroCounters,
 } from './options.js';
 import { costError, deadlineError, Rejections, rejectCall, rejectOption, rejectPriority } from './reject.js';
-import { Job, Runner } from './run.js';
+import { Arrivals, Job, type JobExtra, Runner } from './run.js';
 import { Waiting } from './waiting.js';
 import { parseWindowChange, type WindowLimitOptions } from './window-limit.js';
 
@@ -88,8 +88,8 @@ export class Scheduler {
   #maxCost: number;
   #timeoutMs: number;
   #paused: boolean;
-  /** The latest arrival time given to a waiting job. */
-  #lastEnqueuedMs = Number.NEGATIVE_INFINITY;
+  /** Arrival times, to the microsecond, that never go back. */
+  readonly #arrivals: Arrivals;
   /** Set by {@link close}: no new jobs. */
   #closed = false;
   /** The one timer: for the earlier of the admission's wake-up and the oldest deadline. */
@@ -107,6 +107,7 @@ export class Scheduler {
     const settings = parseSchedulerOptions(options);
     const clock = settings.clock;
     this.#clock = clock;
+    this.#arrivals = new Arrivals(clock.now());
     this.#watchdog = new Watchdog(clock, () => this.#pump(clock.now(), true));
     this.#maxQueue = settings.maxQueue;
     this.#maxWaitMs = settings.maxWaitMs;
@@ -282,8 +283,10 @@ export class Scheduler {
       }
     }
     const now = this.#clock.now();
-    const extra =
-      signal === undefined && timeoutMs === this.#timeoutMs ? undefined : { signal, watched: false, timeoutMs };
+    const extra: JobExtra | undefined =
+      signal === undefined && timeoutMs === Number.POSITIVE_INFINITY
+        ? undefined
+        : { signal, watched: false, timeoutMs, runSignal: undefined };
 
     // Start at once: nothing waits ahead, and the admission has the concurrency and the tokens (charged if so).
     const held = queue.size === 0 && !this.#paused ? admission.tryStart(cost, now) : -1;
@@ -291,10 +294,9 @@ export class Scheduler {
       this.#counters.admitted++;
       this.#idleOwed = true;
       if (this.#events.has('add')) this.#events.emit('add');
-      if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
-        return this.#runner.run(fn as JobFunction<unknown>, cost, priority, held) as Promise<R>;
-      }
-      const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
+      const arrivals = this.#arrivals;
+      const job = new Job(fn as JobFunction<unknown>, cost, priority, arrivals.at(now), extra, arrivals.epoch);
+      if (extra === undefined) return this.#runner.run(job, held) as Promise<R>;
       const promise = settlersOf<R>(job);
       this.#runner.runJob(job, held, 0, timeoutMs);
       return promise;
@@ -311,10 +313,9 @@ export class Scheduler {
       }
     }
 
-    // Arrival times never go back (a clock that does counts as no time), so the first job in arrival order
-    // is the one with the first deadline: the queue's `oldest()`.
-    if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
-    const job = new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
+    // Arrival times never go back, so the first job in arrival order has the first deadline: `oldest()`.
+    const arrivals = this.#arrivals;
+    const job = new Job(fn as JobFunction<unknown>, cost, priority, arrivals.at(now), extra, arrivals.epoch);
     const promise = settlersOf<R>(job);
     this.#waiting.push(job);
     this.#counters.admitted++;
@@ -561,8 +562,7 @@ export class Scheduler {
   #start(job: Job, now: number, held: number): void {
     this.#waiting.take(job);
     this.#empty.started(this.#waiting.size);
-    const extra = job.extra;
-    const timeoutMs = extra === undefined ? this.#timeoutMs : extra.timeoutMs;
+    const timeoutMs = job.extra?.timeoutMs ?? Number.POSITIVE_INFINITY; // a default timeout was copied to extra
     this.#runner.runJob(job, held, now - job.enqueuedAtMs, timeoutMs);
   }
 
