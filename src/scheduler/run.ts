@@ -10,8 +10,7 @@
  *
  * Also here: the job itself ({@link Job}), one record that is the queue's
  * node, the run's and the context its function receives, kept small since a
- * full queue holds `maxQueue` of them; its arrival time, whole microseconds
- * after a shared epoch ({@link Arrivals}); and a running job's bill
+ * full queue holds `maxQueue` of them; and a running job's bill
  * ({@link Bill}), made only when its function reads `adjust`.
  */
 
@@ -46,17 +45,11 @@ export class Job implements Waiter<Job>, JobContext {
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
     readonly priority: number,
-    /** When it arrived: whole microseconds after `epoch` (a small integer, so no number box per job). */
-    readonly arrivalUs: number,
+    /** When it arrived, ms (clock time; it never goes back from one job to the next). */
+    readonly enqueuedAtMs: number,
     /** Set when the job is made; the runner adds one to a guarded job that has none. */
     public extra: JobExtra | undefined,
-    readonly epoch: Epoch = ZERO_EPOCH,
   ) {}
-
-  /** When it arrived, ms (clock time, to the microsecond). */
-  get enqueuedAtMs(): number {
-    return this.epoch.ms + this.arrivalUs / 1000;
-  }
 
   /** The context's signal: the caller's, or the job's own when it has a timeout. */
   get signal(): AbortSignal | undefined {
@@ -73,47 +66,6 @@ export class Job implements Waiter<Job>, JobContext {
   /** The job starts: `adjust` goes to `adjuster`. */
   bill(adjuster: Adjuster): void {
     this.#billing = adjuster;
-  }
-}
-
-/**
- * The instant jobs' arrival times count from. A fractional time kept in each job would be a number
- * box of its own (a heap object per job, kept as long as it waits: most of the cost of the clock);
- * whole microseconds after a shared epoch stay small integers. See {@link Arrivals}.
- */
-export interface Epoch {
-  readonly ms: number;
-}
-
-const ZERO_EPOCH: Epoch = Object.freeze({ ms: 0 });
-
-/** Past this many microseconds after its epoch (about 18 minutes) an arrival starts a new epoch. */
-const EPOCH_SPAN_US = 2 ** 30;
-
-/**
- * Arrival times, to the microsecond (rounded to the nearest), in one epoch after another; they
- * never go back, whatever the clock does (a clock that does counts as no time), so the first job in
- * arrival order is the one with the first deadline.
- */
-export class Arrivals {
-  epoch: Epoch;
-  /** The latest arrival given, µs after `epoch`. */
-  #lastUs = 0;
-
-  constructor(nowMs: number) {
-    this.epoch = { ms: nowMs };
-  }
-
-  /** The arrival of a job that arrives at `nowMs`, µs after {@link epoch} (read it after this call). */
-  at(nowMs: number): number {
-    let us = Math.round((nowMs - this.epoch.ms) * 1000);
-    if (!(us > this.#lastUs)) return this.#lastUs; // the same microsecond, or a clock that went back
-    if (us > EPOCH_SPAN_US) {
-      this.epoch = { ms: nowMs };
-      us = 0;
-    }
-    this.#lastUs = us;
-    return us;
   }
 }
 

@@ -47,7 +47,7 @@ import {
   zeroCounters,
 } from './options.js';
 import { costError, deadlineError, Rejections, rejectCall, rejectOption, rejectPriority } from './reject.js';
-import { Arrivals, Job, type JobExtra, Runner } from './run.js';
+import { Job, type JobExtra, Runner } from './run.js';
 import { Waiting } from './waiting.js';
 import { parseWindowChange, type WindowLimitOptions } from './window-limit.js';
 
@@ -88,8 +88,8 @@ export class Scheduler {
   #maxCost: number;
   #timeoutMs: number;
   #paused: boolean;
-  /** Arrival times, to the microsecond, that never go back. */
-  readonly #arrivals: Arrivals;
+  /** The latest arrival time given to a waiting job. */
+  #lastEnqueuedMs = Number.NEGATIVE_INFINITY;
   /** Set by {@link close}: no new jobs. */
   #closed = false;
   /** The one timer: for the earlier of the admission's wake-up and the oldest deadline. */
@@ -107,7 +107,6 @@ export class Scheduler {
     const settings = parseSchedulerOptions(options);
     const clock = settings.clock;
     this.#clock = clock;
-    this.#arrivals = new Arrivals(clock.now());
     this.#watchdog = new Watchdog(clock, () => this.#pump(clock.now(), true));
     this.#maxQueue = settings.maxQueue;
     this.#maxWaitMs = settings.maxWaitMs;
@@ -294,8 +293,7 @@ export class Scheduler {
       this.#counters.admitted++;
       this.#idleOwed = true;
       if (this.#events.has('add')) this.#events.emit('add');
-      const arrivals = this.#arrivals;
-      const job = new Job(fn as JobFunction<unknown>, cost, priority, arrivals.at(now), extra, arrivals.epoch);
+      const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
       if (extra === undefined) return this.#runner.run(job, held) as Promise<R>;
       const promise = settlersOf<R>(job);
       this.#runner.runJob(job, held, 0, timeoutMs);
@@ -313,9 +311,10 @@ export class Scheduler {
       }
     }
 
-    // Arrival times never go back, so the first job in arrival order has the first deadline: `oldest()`.
-    const arrivals = this.#arrivals;
-    const job = new Job(fn as JobFunction<unknown>, cost, priority, arrivals.at(now), extra, arrivals.epoch);
+    // Arrival times never go back (a clock that does counts as no time), so the first job in arrival order
+    // is the one with the first deadline: the queue's `oldest()`.
+    if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
+    const job = new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
     const promise = settlersOf<R>(job);
     this.#waiting.push(job);
     this.#counters.admitted++;
