@@ -30,7 +30,7 @@ import { TokenBucket as LimiterBucket } from 'limiter';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import { createClient } from 'redis';
 import { KeyedLimiter, type MemoryStore, RedisStore } from '../src/index.js';
-import { KEYED_SCRIPT } from '../src/keyed/redis-script.js';
+import { KEYED_PROGRAM } from '../src/keyed/redis-script.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { compare, formatOps, type Measured, median, type Section, table } from './harness.js';
 
@@ -267,18 +267,14 @@ function redisBenchmark(port: number, sha: string): Promise<string> {
     // One decision per call: key client:<rand>, try, cost 1, 100/s, burst 200, no global.
     const args = ['-p', String(port), '-c', '64', '-n', '50000', '-r', '1000', '-q'];
     const command = [
-      // the script's arguments: n, now (Redis's), least TTL, rate, burst, no global; then try, cost 1
+      // the script's arguments: now (Redis's), rate, burst; then try, cost 1
       'EVALSHA',
       sha,
       '1',
       'rb:k:client:__rand_int__',
-      '1',
       '',
-      '0',
       '100',
       '200',
-      '',
-      '',
       't',
       '1',
     ];
@@ -310,7 +306,7 @@ export const keyedRedisSection: Section = {
     const io = new Redis({ port: server.port, host: '127.0.0.1' });
     const nr = createClient({ socket: { port: server.port, host: '127.0.0.1' } });
     await nr.connect();
-    const sha = String(await io.script('LOAD', KEYED_SCRIPT));
+    const sha = String(await io.script('LOAD', KEYED_PROGRAM.entries.keyed.script));
     const out: string[] = [];
     try {
       // Half the keys drained, as in the memory section: exactly half of every contender's calls refused.

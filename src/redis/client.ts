@@ -19,6 +19,10 @@ export interface IoredisLikeClient {
   eval(script: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   del(...keys: (string | Buffer)[]): Promise<unknown>;
   ping(): Promise<unknown>;
+  /** `FCALL` (Redis 7 Functions, src/redis/functions.ts); without it the stores run scripts. */
+  fcall?(fn: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
+  /** Any command (`FUNCTION LOAD`). */
+  call?(command: string, ...args: (string | Buffer)[]): Promise<unknown>;
   /** `true` on an ioredis `Cluster`. */
   isCluster?: boolean;
 }
@@ -29,6 +33,10 @@ export interface NodeRedisLikeClient {
   eval(script: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
   del(keys: string | Buffer | (string | Buffer)[]): Promise<unknown>;
   ping(): Promise<unknown>;
+  /** `FCALL` (Redis 7 Functions, src/redis/functions.ts); without it the stores run scripts. */
+  fCall?(fn: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
+  /** `FUNCTION LOAD`. */
+  functionLoad?(code: string): Promise<unknown>;
 }
 
 /** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */
@@ -36,16 +44,24 @@ export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
 
 /**
  * The Lua that sets `now` (ms) in every script: Redis's own `TIME`, so instances with skewed clocks
- * agree, unless `ARGV[arg]` carries a time (tests on a virtual clock pass one).
+ * agree, unless `ARGV[arg]` carries a time (tests on a virtual clock pass one). `declare: false`
+ * assigns a `now` declared outside (a Function library's upvalue); `parts: true` also keeps TIME's
+ * two integers as Redis wrote them in `now_sec` and `now_usec` (`'-'` on a virtual clock), for a
+ * reply that {@link timeMs} turns into the same double.
  */
-export function luaNow(arg: number): string {
-  return `local now
-if ARGV[${arg}] ~= '' then
+export function luaNow(arg: number, options: { declare?: boolean; parts?: boolean } = {}): string {
+  const { declare = true, parts = false } = options;
+  return `${declare ? 'local now\n' : ''}${parts ? "local now_sec, now_usec = '-', '-'\n" : ''}if ARGV[${arg}] ~= '' then
   now = tonumber(ARGV[${arg}])
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  ${parts ? 'now_sec, now_usec = t[1], t[2]\n  ' : ''}now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end`;
+}
+
+/** luaNow's `now` from TIME's seconds and microseconds as Redis wrote them: the same operations, so the same double. */
+export function timeMs(seconds: string, microseconds: string): number {
+  return Number(seconds) * 1000 + Number(microseconds) / 1000;
 }
 
 /** Whether `client` is a node-redis client (`evalSha`) rather than ioredis (`evalsha`); neither is an option error. */
@@ -108,7 +124,8 @@ export function redisArg(text: string): string | Buffer {
   return wellFormed(text) ? text : Buffer.from(wtf8(text));
 }
 
-function faithful(texts: string[]): (string | Buffer)[] {
+/** `texts` as sent: themselves when all are well-formed (almost always), else each by {@link redisArg}. */
+export function faithful(texts: string[]): (string | Buffer)[] {
   for (const text of texts) if (!wellFormed(text)) return texts.map(redisArg);
   return texts;
 }
