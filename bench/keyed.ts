@@ -267,12 +267,11 @@ function redisBenchmark(port: number, sha: string): Promise<string> {
     // One decision per call: key client:<rand>, try, cost 1, 100/s, burst 200, no global.
     const args = ['-p', String(port), '-c', '64', '-n', '50000', '-r', '1000', '-q'];
     const command = [
-      // the script's arguments: now (Redis's), rate, burst; then try, cost 1
+      // the script's arguments: rate, burst; then try, cost 1
       'EVALSHA',
       sha,
       '1',
       'rb:k:client:__rand_int__',
-      '',
       '100',
       '200',
       't',

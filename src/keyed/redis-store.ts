@@ -341,17 +341,18 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     );
   }
 
-  /** A call's first arguments: now (virtual clock) or empty (Redis's TIME), the bucket and the global bucket. */
+  /** A call's first arguments: now (on a virtual clock: the `_at` entries), the bucket, the global bucket. */
   #header(bucket: BucketParams, global: BucketParams | undefined): string[] {
-    const now = this.#now === undefined ? '' : String(this.#now());
     let text = this.#bucketText;
     if (bucket !== this.#bucketTextOf) {
       text = [String(bucket.ratePerSecond), String(bucket.capacity)];
       this.#bucketText = text;
       this.#bucketTextOf = bucket;
     }
-    if (global === undefined) return [now, text[0] as string, text[1] as string];
-    return [now, text[0] as string, text[1] as string, String(global.ratePerSecond), String(global.capacity)];
+    const args = [text[0] as string, text[1] as string];
+    if (global !== undefined) args.push(String(global.ratePerSecond), String(global.capacity));
+    if (this.#now !== undefined) args.unshift(String(this.#now()));
+    return args;
   }
 
   /** Resolves each decision of `batch` from the script's reply (redis-script.ts). */
@@ -388,15 +389,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   /** One call of the keyed program: a Function, or a script where Redis has none (src/redis/functions.ts). */
   #run(hasGlobal: boolean, keys: string[], args: string[]): Promise<unknown> {
-    return runProgram(
-      this.#client,
-      this.#nodeRedis,
-      this.#cluster,
-      KEYED_PROGRAM,
-      hasGlobal ? 'keyed_g' : 'keyed',
-      keys,
-      args,
-    );
+    const entry = this.#now === undefined ? (hasGlobal ? 'keyed_g' : 'keyed') : hasGlobal ? 'keyed_g_at' : 'keyed_at';
+    return runProgram(this.#client, this.#nodeRedis, this.#cluster, KEYED_PROGRAM, entry, keys, args);
   }
 
   #del(keys: string[]): Promise<unknown> {

@@ -45,17 +45,27 @@ export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
 /**
  * The Lua that sets `now` (ms) in every script: Redis's own `TIME`, so instances with skewed clocks
  * agree, unless `ARGV[arg]` carries a time (tests on a virtual clock pass one). `declare: false`
- * assigns a `now` declared outside (a Function library's upvalue); `parts: true` also keeps TIME's
- * two integers as Redis wrote them in `now_sec` and `now_usec` (`'-'` on a virtual clock), for a
- * reply that {@link timeMs} turns into the same double.
+ * assigns a `now` declared outside; `parts: true` also keeps TIME's two integers as Redis wrote them
+ * in `now_sec` and `now_usec` (`'-'` on a virtual clock), for a reply that {@link timeMs} turns into
+ * the same double; `keep: true` (a Function library, whose upvalues outlive a call) parses TIME's
+ * seconds only when they change, into `now_sec_text` and `now_sec_ms` declared outside: the same
+ * operations in the same order, so the same double. `given` replaces the test for a time in
+ * `ARGV[arg]` (a Lua expression: true when there is one).
  */
-export function luaNow(arg: number, options: { declare?: boolean; parts?: boolean } = {}): string {
-  const { declare = true, parts = false } = options;
-  return `${declare ? 'local now\n' : ''}${parts ? "local now_sec, now_usec = '-', '-'\n" : ''}if ARGV[${arg}] ~= '' then
+export function luaNow(
+  arg: number,
+  options: { declare?: boolean; parts?: boolean; keep?: boolean; given?: string } = {},
+): string {
+  const { declare = true, parts = false, keep = false, given = `ARGV[${arg}] ~= ''` } = options;
+  const fromTime = keep
+    ? `if t[1] ~= now_sec_text then now_sec_text = t[1]; now_sec_ms = tonumber(t[1]) * 1000 end
+  now = now_sec_ms + tonumber(t[2]) / 1000`
+    : 'now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000';
+  return `${declare ? 'local now\n' : ''}${parts ? "local now_sec, now_usec = '-', '-'\n" : ''}if ${given} then
   now = tonumber(ARGV[${arg}])
 else
   local t = redis.call('TIME')
-  ${parts ? 'now_sec, now_usec = t[1], t[2]\n  ' : ''}now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  ${parts ? 'now_sec, now_usec = t[1], t[2]\n  ' : ''}${fromTime}
 end`;
 }
 

@@ -7,8 +7,9 @@
  * `NOSCRIPT`: src/redis/client.ts) Redis runs the body, and re-creates its
  * functions, on every call. The answers are the same either way.
  *
- * The library's name and its functions' names carry a hash of the program, so
- * two versions of tokenpace on one server never call each other's code.
+ * The library's name and its functions' names (`tp_<hash>_<entry>`) carry a
+ * hash of the program, so two versions of tokenpace on one server never call
+ * each other's code.
  *
  * Which way, per client (the first call decides, and it is kept):
  * - Functions: a single node whose client can send `FCALL`. A server that
@@ -60,13 +61,14 @@ export function redisProgram<Entry extends string>(
   body: string,
   calls: Readonly<Record<Entry, string>>,
 ): RedisProgram<Entry> {
-  const library = `${name}_${sha1(`${body}\n${JSON.stringify(calls)}`).slice(0, 12)}`;
+  const hash = sha1(`${body}\n${JSON.stringify(calls)}`).slice(0, 12);
+  const library = `${name}_${hash}`;
   const entries = {} as Record<Entry, RedisEntry>;
   const registrations: string[] = [];
   for (const entry of Object.keys(calls) as Entry[]) {
     const call = calls[entry];
     const script = `${body}\nreturn ${call}\n`;
-    const fn = `${library}_${entry}`;
+    const fn = `tp_${hash}_${entry}`; // short: the name goes with every call
     entries[entry] = { fn, script, sha: sha1(script) };
     registrations.push(`redis.register_function('${fn}', function(KEYS, ARGV) return ${call} end)`);
   }
