@@ -51,7 +51,7 @@ import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '..
 import type { BucketParams } from '../meters/bucket.js';
 import { delKeys, type IoredisLikeClient, type RedisClientLike, timeMs } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
-import { runProgram } from '../redis/functions.js';
+import { callProgram } from '../redis/functions.js';
 import {
   errorOf,
   type FailurePolicy,
@@ -229,7 +229,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const args = this.#header(op.bucket, op.global);
     args.push('a', String(op.cost));
     this.stats.calls++;
-    return this.#health.withTimeout(this.#run(hasGlobal, keys, args)).then(
+    const sent = new Promise<unknown>((resolve, reject) => this.#call(hasGlobal, keys, args, resolve, reject));
+    return this.#health.withTimeout(sent).then(
       () => undefined,
       (error: unknown) => this.#health.failed(errorOf(error), 1),
     );
@@ -329,15 +330,29 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.#inFlight++;
     this.stats.calls++;
     const virtualNow = this.#now === undefined ? undefined : Number(args[0]);
-    this.#health.withTimeout(this.#run(hasGlobal, keys, args)).then(
+    // The first of reply, error and timeout settles the batch; a late reply or error is dropped.
+    let settled = false;
+    const health = this.#health;
+    const fail = (error: unknown) => {
+      if (settled) return;
+      settled = true;
+      health.clearDeadline(timer);
+      this.#inFlight--;
+      this.#failed(errorOf(error), batch);
+    };
+    const timer = health.deadline(fail);
+    this.#call(
+      hasGlobal,
+      keys,
+      args,
       (reply) => {
+        if (settled) return;
+        settled = true;
+        health.clearDeadline(timer);
         this.#inFlight--;
         this.#answer(batch, hasGlobal, virtualNow, reply);
       },
-      (error: unknown) => {
-        this.#inFlight--;
-        this.#failed(errorOf(error), batch);
-      },
+      fail,
     );
   }
 
@@ -388,9 +403,15 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   }
 
   /** One call of the keyed program: a Function, or a script where Redis has none (src/redis/functions.ts). */
-  #run(hasGlobal: boolean, keys: string[], args: string[]): Promise<unknown> {
+  #call(
+    hasGlobal: boolean,
+    keys: string[],
+    args: string[],
+    onReply: (reply: unknown) => void,
+    onError: (error: unknown) => void,
+  ): void {
     const entry = this.#now === undefined ? (hasGlobal ? 'keyed_g' : 'keyed') : hasGlobal ? 'keyed_g_at' : 'keyed_at';
-    return runProgram(this.#client, this.#nodeRedis, this.#cluster, KEYED_PROGRAM, entry, keys, args);
+    callProgram(this.#client, this.#nodeRedis, this.#cluster, KEYED_PROGRAM, entry, keys, args, onReply, onError);
   }
 
   #del(keys: string[]): Promise<unknown> {

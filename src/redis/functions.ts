@@ -95,8 +95,57 @@ const EXISTS = /already exists/i;
 
 /**
  * Runs `entry` of `program` with `keys` and `args` (sent faithfully: client.ts) on an ioredis or
- * node-redis client, as a Function where it can, as a script otherwise (see the file's opening comment).
+ * node-redis client, as a Function where it can, as a script otherwise (see the file's opening
+ * comment), and calls `onReply` or `onError` once. (Callbacks, not a promise: the store hands the
+ * reply on without a promise of its own in between.)
  */
+export function callProgram<Entry extends string>(
+  client: RedisClientLike,
+  nodeRedis: boolean,
+  cluster: boolean,
+  program: RedisProgram<Entry>,
+  entry: Entry,
+  keys: string[],
+  args: string[],
+  onReply: (reply: unknown) => void,
+  onError: (error: unknown) => void,
+): void {
+  let way = ways.get(client);
+  if (way === undefined) {
+    way = { functions: !cluster && canCallFunctions(client, nodeRedis), loads: new Map() };
+    ways.set(client, way);
+  }
+  const e = program.entries[entry];
+  if (!way.functions) {
+    evalScript(client, nodeRedis, e.script, e.sha, keys, args).then(onReply, onError);
+    return;
+  }
+  const state = way;
+  const sentKeys = faithful(keys);
+  const sentArgs = faithful(args);
+  const asScript = () => {
+    state.functions = false;
+    evalScript(client, nodeRedis, e.script, e.sha, keys, args).then(onReply, onError);
+  };
+  fcall(client, nodeRedis, e.fn, sentKeys, sentArgs).then(onReply, (error: unknown) => {
+    const message = messageOf(error);
+    if (NOT_FOUND.test(message)) {
+      load(state, client, nodeRedis, program).then(
+        () => fcall(client, nodeRedis, e.fn, sentKeys, sentArgs).then(onReply, onError),
+        (loadError: unknown) => {
+          if (REFUSED.test(messageOf(loadError))) asScript();
+          else onError(loadError);
+        },
+      );
+    } else if (REFUSED.test(message)) {
+      asScript();
+    } else {
+      onError(error);
+    }
+  });
+}
+
+/** {@link callProgram} as a promise. */
 export function runProgram<Entry extends string>(
   client: RedisClientLike,
   nodeRedis: boolean,
@@ -106,32 +155,9 @@ export function runProgram<Entry extends string>(
   keys: string[],
   args: string[],
 ): Promise<unknown> {
-  let way = ways.get(client);
-  if (way === undefined) {
-    way = { functions: !cluster && canCallFunctions(client, nodeRedis), loads: new Map() };
-    ways.set(client, way);
-  }
-  const e = program.entries[entry];
-  if (!way.functions) return evalScript(client, nodeRedis, e.script, e.sha, keys, args);
-  const state = way;
-  const sentKeys = faithful(keys);
-  const sentArgs = faithful(args);
-  return fcall(client, nodeRedis, e.fn, sentKeys, sentArgs).then(undefined, (error: unknown) => {
-    const message = messageOf(error);
-    if (NOT_FOUND.test(message)) {
-      return load(state, client, nodeRedis, program).then(
-        () => fcall(client, nodeRedis, e.fn, sentKeys, sentArgs),
-        (loadError: unknown) => {
-          if (!REFUSED.test(messageOf(loadError))) throw loadError;
-          state.functions = false;
-          return evalScript(client, nodeRedis, e.script, e.sha, keys, args);
-        },
-      );
-    }
-    if (!REFUSED.test(message)) throw error;
-    state.functions = false;
-    return evalScript(client, nodeRedis, e.script, e.sha, keys, args);
-  });
+  return new Promise((resolve, reject) =>
+    callProgram(client, nodeRedis, cluster, program, entry, keys, args, resolve, reject),
+  );
 }
 
 function canCallFunctions(client: RedisClientLike, nodeRedis: boolean): boolean {
@@ -143,6 +169,7 @@ function canCallFunctions(client: RedisClientLike, nodeRedis: boolean): boolean 
   return typeof c.fcall === 'function' && typeof c.call === 'function';
 }
 
+/** `FCALL`; a client that throws instead of rejecting (a closed one) rejects here. */
 function fcall(
   client: RedisClientLike,
   nodeRedis: boolean,
@@ -150,8 +177,12 @@ function fcall(
   keys: (string | Buffer)[],
   args: (string | Buffer)[],
 ): Promise<unknown> {
-  if (nodeRedis) return (client as NodeRedisFunctions).fCall(fn, { keys, arguments: args });
-  return (client as IoredisFunctions).fcall(fn, keys.length, ...keys, ...args);
+  try {
+    if (nodeRedis) return (client as NodeRedisFunctions).fCall(fn, { keys, arguments: args });
+    return (client as IoredisFunctions).fcall(fn, keys.length, ...keys, ...args);
+  } catch (error) {
+    return Promise.reject(error);
+  }
 }
 
 /** Loads `program`'s library, once at a time per client; a library that already exists is loaded. */
@@ -163,9 +194,14 @@ function load<Entry extends string>(
 ): Promise<unknown> {
   let loading = way.loads.get(program.name);
   if (loading === undefined) {
-    const sent = nodeRedis
-      ? (client as NodeRedisFunctions).functionLoad(program.library)
-      : (client as IoredisFunctions).call('FUNCTION', 'LOAD', program.library);
+    let sent: Promise<unknown>;
+    try {
+      sent = nodeRedis
+        ? (client as NodeRedisFunctions).functionLoad(program.library)
+        : (client as IoredisFunctions).call('FUNCTION', 'LOAD', program.library);
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
     loading = sent.then(undefined, (error: unknown) => {
       if (!EXISTS.test(messageOf(error))) throw error;
     });
