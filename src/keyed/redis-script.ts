@@ -171,6 +171,7 @@ local function keyed(KEYS, ARGV, has_g, at)
     k = KEYS[ki]
   end
   if g_dirty then store(KEYS[1], g, grate, gcap) end
+  if o == 5 then return out[1] .. ' ' .. out[2] .. ' ' .. out[3] .. ' ' .. out[4] .. ' ' .. out[5] end -- one decision
   return table.concat(out, ' ')
 end
 `;
