@@ -15,14 +15,19 @@
  *    the plain Map's) and heap per live key (heap and array buffers, after a
  *    forced GC, with the structure still alive, so the key strings count).
  *
- * Redis (`keyed-redis`), on one redis-server started for the run, one ioredis
- * connection for both: KeyedLimiter with RedisStore against RateLimiterRedis,
- * one call at a time and 64 in flight, over 1000 hot keys; exact admission
- * under 64 in flight on one key; and redis-benchmark's raw EVALSHA ceiling
- * (64 connections, one decision per call) for the same script.
+ * Redis (`keyed-redis`), on one redis-server started for the run: KeyedLimiter
+ * with RedisStore against RateLimiterRedis, each with ioredis and with
+ * node-redis (ours compared with the peer on the same client, round by round),
+ * one call at a time and 64 in flight, over 1000 hot keys, with the CPU per
+ * decision of the client, of redis-server and of the command in Redis; exact
+ * admission under 64 in flight on one key; and redis-benchmark's raw ceiling
+ * (64 connections, one decision per call) for the keyed program as a Function
+ * and as a script.
  */
 
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
@@ -30,7 +35,7 @@ import { TokenBucket as LimiterBucket } from 'limiter';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import { createClient } from 'redis';
 import { KeyedLimiter, type MemoryStore, RedisStore } from '../src/index.js';
-import { KEYED_SCRIPT } from '../src/keyed/redis-script.js';
+import { KEYED_PROGRAM } from '../src/keyed/redis-script.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { compare, formatOps, type Measured, median, type Section, table } from './harness.js';
 
@@ -262,26 +267,10 @@ export const keyedSection: Section = {
 
 // ---------------------------------------------------------------- redis
 
-function redisBenchmark(port: number, sha: string): Promise<string> {
+function redisBenchmark(port: number, command: string[]): Promise<string> {
   return new Promise((resolve) => {
     // One decision per call: key client:<rand>, try, cost 1, 100/s, burst 200, no global.
     const args = ['-p', String(port), '-c', '64', '-n', '50000', '-r', '1000', '-q'];
-    const command = [
-      // the script's arguments: n, now (Redis's), least TTL, rate, burst, no global; then try, cost 1
-      'EVALSHA',
-      sha,
-      '1',
-      'rb:k:client:__rand_int__',
-      '1',
-      '',
-      '0',
-      '100',
-      '200',
-      '',
-      '',
-      't',
-      '1',
-    ];
     execFile('redis-benchmark', [...args, ...command], { encoding: 'utf8', timeout: 60_000 }, (error, stdout) => {
       if (error) resolve(`(redis-benchmark failed: ${error.message})`);
       const match = /([\d.]+) requests per second/.exec(stdout);
@@ -302,83 +291,194 @@ async function concurrently(n: number, inFlight: number, decide: () => Promise<b
   await Promise.all(Array.from({ length: Math.min(inFlight, n) }, worker));
 }
 
+/** CPU per decision, summed over a contender's samples: the client's (this process), redis-server's, and the command's own time in Redis. */
+interface CpuCount {
+  calls: number;
+  clientUs: number;
+  serverUs: number;
+  commandUs: number;
+  commandCalls: number;
+  command: string;
+}
+
+/** redis-server's CPU time so far (user + system), us, from /proc (Linux). */
+function serverCpuUs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100; // USER_HZ
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** INFO commandstats: calls and usec of the commands that carry decisions. */
+async function commandStats(admin: Redis): Promise<Map<string, { calls: number; usec: number }>> {
+  const text = String(await admin.info('commandstats'));
+  const stats = new Map<string, { calls: number; usec: number }>();
+  for (const m of text.matchAll(/cmdstat_(evalsha|eval|fcall):calls=(\d+),usec=(\d+)/g)) {
+    stats.set(m[1] as string, { calls: Number(m[2]), usec: Number(m[3]) });
+  }
+  return stats;
+}
+
+/** `run` with its CPU counted into `count`. */
+function counted(
+  count: CpuCount,
+  pid: number,
+  admin: Redis,
+  run: (n: number) => Promise<void>,
+): (n: number) => Promise<void> {
+  return async (n) => {
+    const before = await commandStats(admin);
+    const server = serverCpuUs(pid);
+    const client = process.cpuUsage();
+    await run(n);
+    const used = process.cpuUsage(client);
+    count.serverUs += serverCpuUs(pid) - server;
+    count.clientUs += used.user + used.system;
+    count.calls += n;
+    for (const [command, after] of await commandStats(admin)) {
+      const calls = after.calls - (before.get(command)?.calls ?? 0);
+      if (calls < n / 2) continue; // another contender's, or a reload
+      count.command = command;
+      count.commandCalls += calls;
+      count.commandUs += after.usec - (before.get(command)?.usec ?? 0);
+    }
+  };
+}
+
+const us = (x: number) => (Number.isFinite(x) ? `${x.toFixed(1)} us` : 'n/a');
+
 export const keyedRedisSection: Section = {
   id: 'keyed-redis',
   title: 'Keyed limits in Redis',
   async run() {
     const server = await startRedis();
+    const pid = server.process.pid as number;
     const io = new Redis({ port: server.port, host: '127.0.0.1' });
+    const admin = new Redis({ port: server.port, host: '127.0.0.1' });
     const nr = createClient({ socket: { port: server.port, host: '127.0.0.1' } });
     await nr.connect();
-    const sha = String(await io.script('LOAD', KEYED_SCRIPT));
-    const out: string[] = [];
+    const out: string[] = [
+      `Load average at the start: ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(', ')}.`,
+      '',
+    ];
     try {
       // Half the keys drained, as in the memory section: exactly half of every contender's calls refused.
       const burst = 1e9;
       const keys = hotKeys.map((key, i) => (i % 2 === 0 ? `open:${key}` : `drained:${key}`));
       for (const inFlight of [1, 64]) {
-        const ours = new KeyedLimiter({
-          rate: 0.001,
-          burst,
-          store: new RedisStore({ client: io, prefix: `b${inFlight}`, onError: 'deny', timeoutMs: 5000 }),
-        });
-        const oursNr = new KeyedLimiter({
-          rate: 0.001,
-          burst,
-          store: new RedisStore({ client: nr, prefix: `bn${inFlight}`, onError: 'deny', timeoutMs: 5000 }),
-        });
+        const make = (client: Redis | typeof nr, prefix: string) =>
+          new KeyedLimiter({
+            rate: 0.001,
+            burst,
+            store: new RedisStore({ client, prefix, onError: 'deny', timeoutMs: 5000 }),
+          });
+        const ours = make(io, `b${inFlight}`);
+        const oursNr = make(nr, `bn${inFlight}`);
         const rlf = new RateLimiterRedis({
           storeClient: io,
           points: burst,
           duration: 3600,
           keyPrefix: `rlf${inFlight}`,
         });
+        const rlfNr = new RateLimiterRedis({
+          storeClient: nr,
+          useRedisPackage: true,
+          points: burst,
+          duration: 3600,
+          keyPrefix: `rlfn${inFlight}`,
+        });
         for (const key of keys.filter((k) => k.startsWith('drained:'))) {
           await ours.tryTake(key, burst);
           await oursNr.tryTake(key, burst);
           await rlf.consume(key, burst);
+          await rlfNr.consume(key, burst);
         }
-        const counts: Counted[] = [0, 1, 2].map(() => ({ admitted: 0, total: 0 }));
         let cursor = 0;
         const next = () => keys[cursor++ % HOT_KEYS] as string;
+        const byUs = (limiter: KeyedLimiter) => async () => (await limiter.tryTake(next())).allowed;
+        const byPeer = (peer: RateLimiterRedis) => () =>
+          peer.consume(next()).then(
+            () => true,
+            () => false,
+          );
+        const entries: [string, () => Promise<boolean>][] = [
+          ['tokenpace RedisStore (ioredis)', byUs(ours)],
+          ['rate-limiter-flexible RateLimiterRedis (ioredis)', byPeer(rlf)],
+          ['tokenpace RedisStore (node-redis)', byUs(oursNr)],
+          ['rate-limiter-flexible RateLimiterRedis (node-redis)', byPeer(rlfNr)],
+        ];
+        const counts: Counted[] = entries.map(() => ({ admitted: 0, total: 0 }));
+        const cpu: CpuCount[] = entries.map(() => ({
+          calls: 0,
+          clientUs: 0,
+          serverUs: 0,
+          commandUs: 0,
+          commandCalls: 0,
+          command: '',
+        }));
+        const rounds = inFlight === 1 ? 9 : 5;
         const measured = await compare(
-          [
-            {
-              name: 'tokenpace RedisStore (ioredis)',
-              run: (n) =>
-                concurrently(n, inFlight, async () => (await ours.tryTake(next())).allowed, counts[0] as Counted),
-            },
-            {
-              name: 'rate-limiter-flexible RateLimiterRedis (ioredis)',
-              run: (n) =>
-                concurrently(
-                  n,
-                  inFlight,
-                  () =>
-                    rlf.consume(next()).then(
-                      () => true,
-                      () => false,
-                    ),
-                  counts[1] as Counted,
-                ),
-            },
-            {
-              name: 'tokenpace RedisStore (node-redis)',
-              run: (n) =>
-                concurrently(n, inFlight, async () => (await oursNr.tryTake(next())).allowed, counts[2] as Counted),
-            },
-          ],
-          { rounds: 5, sampleMs: 300 },
+          entries.map(([name, decide], i) => ({
+            name,
+            run: counted(cpu[i] as CpuCount, pid, admin, (n) =>
+              concurrently(n, inFlight, decide, counts[i] as Counted),
+            ),
+          })),
+          { rounds, sampleMs: 300, warmupMs: 600 },
         );
+        // Each of ours against the peer on the same client, round by round (the same phase of the machine).
+        const rows = measured.map((m, i) => {
+          const peer = measured[i % 2 === 0 ? i + 1 : i] as (typeof measured)[number];
+          const ratios = m.samples.map((x, r) => x / (peer.samples[r] as number)).sort((a, b) => a - b);
+          return [
+            m.name,
+            formatOps(m.opsPerSecond),
+            `${formatOps(Math.min(...m.samples))} to ${formatOps(Math.max(...m.samples))}`,
+            `${median(ratios).toFixed(2)}x`,
+            `${(ratios[0] as number).toFixed(2)}x to ${(ratios[ratios.length - 1] as number).toFixed(2)}x`,
+            share(counts[i] as Counted),
+          ];
+        });
         out.push(
-          `#### ${inFlight === 1 ? 'One call at a time' : `${inFlight} calls in flight`}: ${HOT_KEYS} hot keys, half of them drained`,
+          `#### ${inFlight === 1 ? 'One call at a time' : `${inFlight} calls in flight`}: ${HOT_KEYS} hot keys, half of them drained (${rounds} interleaved rounds)`,
           '',
           table(
-            ['contender', 'decisions', 'vs RateLimiterRedis', 'admitted'],
-            rowsWithShare(measured, counts, 'rate-limiter-flexible RateLimiterRedis (ioredis)'),
+            [
+              'contender',
+              'decisions (median)',
+              'range',
+              'vs the peer, same client (median)',
+              'ratio range',
+              'admitted',
+            ],
+            rows,
           ),
           '',
         );
+        if (inFlight === 1) {
+          out.push(
+            'Per decision, one call at a time, over every round: CPU of this process (`process.cpuUsage`), of redis-server (`/proc/<pid>/stat`, 10 ms ticks), and the command itself in Redis (`INFO commandstats`).',
+            '',
+            table(
+              ['contender', 'wall', 'client CPU', 'redis-server CPU', 'command in Redis'],
+              measured.map((m, i) => {
+                const c = cpu[i] as CpuCount;
+                return [
+                  m.name,
+                  us(1e6 / m.opsPerSecond),
+                  us(c.clientUs / c.calls),
+                  us(c.serverUs / c.calls),
+                  `${us(c.commandUs / Math.max(1, c.commandCalls))} (${c.command.toUpperCase()})`,
+                ];
+              }),
+            ),
+            '',
+          );
+        }
       }
 
       // Exactness: 64 in flight, 3000 calls, one key with a burst of 1000 and no refill to speak of.
@@ -404,17 +504,24 @@ export const keyedRedisSection: Section = {
         await concurrently(3000, 64, decide, c);
         exact.push([name, String(c.total), String(c.admitted), c.admitted === 1000 ? 'exact' : 'WRONG']);
       }
+      // The raw ceiling of one decision per call: the keyed program as a Function and as a script.
+      await io.call('FUNCTION', 'LOAD', 'REPLACE', KEYED_PROGRAM.library);
+      const entry = KEYED_PROGRAM.entries.keyed;
+      const sha = String(await io.script('LOAD', entry.script));
+      const call = ['1', 'rb:k:client:__rand_int__', '100', '200', 't', '1']; // rate 100/s, burst 200, try, cost 1
       out.push(
         '#### Exact admission: 3000 calls, 64 in flight, one key with a burst of 1000',
         '',
         table(['contender', 'calls', 'admitted', ''], exact),
         '',
-        `#### redis-benchmark, raw EVALSHA of the same script (64 connections, one decision per call): ${await redisBenchmark(server.port, sha)}`,
+        `#### redis-benchmark, one decision per call (64 connections): FCALL ${await redisBenchmark(server.port, ['FCALL', entry.fn, ...call])}, EVALSHA ${await redisBenchmark(server.port, ['EVALSHA', sha, ...call])}`,
         '',
-        'Our client batches the decisions in flight into script calls of up to 32, over one connection.',
+        'Our client batches the decisions in flight into calls of up to 32, over one connection. ' +
+          'RateLimiterRedis sends EVALSHA with ioredis and EVAL (the script text every time) with node-redis.',
       );
     } finally {
       io.disconnect();
+      admin.disconnect();
       await nr.close();
       await server.stop();
     }

@@ -1,62 +1,68 @@
 /**
- * The Lua script a RedisStore runs: MemoryStore's decision and refund
- * steps over the bucket arithmetic's Lua twin (src/redis/bucket-lua.ts, the
- * steps of `src/meters/bucket.ts`), for a batch of decisions in one atomic
- * call.
+ * The Lua a RedisStore runs: MemoryStore's decision and refund steps over the
+ * bucket arithmetic's Lua twin (src/redis/bucket-lua.ts, the steps of
+ * `src/meters/bucket.ts`), for one decision or a batch of them in one atomic
+ * call. It is one program (src/redis/functions.ts) with four entry points:
+ * `keyed` (no global bucket), `keyed_g` (KEYS[1] is the global bucket), and
+ * `keyed_at` and `keyed_g_at`, their twins on a virtual clock. It runs as a
+ * Redis Function library, loaded once, whose steps are defined once, or,
+ * where Redis has no functions or refuses `FUNCTION LOAD`, as one script per
+ * entry point.
  *
- * Redis runs a script to completion before anything else, so each decision
+ * Redis runs a call to completion before anything else, so each decision
  * (read the key's bucket and the global one, decide, charge both or neither)
  * is atomic, and so is the batch. The steps agree with bucket.ts to the last
- * bit, so the script and the memory store do as long as they call the same
- * steps in the same order. Values cross as strings in `%.17g`, which
- * round-trips a double exactly.
+ * bit, so the Lua and the memory store do as long as they call the same
+ * steps in the same order. Numbers cross as strings: `%.17g` from Lua (`fmt`),
+ * JavaScript's shortest round-trip form to it; both round-trip a double exactly.
  *
- * Time is the server's `TIME` (microseconds), read once per call, so every
- * instance of a fleet agrees whatever their own clocks say. `ARGV[2]`, when
- * not empty, replaces it (tests and simulations on a virtual clock).
+ * Time is the server's `TIME`, read once per call (luaNow, src/redis/client.ts),
+ * so every instance of a fleet agrees whatever their own clocks say; the
+ * reply carries TIME's two integers as Redis wrote them, and the client forms
+ * the same double from them (timeMs). The `_at` entries take the time from
+ * `ARGV[1]` instead (tests and simulations on a virtual clock); keys then live
+ * at least a minute of Redis's real time, whose durations are not the virtual
+ * clock's.
  *
- * A bucket is a string `"<tokens> <updatedAtMs>"` written with `SET ... PX`
- * so that it expires when it would be full again (`timeToFullMs`, counted
- * from `updatedAtMs`, plus 1 ms): an absent key is a full bucket, so an idle
- * key costs Redis nothing. A bucket written full lives that 1 ms (a
- * cost-0 decision, a refund): until then it keeps its `updatedAtMs`, as the
- * memory store does, which matters only to a clock that goes back. The global bucket
- * is read once per call and written once at its end.
+ * A bucket is 16 bytes, its tokens and its updatedAtMs as two little-endian
+ * doubles (`struct.pack('<dd')`: exact, with no decimal text to write or
+ * parse), written with `SET ... PX` so that it expires when it would be full
+ * again (`timeToFullMs`, counted from `updatedAtMs`, plus 1 ms): an absent key
+ * is a full bucket, so an idle key costs Redis nothing. A bucket written full
+ * lives that 1 ms (a cost-0 decision, a refund): until then it keeps its
+ * `updatedAtMs`, as the memory store does, which matters only to a clock that
+ * goes back. The global bucket is read once per call and written once at its end.
  *
- * Call (every decision of a batch shares one bucket and one global bucket):
- * KEYS = the global bucket (if any), then each operation's key.
- * ARGV = n, now-or-empty, least TTL in ms (0 with Redis's own time; with a
- * virtual clock, whose durations are not Redis's, a minute), rate, capacity,
- * global rate (empty = none), global capacity, then per operation its mode and
- * cost and what the mode needs: `t` try, `p` peek: nothing; `r` reserve:
+ * Call (every decision of a batch shares one bucket and, with a global bucket, that one):
+ * KEYS = the global bucket (`keyed_g`), then each operation's key.
+ * ARGV = (`_at`: now), rate, capacity, (`keyed_g`: global rate, global capacity), then per
+ * operation its mode and cost and what the mode needs: `t` try, `p` peek: nothing; `r` reserve:
  * maxWaitMs (-1 = any); `c` cancel: readyAtMs, globalReadyAtMs; `a` credit: nothing.
- * Reply: nowMs, then per operation: allowed (1/0), tokens, ms until the key's
- * bucket holds the cost, and with a global bucket its tokens and its wait.
+ * Reply: one string of words separated by spaces: TIME's seconds and microseconds (`- -` on a
+ * virtual clock), then per operation: allowed (1/0), tokens, ms until the key's bucket holds the
+ * cost, and with a global bucket its tokens and its wait.
  */
 
 import { bucketLua } from '../redis/bucket-lua.js';
 import { luaNow } from '../redis/client.js';
+import { type RedisProgram, redisProgram } from '../redis/functions.js';
 
-export const KEYED_SCRIPT = `
-local n = tonumber(ARGV[1])
-${luaNow(2)}
-local MIN_TTL = tonumber(ARGV[3])
-local rate = tonumber(ARGV[4])
-local cap = tonumber(ARGV[5])
-local has_g = ARGV[6] ~= ''
-local grate, gcap
-if has_g then
-  grate = tonumber(ARGV[6])
-  gcap = tonumber(ARGV[7])
-end
+const BODY = `
+-- set by each call (Redis runs one call at a time)
+local now, MIN_TTL
+-- kept between calls of the Function (a script starts afresh each time): TIME's seconds, and the
+-- last text and number of each parameter, so that what repeats from call to call (a limiter's
+-- rate and capacity, a cost of 1) is parsed once (tonumber runs strtod)
+local now_sec_text, now_sec_ms
+local rate_text, rate, cap_text, cap, grate_text, grate, gcap_text, gcap, cost_text, cost
 ${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
-local function load(k, r, c)
+local function load(k, c)
   local v = redis.call('GET', k)
   if not v then return { tokens = c, upd = now } end
-  local sp = string.find(v, ' ', 1, true)
-  local b = { tokens = tonumber(string.sub(v, 1, sp - 1)), upd = tonumber(string.sub(v, sp + 1)) }
+  local tokens, upd = struct.unpack('<dd', v)
+  local b = { tokens = tokens, upd = upd }
   clamp_to_capacity(b, c)
   -- TIME went backwards: re-count from now (bucket.ts rewind), as MemoryStore does, and keep it
   -- even on a refusal (b.rewound), so refill runs from the earlier time
@@ -68,92 +74,115 @@ end
 -- as seen from upd (which may be ahead of now after time went back), plus 1 ms. A full
 -- bucket is written too, not deleted: it lives until just after its upd, as MemoryStore
 -- keeps it, so a clock that goes back over it finds the same upd in both stores.
--- Returns the tokens as written (fmt), which the reply reuses.
+-- Returns the tokens for the reply (fmt).
 local function store(k, b, r, c)
   local ttl = math.ceil(time_to_full_ms(b.tokens, r, c))
   if ttl < MIN_TTL then ttl = MIN_TTL end
   if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
-  local tokens = fmt(b.tokens)
-  redis.call('SET', k, tokens .. ' ' .. fmt(b.upd), 'PX', ttl + math.ceil(b.upd - now) + 1)
-  return tokens
+  redis.call('SET', k, struct.pack('<dd', b.tokens, b.upd), 'PX', ttl + math.ceil(b.upd - now) + 1)
+  return fmt(b.tokens)
 end
 
-local out = { fmt(now) }
-local o = 1 -- #out, kept by hand (the length operator searches)
-local ki = 1
-local g
-local g_dirty = false
-if has_g then
-  ki = 2
-  g = load(KEYS[1], grate, gcap)
-  g_dirty = g.rewound == true
-end
-local a = 8
-for i = 1, n do
-  local mode = ARGV[a]
-  local cost = tonumber(ARGV[a + 1])
+local function keyed(KEYS, ARGV, has_g, at)
+  ${luaNow(1, { declare: false, parts: true, keep: true, given: 'at' })}
+  MIN_TTL = 0
+  local a = 1 -- the next argument
+  if at then MIN_TTL = 60000; a = 2 end
+  if ARGV[a] ~= rate_text then rate_text = ARGV[a]; rate = tonumber(rate_text) end
+  if ARGV[a + 1] ~= cap_text then cap_text = ARGV[a + 1]; cap = tonumber(cap_text) end
   a = a + 2
+  local out = { now_sec, now_usec }
+  local o = 2 -- #out, kept by hand (the length operator searches)
+  local ki = 1
+  local g
+  local g_dirty = false
+  if has_g then
+    if ARGV[a] ~= grate_text then grate_text = ARGV[a]; grate = tonumber(grate_text) end
+    if ARGV[a + 1] ~= gcap_text then gcap_text = ARGV[a + 1]; gcap = tonumber(gcap_text) end
+    ki = 2
+    a = a + 2
+    g = load(KEYS[1], gcap)
+    g_dirty = g.rewound == true
+  end
   local k = KEYS[ki]
-  ki = ki + 1
-  local b = load(k, rate, cap)
-  if mode == 'c' or mode == 'a' then
-    -- MemoryStore.refundAt (c) and creditAt (a)
-    if mode == 'c' then refund(b, rate, cap, now, cost, tonumber(ARGV[a])) else credit(b, rate, cap, now, cost) end
-    store(k, b, rate, cap)
-    if has_g then
-      if mode == 'c' then refund(g, grate, gcap, now, cost, tonumber(ARGV[a + 1])) else credit(g, grate, gcap, now, cost) end
-      g_dirty = true
-    end
-    if mode == 'c' then a = a + 2 end
-    o = o + 1; out[o] = '1'
-    o = o + 1; out[o] = fmt(b.tokens)
-    o = o + 1; out[o] = '0'
-    if has_g then
-      o = o + 1; out[o] = fmt(g.tokens)
-      o = o + 1; out[o] = '0'
-    end
-  else
-    -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
-    local kwait = delay_until(b, rate, cap, now, cost)
-    local wait = kwait
-    local gwait = 0
-    if has_g then
-      gwait = delay_until(g, grate, gcap, now, cost)
-      if gwait > wait then wait = gwait end
-    end
-    local allowed
-    if mode == 'r' then
-      local maxwait = tonumber(ARGV[a])
-      a = a + 1
-      allowed = maxwait < 0 or wait <= maxwait
-        or (conforms_at(b, rate, cap, now + maxwait, cost)
-          and (not has_g or conforms_at(g, grate, gcap, now + maxwait, cost)))
-    else
-      allowed = wait == 0
-    end
-    local tokens, gtokens
-    if allowed and mode ~= 'p' then
-      charge(b, rate, cap, now, cost)
-      tokens = store(k, b, rate, cap)
+  while k do
+    ki = ki + 1
+    local mode = ARGV[a]
+    if ARGV[a + 1] ~= cost_text then cost_text = ARGV[a + 1]; cost = tonumber(cost_text) end
+    a = a + 2
+    local b = load(k, cap)
+    if mode == 'c' or mode == 'a' then
+      -- MemoryStore.refundAt (c) and creditAt (a)
+      if mode == 'c' then refund(b, rate, cap, now, cost, tonumber(ARGV[a])) else credit(b, rate, cap, now, cost) end
+      local tokens = store(k, b, rate, cap)
       if has_g then
-        charge(g, grate, gcap, now, cost)
-        gtokens = g.tokens
+        if mode == 'c' then refund(g, grate, gcap, now, cost, tonumber(ARGV[a + 1])) else credit(g, grate, gcap, now, cost) end
         g_dirty = true
       end
+      if mode == 'c' then a = a + 2 end
+      o = o + 1; out[o] = '1'
+      o = o + 1; out[o] = tokens
+      o = o + 1; out[o] = '0'
+      if has_g then
+        o = o + 1; out[o] = fmt(g.tokens)
+        o = o + 1; out[o] = '0'
+      end
     else
-      tokens = fmt(tokens_at(b, rate, cap, now))
-      if b.rewound then store(k, b, rate, cap) end
-      if has_g then gtokens = tokens_at(g, grate, gcap, now) end
+      -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
+      local kwait = delay_until(b, rate, cap, now, cost)
+      local wait = kwait
+      local gwait = 0
+      if has_g then
+        gwait = delay_until(g, grate, gcap, now, cost)
+        if gwait > wait then wait = gwait end
+      end
+      local allowed
+      if mode == 'r' then
+        local maxwait = tonumber(ARGV[a])
+        a = a + 1
+        allowed = maxwait < 0 or wait <= maxwait
+          or (conforms_at(b, rate, cap, now + maxwait, cost)
+            and (not has_g or conforms_at(g, grate, gcap, now + maxwait, cost)))
+      else
+        allowed = wait == 0
+      end
+      local tokens, gtokens
+      if allowed and mode ~= 'p' then
+        charge(b, rate, cap, now, cost)
+        tokens = store(k, b, rate, cap)
+        if has_g then
+          charge(g, grate, gcap, now, cost)
+          gtokens = g.tokens
+          g_dirty = true
+        end
+      else
+        tokens = fmt(tokens_at(b, rate, cap, now))
+        if b.rewound then store(k, b, rate, cap) end
+        if has_g then gtokens = tokens_at(g, grate, gcap, now) end
+      end
+      o = o + 1; out[o] = allowed and '1' or '0'
+      o = o + 1; out[o] = tokens
+      o = o + 1; out[o] = fmt(kwait)
+      if has_g then
+        o = o + 1; out[o] = fmt(gtokens)
+        o = o + 1; out[o] = fmt(gwait)
+      end
     end
-    o = o + 1; out[o] = allowed and '1' or '0'
-    o = o + 1; out[o] = tokens
-    o = o + 1; out[o] = fmt(kwait)
-    if has_g then
-      o = o + 1; out[o] = fmt(gtokens)
-      o = o + 1; out[o] = fmt(gwait)
-    end
+    k = KEYS[ki]
   end
+  if g_dirty then store(KEYS[1], g, grate, gcap) end
+  if o == 5 then return out[1] .. ' ' .. out[2] .. ' ' .. out[3] .. ' ' .. out[4] .. ' ' .. out[5] end -- one decision
+  return table.concat(out, ' ')
 end
-if g_dirty then store(KEYS[1], g, grate, gcap) end
-return out
 `;
+
+/** The keyed store's Lua: `keyed` without a global bucket, `keyed_g` with one; `_at` on a virtual clock. */
+export const KEYED_PROGRAM: RedisProgram<KeyedEntry> = redisProgram('tokenpace_keyed', BODY, {
+  keyed: 'keyed(KEYS, ARGV, false, false)',
+  keyed_g: 'keyed(KEYS, ARGV, true, false)',
+  keyed_at: 'keyed(KEYS, ARGV, false, true)',
+  keyed_g_at: 'keyed(KEYS, ARGV, true, true)',
+});
+
+/** The entry points of {@link KEYED_PROGRAM}. */
+export type KeyedEntry = 'keyed' | 'keyed_g' | 'keyed_at' | 'keyed_g_at';

@@ -45,12 +45,13 @@
  * on the strict side, never the lenient one.
  */
 
-import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { delKeys, evalScript, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
+import type { BucketParams } from '../meters/bucket.js';
+import { delKeys, type IoredisLikeClient, type RedisClientLike, timeMs } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
+import { callProgram } from '../redis/functions.js';
 import {
   errorOf,
   type FailurePolicy,
@@ -60,7 +61,7 @@ import {
   SHARED_STORE_OPTIONS,
 } from '../redis/health.js';
 import { MemoryStore } from './memory-store.js';
-import { KEYED_SCRIPT } from './redis-script.js';
+import { KEYED_PROGRAM } from './redis-script.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../redis/client.js';
@@ -120,8 +121,6 @@ export const DENY_RETRY_AFTER_MS = 1000;
  * flight decide about 1.5x as fast (bench keyed-redis).
  */
 const MAX_BATCH = 32;
-/** With a virtual clock (`now`), keys live at least this long in Redis's real time. */
-const VIRTUAL_CLOCK_MIN_TTL_MS = 60_000;
 
 interface Pending {
   op: StoreOp;
@@ -129,9 +128,6 @@ interface Pending {
   cancel: StoreResult | undefined;
   resolve: (result: StoreResult) => void;
 }
-
-/** The SHA-1 of the script, computed when the first RedisStore is made. */
-let scriptSha: string | undefined;
 
 const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'cluster', 'localMaxKeys']);
 
@@ -155,10 +151,12 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   readonly #cluster: boolean;
   readonly #clock: Clock;
   readonly #now: (() => number) | undefined;
-  readonly #sha: string;
   readonly #local: MemoryStore | undefined;
   readonly #health: RedisHealth;
   #pending: Pending[] = [];
+  /** The last bucket's rate and capacity as sent, and that bucket. */
+  #bucketText: string[] = [];
+  #bucketTextOf: BucketParams | undefined;
   #flushScheduled = false;
   #inFlight = 0;
 
@@ -186,8 +184,6 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.#clock = checkClock(options.clock);
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
     this.#now = failure.now;
-    this.#sha = scriptSha ?? sha1(KEYED_SCRIPT);
-    scriptSha = this.#sha;
     this.#local =
       this.policy === 'local' ? new MemoryStore({ clock: this.#clock, maxKeys: options.localMaxKeys }) : undefined;
   }
@@ -227,23 +223,14 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
    */
   credit(op: StoreCredit): Promise<void> {
     if (!this.#health.usable) return this.#local === undefined ? Promise.resolve() : this.#local.credit(op);
-    const { bucket, global } = op;
-    const hasGlobal = global !== undefined;
+    const hasGlobal = op.global !== undefined;
     const keys = hasGlobal ? [this.globalKey, this.keyFor(op.key, true)] : [this.keyFor(op.key, false)];
     // The call's layout is #send's (redis-script.ts), for one `a` operation.
-    const args = [
-      '1',
-      this.#now === undefined ? '' : String(this.#now()),
-      this.#now === undefined ? '0' : String(VIRTUAL_CLOCK_MIN_TTL_MS),
-      String(bucket.ratePerSecond),
-      String(bucket.capacity),
-      hasGlobal ? String(global.ratePerSecond) : '',
-      hasGlobal ? String(global.capacity) : '',
-      'a',
-      String(op.cost),
-    ];
+    const args = this.#header(op.bucket, op.global);
+    args.push('a', String(op.cost));
     this.stats.calls++;
-    return this.#health.withTimeout(this.#run(keys, args)).then(
+    const sent = new Promise<unknown>((resolve, reject) => this.#call(hasGlobal, keys, args, resolve, reject));
+    return this.#health.withTimeout(sent).then(
       () => undefined,
       (error: unknown) => this.#health.failed(errorOf(error), 1),
     );
@@ -329,15 +316,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const { bucket, global } = (batch[0] as Pending).op;
     const hasGlobal = global !== undefined;
     const keys: string[] = hasGlobal ? [this.globalKey] : [];
-    const args: string[] = [
-      String(batch.length),
-      this.#now === undefined ? '' : String(this.#now()),
-      this.#now === undefined ? '0' : String(VIRTUAL_CLOCK_MIN_TTL_MS),
-      String(bucket.ratePerSecond),
-      String(bucket.capacity),
-      hasGlobal ? String(global.ratePerSecond) : '',
-      hasGlobal ? String(global.capacity) : '',
-    ];
+    const args = this.#header(bucket, global);
     for (const { op, cancel } of batch) {
       keys.push(this.keyFor(op.key, hasGlobal));
       if (cancel !== undefined) {
@@ -350,47 +329,89 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     }
     this.#inFlight++;
     this.stats.calls++;
-    this.#health.withTimeout(this.#run(keys, args)).then(
+    const virtualNow = this.#now === undefined ? undefined : Number(args[0]);
+    // The first of reply, error and timeout settles the batch; a late reply or error is dropped.
+    let settled = false;
+    const health = this.#health;
+    const fail = (error: unknown) => {
+      if (settled) return;
+      settled = true;
+      health.clearDeadline(timer);
+      this.#inFlight--;
+      this.#failed(errorOf(error), batch);
+    };
+    const timer = health.deadline(fail);
+    this.#call(
+      hasGlobal,
+      keys,
+      args,
       (reply) => {
+        if (settled) return;
+        settled = true;
+        health.clearDeadline(timer);
         this.#inFlight--;
-        const perOp = hasGlobal ? 5 : 3;
-        if (!Array.isArray(reply) || reply.length !== 1 + batch.length * perOp) {
-          const got = Array.isArray(reply) ? `${reply.length} values` : typeof reply;
-          this.#failed(
-            new StoreUnavailableError(
-              `unexpected reply from the rate-limit script: expected ${1 + batch.length * perOp} values, got ${got}`,
-            ),
-            batch,
-          );
-          return;
-        }
-        this.stats.decisions += batch.length;
-        const nowMs = Number(reply[0]);
-        for (let i = 0, at = 1; i < batch.length; i++, at += perOp) {
-          const readyInMs = Number(reply[at + 2]);
-          const globalReadyInMs = hasGlobal ? Number(reply[at + 4]) : 0;
-          (batch[i] as Pending).resolve({
-            allowed: reply[at] === '1',
-            tokens: Number(reply[at + 1]),
-            globalTokens: hasGlobal ? Number(reply[at + 3]) : Number.POSITIVE_INFINITY,
-            waitMs: Math.max(readyInMs, globalReadyInMs),
-            nowMs,
-            readyAtMs: nowMs + readyInMs,
-            globalReadyAtMs: nowMs + globalReadyInMs,
-            source: 'store',
-          });
-        }
+        this.#answer(batch, hasGlobal, virtualNow, reply);
       },
-      (error: unknown) => {
-        this.#inFlight--;
-        this.#failed(errorOf(error), batch);
-      },
+      fail,
     );
   }
 
-  /** EVALSHA, and EVAL if the server does not know the script (see src/redis/client.ts). */
-  #run(keys: string[], args: string[]): Promise<unknown> {
-    return evalScript(this.#client, this.#nodeRedis, KEYED_SCRIPT, this.#sha, keys, args);
+  /** A call's first arguments: now (on a virtual clock: the `_at` entries), the bucket, the global bucket. */
+  #header(bucket: BucketParams, global: BucketParams | undefined): string[] {
+    let text = this.#bucketText;
+    if (bucket !== this.#bucketTextOf) {
+      text = [String(bucket.ratePerSecond), String(bucket.capacity)];
+      this.#bucketText = text;
+      this.#bucketTextOf = bucket;
+    }
+    const args = [text[0] as string, text[1] as string];
+    if (global !== undefined) args.push(String(global.ratePerSecond), String(global.capacity));
+    if (this.#now !== undefined) args.unshift(String(this.#now()));
+    return args;
+  }
+
+  /** Resolves each decision of `batch` from the script's reply (redis-script.ts). */
+  #answer(batch: Pending[], hasGlobal: boolean, virtualNow: number | undefined, reply: unknown): void {
+    const perOp = hasGlobal ? 5 : 3;
+    const words = typeof reply === 'string' ? reply.split(' ') : Buffer.isBuffer(reply) ? String(reply).split(' ') : [];
+    if (words.length !== 2 + batch.length * perOp) {
+      const got = typeof reply === 'string' || Buffer.isBuffer(reply) ? `${words.length} words` : typeof reply;
+      this.#failed(
+        new StoreUnavailableError(
+          `unexpected reply from the rate-limit script: expected ${2 + batch.length * perOp} words, got ${got}`,
+        ),
+        batch,
+      );
+      return;
+    }
+    this.stats.decisions += batch.length;
+    const nowMs = virtualNow ?? timeMs(words[0] as string, words[1] as string);
+    for (let i = 0, at = 2; i < batch.length; i++, at += perOp) {
+      const readyInMs = Number(words[at + 2]);
+      const globalReadyInMs = hasGlobal ? Number(words[at + 4]) : 0;
+      (batch[i] as Pending).resolve({
+        allowed: words[at] === '1',
+        tokens: Number(words[at + 1]),
+        globalTokens: hasGlobal ? Number(words[at + 3]) : Number.POSITIVE_INFINITY,
+        waitMs: Math.max(readyInMs, globalReadyInMs),
+        nowMs,
+        readyAtMs: nowMs + readyInMs,
+        globalReadyAtMs: nowMs + globalReadyInMs,
+        source: 'store',
+      });
+    }
+  }
+
+  /** One call of the keyed program: a Function, or a script where Redis has none (src/redis/functions.ts). */
+  #call(
+    hasGlobal: boolean,
+    keys: string[],
+    args: string[],
+    onReply: (reply: unknown) => void,
+    onError: (error: unknown) => void,
+  ): void {
+    const entry = this.#now === undefined ? (hasGlobal ? 'keyed_g' : 'keyed') : hasGlobal ? 'keyed_g_at' : 'keyed_at';
+    callProgram(this.#client, this.#nodeRedis, this.#cluster, KEYED_PROGRAM, entry, keys, args, onReply, onError);
   }
 
   #del(keys: string[]): Promise<unknown> {
@@ -429,8 +450,4 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 function isClusterClient(client: RedisClientLike): boolean {
   if ((client as IoredisLikeClient).isCluster === true) return true;
   return typeof client === 'object' && client !== null && 'masters' in client && 'nodeByAddress' in client;
-}
-
-function sha1(text: string): string {
-  return createHash('sha1').update(text).digest('hex');
 }

@@ -17,7 +17,8 @@
  * and capacity (BucketParams); `at` is a time in ms. A step that takes "next
  * params" in bucket.ts takes the next capacity here (the only part it reads).
  * Numbers cross to and from Redis as strings written by `fmt` (`%.17g`, which
- * round-trips a double).
+ * round-trips a double). No step reads a global when its code loads (only
+ * when it runs), so the steps also serve in a Redis Function library.
  */
 
 interface Step {
@@ -33,10 +34,11 @@ const STEPS = [
   {
     name: 'fmt',
     uses: [],
-    lua: `local format = string.format
--- a double as a string that round-trips ('%.17g'); +0, by far the most common wait, without
+    // string.format is looked up at each call, not kept in a local when the code loads: a Redis
+    // Function library (src/redis/functions.ts) may read no global while it loads.
+    lua: `-- a double as a string that round-trips ('%.17g'); +0, by far the most common wait, without
 -- string.format ('%.17g' writes it '0' too; not -0: 1 / -0 < 0)
-local function fmt(x) if x == 0 and 1 / x > 0 then return '0' end return format('%.17g', x) end`,
+local function fmt(x) if x == 0 and 1 / x > 0 then return '0' end return string.format('%.17g', x) end`,
   },
   {
     name: 'slack_for',
@@ -265,7 +267,7 @@ export const BUCKET_LUA_STEPS: readonly BucketLuaStep[] = STEPS.map((s) => s.nam
 /**
  * The Lua that defines the steps `names` and the steps they use, each once, in dependency order:
  * a script includes only what it calls, since Redis runs a script's body (and makes its closures)
- * on every call.
+ * on every call (a Function library makes them once, when it loads).
  */
 export function bucketLua(...names: readonly BucketLuaStep[]): string {
   const wanted = new Set<string>();

@@ -19,6 +19,10 @@ export interface IoredisLikeClient {
   eval(script: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   del(...keys: (string | Buffer)[]): Promise<unknown>;
   ping(): Promise<unknown>;
+  /** `FCALL` (Redis 7 Functions, src/redis/functions.ts); without it the stores run scripts. */
+  fcall?(fn: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
+  /** Any command (`FUNCTION LOAD`). */
+  call?(command: string, ...args: (string | Buffer)[]): Promise<unknown>;
   /** `true` on an ioredis `Cluster`. */
   isCluster?: boolean;
 }
@@ -29,6 +33,10 @@ export interface NodeRedisLikeClient {
   eval(script: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
   del(keys: string | Buffer | (string | Buffer)[]): Promise<unknown>;
   ping(): Promise<unknown>;
+  /** `FCALL` (Redis 7 Functions, src/redis/functions.ts); without it the stores run scripts. */
+  fCall?(fn: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
+  /** `FUNCTION LOAD`. */
+  functionLoad?(code: string): Promise<unknown>;
 }
 
 /** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */
@@ -36,16 +44,34 @@ export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
 
 /**
  * The Lua that sets `now` (ms) in every script: Redis's own `TIME`, so instances with skewed clocks
- * agree, unless `ARGV[arg]` carries a time (tests on a virtual clock pass one).
+ * agree, unless `ARGV[arg]` carries a time (tests on a virtual clock pass one). `declare: false`
+ * assigns a `now` declared outside; `parts: true` also keeps TIME's two integers as Redis wrote them
+ * in `now_sec` and `now_usec` (`'-'` on a virtual clock), for a reply that {@link timeMs} turns into
+ * the same double; `keep: true` (a Function library, whose upvalues outlive a call) parses TIME's
+ * seconds only when they change, into `now_sec_text` and `now_sec_ms` declared outside: the same
+ * operations in the same order, so the same double. `given` replaces the test for a time in
+ * `ARGV[arg]` (a Lua expression: true when there is one).
  */
-export function luaNow(arg: number): string {
-  return `local now
-if ARGV[${arg}] ~= '' then
+export function luaNow(
+  arg: number,
+  options: { declare?: boolean; parts?: boolean; keep?: boolean; given?: string } = {},
+): string {
+  const { declare = true, parts = false, keep = false, given = `ARGV[${arg}] ~= ''` } = options;
+  const fromTime = keep
+    ? `if t[1] ~= now_sec_text then now_sec_text = t[1]; now_sec_ms = tonumber(t[1]) * 1000 end
+  now = now_sec_ms + tonumber(t[2]) / 1000`
+    : 'now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000';
+  return `${declare ? 'local now\n' : ''}${parts ? "local now_sec, now_usec = '-', '-'\n" : ''}if ${given} then
   now = tonumber(ARGV[${arg}])
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  ${parts ? 'now_sec, now_usec = t[1], t[2]\n  ' : ''}${fromTime}
 end`;
+}
+
+/** luaNow's `now` from TIME's seconds and microseconds as Redis wrote them: the same operations, so the same double. */
+export function timeMs(seconds: string, microseconds: string): number {
+  return Number(seconds) * 1000 + Number(microseconds) / 1000;
 }
 
 /** Whether `client` is a node-redis client (`evalSha`) rather than ioredis (`evalsha`); neither is an option error. */
@@ -96,11 +122,9 @@ export function wtf8(text: string): Uint8Array {
   return Uint8Array.from(bytes);
 }
 
-const LONE_SURROGATE = /\p{Cs}/u;
-
 /** Whether `text` is well-formed UTF-16 (no lone surrogate). */
 export function wellFormed(text: string): boolean {
-  return !LONE_SURROGATE.test(text);
+  return (text as string & { isWellFormed(): boolean }).isWellFormed(); // Node 20 (ES2024's, not in lib ES2023)
 }
 
 /** A key or argument as sent: itself when well-formed, else its WTF-8 bytes (see the file's opening comment). */
@@ -108,7 +132,8 @@ export function redisArg(text: string): string | Buffer {
   return wellFormed(text) ? text : Buffer.from(wtf8(text));
 }
 
-function faithful(texts: string[]): (string | Buffer)[] {
+/** `texts` as sent: themselves when all are well-formed (almost always), else each by {@link redisArg}. */
+export function faithful(texts: string[]): (string | Buffer)[] {
   for (const text of texts) if (!wellFormed(text)) return texts.map(redisArg);
   return texts;
 }

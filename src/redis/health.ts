@@ -198,9 +198,7 @@ export class RedisHealth {
   /** Settles with `promise`, or rejects after `timeoutMs`; a late settlement is absorbed (never unhandled). */
   withTimeout<T>(promise: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const timer = this.#clock.setTimeout(() => {
-        reject(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
-      }, this.timeoutMs);
+      const timer = this.deadline(reject);
       promise.then(
         (value) => {
           this.#clock.clearTimeout(timer);
@@ -212,6 +210,21 @@ export class RedisHealth {
         },
       );
     });
+  }
+
+  /**
+   * Calls `onTimeout` with the timeout's error after `timeoutMs`, unless {@link clearDeadline} comes
+   * first: withTimeout without a promise of its own, for a caller that already holds callbacks.
+   */
+  deadline(onTimeout: (error: Error) => void): unknown {
+    return this.#clock.setTimeout(() => {
+      onTimeout(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
+    }, this.timeoutMs);
+  }
+
+  /** Cancels a {@link deadline}. */
+  clearDeadline(handle: unknown): void {
+    this.#clock.clearTimeout(handle);
   }
 
   /** A call carrying `operations` decisions failed: a `failure`, and degraded if not yet. */

@@ -20,7 +20,7 @@ const PUBLIC = ['KeyedLimiter', 'MemoryStore', 'MemoryWindowStore', 'RedisStore'
  */
 const INTERNAL = [
   'DEFAULT_MAX_KEYS', // memory-store.ts
-  'KEYED_SCRIPT', // redis-script.ts
+  'KEYED_PROGRAM', // redis-script.ts
   'DENY_RETRY_AFTER_MS', // redis-store.ts
   'DEFAULT_TIMEOUT_MS', // redis/health.ts, re-exported by redis-store.ts
   'windowStep', // window-store.ts
@@ -33,6 +33,9 @@ const INTERNAL = [
   'luaNow',
   'isNodeRedis',
   'clusterSlot', // redis/cluster-slot.ts
+  'redisProgram', // redis/functions.ts
+  'callProgram',
+  'timeMs', // redis/client.ts
 ];
 
 /** Every runtime export of every module in the keyed part: module (relative to src/) -> its namespace. */

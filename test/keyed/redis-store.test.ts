@@ -4,6 +4,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { MemoryStore } from '../../src/keyed/memory-store.js';
+import { KEYED_PROGRAM } from '../../src/keyed/redis-script.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
 import type { StoreMode, StoreOp } from '../../src/keyed/store.js';
 import { manualClock } from '../helpers/fake-clock.js';
@@ -217,18 +218,62 @@ describe('RedisStore', () => {
     expect(await ioredis.exists(store.keyFor('user:1', true), store.globalKey)).toBe(2);
   });
 
-  it('reloads the script with EVAL when Redis has forgotten it (NOSCRIPT)', async () => {
+  it('runs as a Redis Function, and loads the library again when Redis has lost it (FUNCTION FLUSH)', async () => {
     for (const client of [ioredis, nodeRedis]) {
       const store = new RedisStore({ client, prefix: prefix(), onError: 'deny' });
-      const limiter = new KeyedLimiter({ rate: 1, burst: 2, store });
-      await ioredis.script('FLUSH');
+      const failures: string[] = [];
+      store.on('failure', ({ error }) => failures.push(error.message));
+      const limiter = new KeyedLimiter({ rate: 1, burst: 3, store });
       expect((await limiter.tryTake('k')).allowed).toBe(true);
+      const libraries = (await ioredis.call('FUNCTION', 'LIST', 'LIBRARYNAME', KEYED_PROGRAM.name)) as unknown[];
+      expect(libraries).toHaveLength(1);
+      await ioredis.call('FUNCTION', 'FLUSH');
+      // decisions in flight at once when the library is gone: one load, each call sent again
+      const other = new KeyedLimiter({ rate: 2, burst: 5, store });
+      const [a, b] = await Promise.all([limiter.tryTake('k'), other.tryTake('k2')]);
+      expect([a.allowed, b.allowed]).toEqual([true, true]);
       expect((await limiter.tryTake('k')).allowed).toBe(true);
       expect((await limiter.tryTake('k')).allowed).toBe(false);
+      expect(failures).toEqual([]);
       expect(store.healthy).toBe(true);
       expect(store.stats.byPolicy).toBe(0);
     }
   });
+
+  it.each([
+    ['FUNCTION LOAD refused (ACL -function)', '-function'],
+    ['FCALL refused (ACL -fcall)', '-fcall'],
+  ])(
+    'runs as scripts where Functions are not allowed: %s; reloads the script with EVAL after NOSCRIPT',
+    async (_, rule) => {
+      const user = `tp-${process.pid}-${++n}`;
+      await ioredis.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', rule);
+      const io = new Redis({ port, host: '127.0.0.1', username: user, password: 'pw' });
+      const nr = createClient({ socket: { port, host: '127.0.0.1' }, username: user, password: 'pw' });
+      await nr.connect();
+      try {
+        for (const client of [io, nr]) {
+          const store = new RedisStore({ client, prefix: prefix(), onError: 'deny' });
+          const failures: string[] = [];
+          store.on('failure', ({ error }) => failures.push(error.message));
+          const limiter = new KeyedLimiter({ rate: 1, burst: 2, store });
+          await ioredis.call('FUNCTION', 'FLUSH');
+          await ioredis.script('FLUSH');
+          expect((await limiter.tryTake('k')).allowed).toBe(true);
+          await ioredis.script('FLUSH');
+          expect((await limiter.tryTake('k')).allowed).toBe(true);
+          expect((await limiter.tryTake('k')).allowed).toBe(false);
+          expect(failures).toEqual([]);
+          expect(store.healthy).toBe(true);
+          expect(store.stats.byPolicy).toBe(0);
+        }
+      } finally {
+        io.disconnect();
+        await nr.close();
+        await ioredis.call('ACL', 'DELUSER', user);
+      }
+    },
+  );
 
   it('batches decisions in flight together: 500 concurrent calls, far fewer script calls, exact admission', async () => {
     for (const client of [ioredis, nodeRedis]) {
