@@ -24,20 +24,23 @@
  * at least a minute of Redis's real time, whose durations are not the virtual
  * clock's.
  *
- * A bucket is 16 bytes, its tokens and its updatedAtMs as two little-endian
- * doubles (`struct.pack('<dd')`: exact, with no decimal text to write or
- * parse), written with `SET ... PX` so that it expires when it would be full
- * again (`timeToFullMs`, counted from `updatedAtMs`, plus 1 ms): an absent key
- * is a full bucket, so an idle key costs Redis nothing. A bucket written full
+ * A bucket is 24 bytes, its tokens, its updatedAtMs and the key's expiry as
+ * three little-endian doubles (`struct.pack('<ddd')`: exact, with no decimal
+ * text to write or parse; 16 bytes, without the expiry, from earlier versions,
+ * are read too), written so that it expires no sooner than when it would be
+ * full again (`timeToFullMs`, counted from `updatedAtMs`, plus 1 ms) and at
+ * most half as long again (`store`): an absent key is a full bucket, so an idle
+ * key costs Redis nothing. A bucket written full
  * lives that 1 ms (a cost-0 decision, a refund): until then it keeps its
  * `updatedAtMs`, as the memory store does, which matters only to a clock that
  * goes back. The global bucket is read once per call and written once at its end.
  *
  * Call (every decision of a batch shares one bucket and, with a global bucket, that one):
  * KEYS = the global bucket (`keyed_g`), then each operation's key.
- * ARGV = (`_at`: now), rate, capacity, (`keyed_g`: global rate, global capacity), then per
- * operation its mode and cost and what the mode needs: `t` try, `p` peek: nothing; `r` reserve:
- * maxWaitMs (-1 = any); `c` cancel: readyAtMs, globalReadyAtMs; `a` credit: nothing.
+ * ARGV = (`_at`: now), `rate:capacity`, (`keyed_g`: the global `rate:capacity`), then per
+ * operation its mode and cost as one word (`t1`: mode `t`, cost 1) and what the mode needs: `t` try,
+ * `p` peek: nothing; `r` reserve: maxWaitMs (-1 = any); `c` cancel: readyAtMs, globalReadyAtMs;
+ * `a` credit: nothing.
  * Reply: one string of words separated by spaces: TIME's seconds and microseconds (`- -` on a
  * virtual clock), then per operation: allowed (1/0), tokens, ms until the key's bucket holds the
  * cost, and with a global bucket its tokens and its wait.
@@ -54,15 +57,23 @@ local now, MIN_TTL
 -- last text and number of each parameter, so that what repeats from call to call (a limiter's
 -- rate and capacity, a cost of 1) is parsed once (tonumber runs strtod)
 local now_sec_text, now_sec_ms
-local rate_text, rate, cap_text, cap, grate_text, grate, gcap_text, gcap, cost_text, cost
+local par_text, rate, cap, gpar_text, grate, gcap, op_text, mode, cost
+
+-- 'rate:capacity' as two numbers
+local function params(text)
+  local i = string.find(text, ':', 1, true)
+  return tonumber(string.sub(text, 1, i - 1)), tonumber(string.sub(text, i + 1))
+end
 ${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
 local function load(k, c)
   local v = redis.call('GET', k)
-  if not v then return { tokens = c, upd = now } end
-  local tokens, upd = struct.unpack('<dd', v)
-  local b = { tokens = tokens, upd = upd }
+  if not v then return { tokens = c, upd = now, exp = 0 } end
+  local tokens, upd, exp
+  if #v == 24 then tokens, upd, exp = struct.unpack('<ddd', v)
+  else tokens, upd = struct.unpack('<dd', v); exp = 0 end -- 16 bytes: an earlier version's, its expiry unknown
+  local b = { tokens = tokens, upd = upd, exp = exp }
   clamp_to_capacity(b, c)
   -- TIME went backwards: re-count from now (bucket.ts rewind), as MemoryStore does, and keep it
   -- even on a refusal (b.rewound), so refill runs from the earlier time
@@ -70,16 +81,30 @@ local function load(k, c)
   return b
 end
 
--- write a bucket back; it expires when it would be full again (time_to_full_ms),
--- as seen from upd (which may be ahead of now after time went back), plus 1 ms. A full
--- bucket is written too, not deleted: it lives until just after its upd, as MemoryStore
--- keeps it, so a clock that goes back over it finds the same upd in both stores.
--- Returns the tokens for the reply (fmt).
+-- write a bucket back; it must not expire before it would be full again (time_to_full_ms,
+-- as seen from upd, which may be ahead of now after time went back, plus 1 ms). On Redis's
+-- time the key keeps the expiry it has (KEEPTTL, half the cost of a new one) while that is
+-- late enough; a new one is half as long again as needed (so a key a steady flow keeps
+-- draining gets one about every capacity / 2 of cost), and its time (b.exp, a lower bound:
+-- Redis counts PX from its clock's whole ms, read after TIME) is stored with the bucket.
+-- On a virtual clock every write sets the expiry, and stores none. A full bucket is written
+-- too, not deleted: it lives until just after its upd, as MemoryStore keeps it, so a clock
+-- that goes back over it finds the same upd in both stores. Returns the tokens for the reply (fmt).
 local function store(k, b, r, c)
   local ttl = math.ceil(time_to_full_ms(b.tokens, r, c))
   if ttl < MIN_TTL then ttl = MIN_TTL end
   if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
-  redis.call('SET', k, struct.pack('<dd', b.tokens, b.upd), 'PX', ttl + math.ceil(b.upd - now) + 1)
+  ttl = ttl + math.ceil(b.upd - now) + 1
+  if MIN_TTL > 0 then
+    b.exp = 0
+  elseif b.exp >= now + ttl then
+    redis.call('SET', k, struct.pack('<ddd', b.tokens, b.upd, b.exp), 'KEEPTTL')
+    return fmt(b.tokens)
+  else
+    ttl = ttl + math.floor(ttl / 2)
+    b.exp = now - 1 + ttl
+  end
+  redis.call('SET', k, struct.pack('<ddd', b.tokens, b.upd, b.exp), 'PX', ttl)
   return fmt(b.tokens)
 end
 
@@ -88,28 +113,25 @@ local function keyed(KEYS, ARGV, has_g, at)
   MIN_TTL = 0
   local a = 1 -- the next argument
   if at then MIN_TTL = 60000; a = 2 end
-  if ARGV[a] ~= rate_text then rate_text = ARGV[a]; rate = tonumber(rate_text) end
-  if ARGV[a + 1] ~= cap_text then cap_text = ARGV[a + 1]; cap = tonumber(cap_text) end
-  a = a + 2
+  if ARGV[a] ~= par_text then par_text = ARGV[a]; rate, cap = params(par_text) end
+  a = a + 1
   local out = { now_sec, now_usec }
   local o = 2 -- #out, kept by hand (the length operator searches)
   local ki = 1
   local g
   local g_dirty = false
   if has_g then
-    if ARGV[a] ~= grate_text then grate_text = ARGV[a]; grate = tonumber(grate_text) end
-    if ARGV[a + 1] ~= gcap_text then gcap_text = ARGV[a + 1]; gcap = tonumber(gcap_text) end
+    if ARGV[a] ~= gpar_text then gpar_text = ARGV[a]; grate, gcap = params(gpar_text) end
     ki = 2
-    a = a + 2
+    a = a + 1
     g = load(KEYS[1], gcap)
     g_dirty = g.rewound == true
   end
   local k = KEYS[ki]
   while k do
     ki = ki + 1
-    local mode = ARGV[a]
-    if ARGV[a + 1] ~= cost_text then cost_text = ARGV[a + 1]; cost = tonumber(cost_text) end
-    a = a + 2
+    if ARGV[a] ~= op_text then op_text = ARGV[a]; mode = string.sub(op_text, 1, 1); cost = tonumber(string.sub(op_text, 2)) end
+    a = a + 1
     local b = load(k, cap)
     if mode == 'c' or mode == 'a' then
       -- MemoryStore.refundAt (c) and creditAt (a)

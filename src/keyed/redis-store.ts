@@ -154,8 +154,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   readonly #local: MemoryStore | undefined;
   readonly #health: RedisHealth;
   #pending: Pending[] = [];
-  /** The last bucket's rate and capacity as sent, and that bucket. */
-  #bucketText: string[] = [];
+  /** The last bucket's `rate:capacity` as sent, and that bucket. */
+  #bucketText = '';
   #bucketTextOf: BucketParams | undefined;
   #flushScheduled = false;
   #inFlight = 0;
@@ -227,7 +227,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const keys = hasGlobal ? [this.globalKey, this.keyFor(op.key, true)] : [this.keyFor(op.key, false)];
     // The call's layout is #send's (redis-script.ts), for one `a` operation.
     const args = this.#header(op.bucket, op.global);
-    args.push('a', String(op.cost));
+    args.push(`a${op.cost}`);
     this.stats.calls++;
     const sent = new Promise<unknown>((resolve, reject) => this.#call(hasGlobal, keys, args, resolve, reject));
     return this.#health.withTimeout(sent).then(
@@ -320,11 +320,13 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     for (const { op, cancel } of batch) {
       keys.push(this.keyFor(op.key, hasGlobal));
       if (cancel !== undefined) {
-        args.push('c', String(op.cost), String(cancel.readyAtMs), String(cancel.globalReadyAtMs));
+        args.push(`c${op.cost}`, String(cancel.readyAtMs), String(cancel.globalReadyAtMs));
       } else if (op.mode === 'reserve') {
-        args.push('r', String(op.cost), op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs));
+        args.push(`r${op.cost}`, op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs));
+      } else if (op.cost === 1) {
+        args.push(op.mode === 'try' ? 't1' : 'p1');
       } else {
-        args.push(op.mode === 'try' ? 't' : 'p', String(op.cost));
+        args.push(`${op.mode === 'try' ? 't' : 'p'}${op.cost}`);
       }
     }
     this.#inFlight++;
@@ -358,14 +360,12 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   /** A call's first arguments: now (on a virtual clock: the `_at` entries), the bucket, the global bucket. */
   #header(bucket: BucketParams, global: BucketParams | undefined): string[] {
-    let text = this.#bucketText;
     if (bucket !== this.#bucketTextOf) {
-      text = [String(bucket.ratePerSecond), String(bucket.capacity)];
-      this.#bucketText = text;
+      this.#bucketText = paramsText(bucket);
       this.#bucketTextOf = bucket;
     }
-    const args = [text[0] as string, text[1] as string];
-    if (global !== undefined) args.push(String(global.ratePerSecond), String(global.capacity));
+    const args = [this.#bucketText];
+    if (global !== undefined) args.push(paramsText(global));
     if (this.#now !== undefined) args.unshift(String(this.#now()));
     return args;
   }
@@ -445,6 +445,11 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       source: this.policy,
     };
   }
+}
+
+/** A bucket's parameters as the keyed program reads them (redis-script.ts): `rate:capacity`, flat. */
+function paramsText(bucket: BucketParams): string {
+  return `${bucket.ratePerSecond}:${bucket.capacity}`;
 }
 
 function isClusterClient(client: RedisClientLike): boolean {
