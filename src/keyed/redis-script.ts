@@ -43,7 +43,9 @@
  * `a` credit: nothing.
  * Reply: one string of words separated by spaces: TIME's seconds and microseconds (`- -` on a
  * virtual clock), then per operation: allowed (1/0), tokens, ms until the key's bucket holds the
- * cost, and with a global bucket its tokens and its wait.
+ * cost, and with a global bucket its tokens and its wait. The `_b` entries reply in bytes, for a
+ * client that can take them (no `%.17g` to write and parse): now as a little-endian double, then
+ * per operation allowed as one byte and the same numbers as little-endian doubles.
  */
 
 import { bucketLua } from '../redis/bucket-lua.js';
@@ -89,7 +91,7 @@ end
 -- Redis counts PX from its clock's whole ms, read after TIME) is stored with the bucket.
 -- On a virtual clock every write sets the expiry, and stores none. A full bucket is written
 -- too, not deleted: it lives until just after its upd, as MemoryStore keeps it, so a clock
--- that goes back over it finds the same upd in both stores. Returns the tokens for the reply (fmt).
+-- that goes back over it finds the same upd in both stores.
 local function store(k, b, r, c)
   local ttl = math.ceil(time_to_full_ms(b.tokens, r, c))
   if ttl < MIN_TTL then ttl = MIN_TTL end
@@ -99,24 +101,35 @@ local function store(k, b, r, c)
     b.exp = 0
   elseif b.exp >= now + ttl then
     redis.call('SET', k, struct.pack('<ddd', b.tokens, b.upd, b.exp), 'KEEPTTL')
-    return fmt(b.tokens)
+    return
   else
     ttl = ttl + math.floor(ttl / 2)
     b.exp = now - 1 + ttl
   end
   redis.call('SET', k, struct.pack('<ddd', b.tokens, b.upd, b.exp), 'PX', ttl)
-  return fmt(b.tokens)
 end
 
-local function keyed(KEYS, ARGV, has_g, at)
+-- one decision's words of the reply: as text (fmt), or as bytes (bin: allowed as one byte, then
+-- little-endian doubles), with a global bucket its tokens and wait too
+local function word(bin, has_g, allowed, tokens, wait, gtokens, gwait)
+  if bin then
+    if has_g then return struct.pack('<Bdddd', allowed and 1 or 0, tokens, wait, gtokens, gwait) end
+    return struct.pack('<Bdd', allowed and 1 or 0, tokens, wait)
+  end
+  local w = (allowed and '1 ' or '0 ') .. fmt(tokens) .. ' ' .. fmt(wait)
+  if has_g then return w .. ' ' .. fmt(gtokens) .. ' ' .. fmt(gwait) end
+  return w
+end
+
+local function keyed(KEYS, ARGV, has_g, at, bin)
   ${luaNow(1, { declare: false, parts: true, keep: true, given: 'at' })}
   MIN_TTL = 0
   local a = 1 -- the next argument
   if at then MIN_TTL = 60000; a = 2 end
   if ARGV[a] ~= par_text then par_text = ARGV[a]; rate, cap = params(par_text) end
   a = a + 1
-  local out = { now_sec, now_usec }
-  local o = 2 -- #out, kept by hand (the length operator searches)
+  local out = { bin and struct.pack('<d', now) or (now_sec .. ' ' .. now_usec) }
+  local o = 1 -- #out, kept by hand (the length operator searches)
   local ki = 1
   local g
   local g_dirty = false
@@ -136,19 +149,13 @@ local function keyed(KEYS, ARGV, has_g, at)
     if mode == 'c' or mode == 'a' then
       -- MemoryStore.refundAt (c) and creditAt (a)
       if mode == 'c' then refund(b, rate, cap, now, cost, tonumber(ARGV[a])) else credit(b, rate, cap, now, cost) end
-      local tokens = store(k, b, rate, cap)
+      store(k, b, rate, cap)
       if has_g then
         if mode == 'c' then refund(g, grate, gcap, now, cost, tonumber(ARGV[a + 1])) else credit(g, grate, gcap, now, cost) end
         g_dirty = true
       end
       if mode == 'c' then a = a + 2 end
-      o = o + 1; out[o] = '1'
-      o = o + 1; out[o] = tokens
-      o = o + 1; out[o] = '0'
-      if has_g then
-        o = o + 1; out[o] = fmt(g.tokens)
-        o = o + 1; out[o] = '0'
-      end
+      o = o + 1; out[o] = word(bin, has_g, true, b.tokens, 0, has_g and g.tokens, 0)
     else
       -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
       local kwait = delay_until(b, rate, cap, now, cost)
@@ -171,40 +178,48 @@ local function keyed(KEYS, ARGV, has_g, at)
       local tokens, gtokens
       if allowed and mode ~= 'p' then
         charge(b, rate, cap, now, cost)
-        tokens = store(k, b, rate, cap)
+        store(k, b, rate, cap)
+        tokens = b.tokens
         if has_g then
           charge(g, grate, gcap, now, cost)
           gtokens = g.tokens
           g_dirty = true
         end
       else
-        tokens = fmt(tokens_at(b, rate, cap, now))
+        tokens = tokens_at(b, rate, cap, now)
         if b.rewound then store(k, b, rate, cap) end
         if has_g then gtokens = tokens_at(g, grate, gcap, now) end
       end
-      o = o + 1; out[o] = allowed and '1' or '0'
-      o = o + 1; out[o] = tokens
-      o = o + 1; out[o] = fmt(kwait)
-      if has_g then
-        o = o + 1; out[o] = fmt(gtokens)
-        o = o + 1; out[o] = fmt(gwait)
-      end
+      o = o + 1; out[o] = word(bin, has_g, allowed, tokens, kwait, gtokens, gwait)
     end
     k = KEYS[ki]
   end
   if g_dirty then store(KEYS[1], g, grate, gcap) end
-  if o == 5 then return out[1] .. ' ' .. out[2] .. ' ' .. out[3] .. ' ' .. out[4] .. ' ' .. out[5] end -- one decision
-  return table.concat(out, ' ')
+  local sep = bin and '' or ' '
+  if o == 2 then return out[1] .. sep .. out[2] end -- one decision
+  return table.concat(out, sep)
 end
 `;
 
 /** The keyed store's Lua: `keyed` without a global bucket, `keyed_g` with one; `_at` on a virtual clock. */
 export const KEYED_PROGRAM: RedisProgram<KeyedEntry> = redisProgram('tokenpace_keyed', BODY, {
-  keyed: 'keyed(KEYS, ARGV, false, false)',
-  keyed_g: 'keyed(KEYS, ARGV, true, false)',
-  keyed_at: 'keyed(KEYS, ARGV, false, true)',
-  keyed_g_at: 'keyed(KEYS, ARGV, true, true)',
+  keyed: 'keyed(KEYS, ARGV, false, false, false)',
+  keyed_g: 'keyed(KEYS, ARGV, true, false, false)',
+  keyed_at: 'keyed(KEYS, ARGV, false, true, false)',
+  keyed_g_at: 'keyed(KEYS, ARGV, true, true, false)',
+  keyed_b: 'keyed(KEYS, ARGV, false, false, true)',
+  keyed_g_b: 'keyed(KEYS, ARGV, true, false, true)',
+  keyed_at_b: 'keyed(KEYS, ARGV, false, true, true)',
+  keyed_g_at_b: 'keyed(KEYS, ARGV, true, true, true)',
 });
 
-/** The entry points of {@link KEYED_PROGRAM}. */
-export type KeyedEntry = 'keyed' | 'keyed_g' | 'keyed_at' | 'keyed_g_at';
+/** The entry points of {@link KEYED_PROGRAM}: `_g` with a global bucket, `_at` on a virtual clock, `_b` with a reply in bytes. */
+export type KeyedEntry =
+  | 'keyed'
+  | 'keyed_g'
+  | 'keyed_at'
+  | 'keyed_g_at'
+  | 'keyed_b'
+  | 'keyed_g_b'
+  | 'keyed_at_b'
+  | 'keyed_g_at_b';

@@ -49,7 +49,7 @@ import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import type { BucketParams } from '../meters/bucket.js';
-import { delKeys, type IoredisLikeClient, type RedisClientLike, timeMs } from '../redis/client.js';
+import { delKeys, type IoredisLikeClient, inBytes, type RedisClientLike, timeMs } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { callProgram } from '../redis/functions.js';
 import {
@@ -61,7 +61,7 @@ import {
   SHARED_STORE_OPTIONS,
 } from '../redis/health.js';
 import { MemoryStore } from './memory-store.js';
-import { KEYED_PROGRAM } from './redis-script.js';
+import { KEYED_PROGRAM, type KeyedEntry } from './redis-script.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../redis/client.js';
@@ -129,6 +129,18 @@ interface Pending {
   resolve: (result: StoreResult) => void;
 }
 
+/** The keyed program's entry points by (global bucket) + 2 (virtual clock) + 4 (reply in bytes). */
+const ENTRIES: readonly KeyedEntry[] = [
+  'keyed',
+  'keyed_g',
+  'keyed_at',
+  'keyed_g_at',
+  'keyed_b',
+  'keyed_g_b',
+  'keyed_at_b',
+  'keyed_g_at_b',
+];
+
 const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'cluster', 'localMaxKeys']);
 
 /**
@@ -147,6 +159,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   readonly probeIntervalMs: number;
   readonly stats: RedisStoreStats = { decisions: 0, calls: 0, byPolicy: 0, failures: 0 };
   readonly #client: RedisClientLike;
+  /** The client whose replies come in bytes (client.ts inBytes), for the `_b` entries; else the text ones. */
+  readonly #bytesClient: RedisClientLike | undefined;
   readonly #nodeRedis: boolean;
   readonly #cluster: boolean;
   readonly #clock: Clock;
@@ -175,6 +189,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       );
     }
     this.#client = client;
+    this.#bytesClient = inBytes(client, nodeRedis);
     this.#nodeRedis = nodeRedis;
     this.#cluster = options.cluster ?? isClusterClient(client);
     this.prefix = prefix;
@@ -372,6 +387,10 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   /** Resolves each decision of `batch` from the script's reply (redis-script.ts). */
   #answer(batch: Pending[], hasGlobal: boolean, virtualNow: number | undefined, reply: unknown): void {
+    if (this.#bytesClient !== undefined) {
+      this.#answerBytes(batch, hasGlobal, reply);
+      return;
+    }
     const perOp = hasGlobal ? 5 : 3;
     const words = typeof reply === 'string' ? reply.split(' ') : Buffer.isBuffer(reply) ? String(reply).split(' ') : [];
     if (words.length !== 2 + batch.length * perOp) {
@@ -402,6 +421,36 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     }
   }
 
+  /** {@link #answer} for a reply in bytes: now, then per decision allowed (a byte) and doubles (redis-script.ts). */
+  #answerBytes(batch: Pending[], hasGlobal: boolean, reply: unknown): void {
+    const perOp = hasGlobal ? 33 : 17;
+    const size = 8 + batch.length * perOp;
+    if (!Buffer.isBuffer(reply) || reply.length !== size) {
+      const got = Buffer.isBuffer(reply) ? `${reply.length} bytes` : typeof reply;
+      this.#failed(
+        new StoreUnavailableError(`unexpected reply from the rate-limit script: expected ${size} bytes, got ${got}`),
+        batch,
+      );
+      return;
+    }
+    this.stats.decisions += batch.length;
+    const nowMs = reply.readDoubleLE(0);
+    for (let i = 0, at = 8; i < batch.length; i++, at += perOp) {
+      const readyInMs = reply.readDoubleLE(at + 9);
+      const globalReadyInMs = hasGlobal ? reply.readDoubleLE(at + 25) : 0;
+      (batch[i] as Pending).resolve({
+        allowed: reply[at] === 1,
+        tokens: reply.readDoubleLE(at + 1),
+        globalTokens: hasGlobal ? reply.readDoubleLE(at + 17) : Number.POSITIVE_INFINITY,
+        waitMs: Math.max(readyInMs, globalReadyInMs),
+        nowMs,
+        readyAtMs: nowMs + readyInMs,
+        globalReadyAtMs: nowMs + globalReadyInMs,
+        source: 'store',
+      });
+    }
+  }
+
   /** One call of the keyed program: a Function, or a script where Redis has none (src/redis/functions.ts). */
   #call(
     hasGlobal: boolean,
@@ -410,8 +459,22 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     onReply: (reply: unknown) => void,
     onError: (error: unknown) => void,
   ): void {
-    const entry = this.#now === undefined ? (hasGlobal ? 'keyed_g' : 'keyed') : hasGlobal ? 'keyed_g_at' : 'keyed_at';
-    callProgram(this.#client, this.#nodeRedis, this.#cluster, KEYED_PROGRAM, entry, keys, args, onReply, onError);
+    const bytes = this.#bytesClient;
+    const entry = ENTRIES[(hasGlobal ? 1 : 0) + (this.#now === undefined ? 0 : 2) + (bytes === undefined ? 0 : 4)];
+    const client = bytes ?? this.#client;
+    const program = KEYED_PROGRAM;
+    callProgram(
+      client,
+      this.#nodeRedis,
+      this.#cluster,
+      program,
+      entry as KeyedEntry,
+      keys,
+      args,
+      onReply,
+      onError,
+      bytes !== undefined,
+    );
   }
 
   #del(keys: string[]): Promise<unknown> {
