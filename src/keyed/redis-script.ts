@@ -69,13 +69,16 @@ end
 ${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
-local function load(k, c)
+-- the two buckets a call works on, reused from call to call (fewer tables for Lua's collector);
+-- a call reads each of its decisions' buckets afresh into kb, the global one once into gb
+local kb, gb = {}, {}
+
+local function load(b, k, c)
   local v = redis.call('GET', k)
-  if not v then return { tokens = c, upd = now, exp = 0 } end
-  local tokens, upd, exp
-  if #v == 24 then tokens, upd, exp = struct.unpack('<ddd', v)
-  else tokens, upd = struct.unpack('<dd', v); exp = 0 end -- 16 bytes: an earlier version's, its expiry unknown
-  local b = { tokens = tokens, upd = upd, exp = exp }
+  b.rewound = false
+  if not v then b.tokens = c; b.upd = now; b.exp = 0; return b end
+  if #v == 24 then b.tokens, b.upd, b.exp = struct.unpack('<ddd', v)
+  else b.tokens, b.upd = struct.unpack('<dd', v); b.exp = 0 end -- 16 bytes: an earlier version's, its expiry unknown
   clamp_to_capacity(b, c)
   -- TIME went backwards: re-count from now (bucket.ts rewind), as MemoryStore does, and keep it
   -- even on a refusal (b.rewound), so refill runs from the earlier time
@@ -128,8 +131,9 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
   if at then MIN_TTL = 60000; a = 2 end
   if ARGV[a] ~= par_text then par_text = ARGV[a]; rate, cap = params(par_text) end
   a = a + 1
-  local out = { bin and struct.pack('<d', now) or (now_sec .. ' ' .. now_usec) }
-  local o = 1 -- #out, kept by hand (the length operator searches)
+  local head = bin and struct.pack('<d', now) or (now_sec .. ' ' .. now_usec)
+  local first, out -- the first decision's words; a table only for a batch
+  local o = 0 -- the decisions so far (#out, kept by hand: the length operator searches)
   local ki = 1
   local g
   local g_dirty = false
@@ -137,7 +141,7 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
     if ARGV[a] ~= gpar_text then gpar_text = ARGV[a]; grate, gcap = params(gpar_text) end
     ki = 2
     a = a + 1
-    g = load(KEYS[1], gcap)
+    g = load(gb, KEYS[1], gcap)
     g_dirty = g.rewound == true
   end
   local k = KEYS[ki]
@@ -145,7 +149,7 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
     ki = ki + 1
     if ARGV[a] ~= op_text then op_text = ARGV[a]; mode = string.sub(op_text, 1, 1); cost = tonumber(string.sub(op_text, 2)) end
     a = a + 1
-    local b = load(k, cap)
+    local b = load(kb, k, cap)
     if mode == 'c' or mode == 'a' then
       -- MemoryStore.refundAt (c) and creditAt (a)
       if mode == 'c' then refund(b, rate, cap, now, cost, tonumber(ARGV[a])) else credit(b, rate, cap, now, cost) end
@@ -155,7 +159,9 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
         g_dirty = true
       end
       if mode == 'c' then a = a + 2 end
-      o = o + 1; out[o] = word(bin, has_g, true, b.tokens, 0, has_g and g.tokens, 0)
+      local w = word(bin, has_g, true, b.tokens, 0, has_g and g.tokens, 0)
+      o = o + 1
+      if o == 1 then first = w elseif o == 2 then out = { head, first, w } else out[o + 1] = w end
     else
       -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
       local kwait = delay_until(b, rate, cap, now, cost)
@@ -190,13 +196,15 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
         if b.rewound then store(k, b, rate, cap) end
         if has_g then gtokens = tokens_at(g, grate, gcap, now) end
       end
-      o = o + 1; out[o] = word(bin, has_g, allowed, tokens, kwait, gtokens, gwait)
+      local w = word(bin, has_g, allowed, tokens, kwait, gtokens, gwait)
+      o = o + 1
+      if o == 1 then first = w elseif o == 2 then out = { head, first, w } else out[o + 1] = w end
     end
     k = KEYS[ki]
   end
   if g_dirty then store(KEYS[1], g, grate, gcap) end
   local sep = bin and '' or ' '
-  if o == 2 then return out[1] .. sep .. out[2] end -- one decision
+  if o == 1 then return head .. sep .. first end -- one decision
   return table.concat(out, sep)
 end
 `;
