@@ -113,15 +113,27 @@ local function store(k, b, r, c)
 end
 
 -- one decision's words of the reply: as text (fmt), or as bytes (bin: allowed as one byte, then
--- little-endian doubles), with a global bucket its tokens and wait too
-local function word(bin, has_g, allowed, tokens, wait, gtokens, gwait)
+-- little-endian doubles), with a global bucket its tokens and wait too; with_now: bytes led by
+-- now, the whole reply of a call of one decision
+local function word(bin, has_g, with_now, allowed, tokens, wait, gtokens, gwait)
   if bin then
-    if has_g then return struct.pack('<Bdddd', allowed and 1 or 0, tokens, wait, gtokens, gwait) end
-    return struct.pack('<Bdd', allowed and 1 or 0, tokens, wait)
+    local a = allowed and 1 or 0
+    if with_now then
+      if has_g then return struct.pack('<dBdddd', now, a, tokens, wait, gtokens, gwait) end
+      return struct.pack('<dBdd', now, a, tokens, wait)
+    end
+    if has_g then return struct.pack('<Bdddd', a, tokens, wait, gtokens, gwait) end
+    return struct.pack('<Bdd', a, tokens, wait)
   end
   local w = (allowed and '1 ' or '0 ') .. fmt(tokens) .. ' ' .. fmt(wait)
   if has_g then return w .. ' ' .. fmt(gtokens) .. ' ' .. fmt(gwait) end
   return w
+end
+
+-- a batch's reply starts with now: TIME's two integers as Redis wrote them, or a double
+local function header(bin, sec, usec)
+  if bin then return struct.pack('<d', now) end
+  return sec .. ' ' .. usec
 end
 
 local function keyed(KEYS, ARGV, has_g, at, bin)
@@ -131,7 +143,6 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
   if at then MIN_TTL = 60000; a = 2 end
   if ARGV[a] ~= par_text then par_text = ARGV[a]; rate, cap = params(par_text) end
   a = a + 1
-  local head = bin and struct.pack('<d', now) or (now_sec .. ' ' .. now_usec)
   local first, out -- the first decision's words; a table only for a batch
   local o = 0 -- the decisions so far (#out, kept by hand: the length operator searches)
   local ki = 1
@@ -159,9 +170,9 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
         g_dirty = true
       end
       if mode == 'c' then a = a + 2 end
-      local w = word(bin, has_g, true, b.tokens, 0, has_g and g.tokens, 0)
+      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, true, b.tokens, 0, has_g and g.tokens, 0)
       o = o + 1
-      if o == 1 then first = w elseif o == 2 then out = { head, first, w } else out[o + 1] = w end
+      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     else
       -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
       local kwait = delay_until(b, rate, cap, now, cost)
@@ -196,16 +207,18 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
         if b.rewound then store(k, b, rate, cap) end
         if has_g then gtokens = tokens_at(g, grate, gcap, now) end
       end
-      local w = word(bin, has_g, allowed, tokens, kwait, gtokens, gwait)
+      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, allowed, tokens, kwait, gtokens, gwait)
       o = o + 1
-      if o == 1 then first = w elseif o == 2 then out = { head, first, w } else out[o + 1] = w end
+      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     end
     k = KEYS[ki]
   end
   if g_dirty then store(KEYS[1], g, grate, gcap) end
-  local sep = bin and '' or ' '
-  if o == 1 then return head .. sep .. first end -- one decision
-  return table.concat(out, sep)
+  if o == 1 then -- one decision
+    if bin then return first end
+    return now_sec .. ' ' .. now_usec .. ' ' .. first
+  end
+  return table.concat(out, bin and '' or ' ')
 end
 `;
 

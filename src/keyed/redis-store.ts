@@ -298,7 +298,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       uniform = op.bucket === first.op.bucket && op.global === first.op.global;
     }
     if (uniform) {
-      for (let i = 0; i < all.length; i += MAX_BATCH) this.#send(all.slice(i, i + MAX_BATCH));
+      if (all.length <= MAX_BATCH) this.#send(all);
+      else for (let i = 0; i < all.length; i += MAX_BATCH) this.#send(all.slice(i, i + MAX_BATCH));
       return;
     }
     const groups = new Map<string, Pending[]>();
