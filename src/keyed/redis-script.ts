@@ -13,8 +13,9 @@
  * (read the key's bucket and the global one, decide, charge both or neither)
  * is atomic, and so is the batch. The steps agree with bucket.ts to the last
  * bit, so the Lua and the memory store do as long as they call the same
- * steps in the same order. Numbers cross as strings: `%.17g` from Lua (`fmt`),
- * JavaScript's shortest round-trip form to it; both round-trip a double exactly.
+ * steps in the same order. Numbers go in as JavaScript's shortest round-trip
+ * text and come back as doubles' bytes (the `_b` entries) or as `%.17g` text
+ * (`fmt`): each way a double arrives exactly.
  *
  * Time is the server's `TIME`, read once per call (luaNow, src/redis/client.ts),
  * so every instance of a fleet agrees whatever their own clocks say; the
