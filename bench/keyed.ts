@@ -508,7 +508,7 @@ export const keyedRedisSection: Section = {
       await io.call('FUNCTION', 'LOAD', 'REPLACE', KEYED_PROGRAM.library);
       const entry = KEYED_PROGRAM.entries.keyed;
       const sha = String(await io.script('LOAD', entry.script));
-      const call = ['1', 'rb:k:client:__rand_int__', '100', '200', 't', '1']; // rate 100/s, burst 200, try, cost 1
+      const call = ['1', 'rb:k:client:__rand_int__', '100:200', 't1']; // rate 100/s, burst 200, try, cost 1
       out.push(
         '#### Exact admission: 3000 calls, 64 in flight, one key with a burst of 1000',
         '',

@@ -57,7 +57,7 @@ if (which.startsWith('ours')) {
   const { KEYED_PROGRAM } = await import('../src/keyed/redis-script.js');
   await (client as Redis).call('FUNCTION', 'LOAD', 'REPLACE', KEYED_PROGRAM.library);
   const fn = KEYED_PROGRAM.entries.keyed.fn;
-  decide = () => (client as Redis).fcall(fn, 1, `${prefix}:${next()}`, '0.001', '1000000000', 't', '1');
+  decide = () => (client as Redis).fcall(fn, 1, `${prefix}:${next()}`, '0.001:1000000000', 't1');
 } else if (which.startsWith('ping')) {
   decide = () => client.ping();
 } else {

@@ -86,7 +86,7 @@ const contenders: [string, () => Promise<unknown>][] = [
         maxWaitMs: 0,
       } as never),
   ],
-  ['raw evalsha ioredis', () => io.evalsha(sha, 1, `p3:k:${next()}`, '0.001', '1000000000', 't', '1')],
+  ['raw evalsha ioredis', () => io.evalsha(sha, 1, `p3:k:${next()}`, '0.001:1000000000', 't1')],
   ['ping ioredis', () => io.ping()],
   ['ping node-redis', () => nr.ping()],
 ];

@@ -13,8 +13,9 @@
  * (read the key's bucket and the global one, decide, charge both or neither)
  * is atomic, and so is the batch. The steps agree with bucket.ts to the last
  * bit, so the Lua and the memory store do as long as they call the same
- * steps in the same order. Numbers cross as strings: `%.17g` from Lua (`fmt`),
- * JavaScript's shortest round-trip form to it; both round-trip a double exactly.
+ * steps in the same order. Numbers go in as JavaScript's shortest round-trip
+ * text and come back as doubles' bytes (the `_b` entries) or as `%.17g` text
+ * (`fmt`): each way a double arrives exactly.
  *
  * Time is the server's `TIME`, read once per call (luaNow, src/redis/client.ts),
  * so every instance of a fleet agrees whatever their own clocks say; the
@@ -24,23 +25,28 @@
  * at least a minute of Redis's real time, whose durations are not the virtual
  * clock's.
  *
- * A bucket is 16 bytes, its tokens and its updatedAtMs as two little-endian
- * doubles (`struct.pack('<dd')`: exact, with no decimal text to write or
- * parse), written with `SET ... PX` so that it expires when it would be full
- * again (`timeToFullMs`, counted from `updatedAtMs`, plus 1 ms): an absent key
- * is a full bucket, so an idle key costs Redis nothing. A bucket written full
+ * A bucket is 24 bytes, its tokens, its updatedAtMs and the key's expiry as
+ * three little-endian doubles (`struct.pack('<ddd')`: exact, with no decimal
+ * text to write or parse; 16 bytes, without the expiry, from earlier versions,
+ * are read too), written so that it expires no sooner than when it would be
+ * full again (`timeToFullMs`, counted from `updatedAtMs`, plus 1 ms) and at
+ * most half as long again (`store`): an absent key is a full bucket, so an idle
+ * key costs Redis nothing. A bucket written full
  * lives that 1 ms (a cost-0 decision, a refund): until then it keeps its
  * `updatedAtMs`, as the memory store does, which matters only to a clock that
  * goes back. The global bucket is read once per call and written once at its end.
  *
  * Call (every decision of a batch shares one bucket and, with a global bucket, that one):
  * KEYS = the global bucket (`keyed_g`), then each operation's key.
- * ARGV = (`_at`: now), rate, capacity, (`keyed_g`: global rate, global capacity), then per
- * operation its mode and cost and what the mode needs: `t` try, `p` peek: nothing; `r` reserve:
- * maxWaitMs (-1 = any); `c` cancel: readyAtMs, globalReadyAtMs; `a` credit: nothing.
+ * ARGV = (`_at`: now), `rate:capacity`, (`keyed_g`: the global `rate:capacity`), then per
+ * operation its mode and cost as one word (`t1`: mode `t`, cost 1) and what the mode needs: `t` try,
+ * `p` peek: nothing; `r` reserve: maxWaitMs (-1 = any); `c` cancel: readyAtMs, globalReadyAtMs;
+ * `a` credit: nothing.
  * Reply: one string of words separated by spaces: TIME's seconds and microseconds (`- -` on a
  * virtual clock), then per operation: allowed (1/0), tokens, ms until the key's bucket holds the
- * cost, and with a global bucket its tokens and its wait.
+ * cost, and with a global bucket its tokens and its wait. The `_b` entries reply in bytes, for a
+ * client that can take them (no `%.17g` to write and parse): now as a little-endian double, then
+ * per operation allowed as one byte and the same numbers as little-endian doubles.
  */
 
 import { bucketLua } from '../redis/bucket-lua.js';
@@ -54,15 +60,26 @@ local now, MIN_TTL
 -- last text and number of each parameter, so that what repeats from call to call (a limiter's
 -- rate and capacity, a cost of 1) is parsed once (tonumber runs strtod)
 local now_sec_text, now_sec_ms
-local rate_text, rate, cap_text, cap, grate_text, grate, gcap_text, gcap, cost_text, cost
+local par_text, rate, cap, gpar_text, grate, gcap, op_text, mode, cost
+
+-- 'rate:capacity' as two numbers
+local function params(text)
+  local i = string.find(text, ':', 1, true)
+  return tonumber(string.sub(text, 1, i - 1)), tonumber(string.sub(text, i + 1))
+end
 ${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
-local function load(k, c)
+-- the two buckets a call works on, reused from call to call (fewer tables for Lua's collector);
+-- a call reads each of its decisions' buckets afresh into kb, the global one once into gb
+local kb, gb = {}, {}
+
+local function load(b, k, c)
   local v = redis.call('GET', k)
-  if not v then return { tokens = c, upd = now } end
-  local tokens, upd = struct.unpack('<dd', v)
-  local b = { tokens = tokens, upd = upd }
+  b.rewound = false
+  if not v then b.tokens = c; b.upd = now; b.exp = 0; return b end
+  if #v == 24 then b.tokens, b.upd, b.exp = struct.unpack('<ddd', v)
+  else b.tokens, b.upd = struct.unpack('<dd', v); b.exp = 0 end -- 16 bytes: an earlier version's, its expiry unknown
   clamp_to_capacity(b, c)
   -- TIME went backwards: re-count from now (bucket.ts rewind), as MemoryStore does, and keep it
   -- even on a refusal (b.rewound), so refill runs from the earlier time
@@ -70,63 +87,93 @@ local function load(k, c)
   return b
 end
 
--- write a bucket back; it expires when it would be full again (time_to_full_ms),
--- as seen from upd (which may be ahead of now after time went back), plus 1 ms. A full
--- bucket is written too, not deleted: it lives until just after its upd, as MemoryStore
--- keeps it, so a clock that goes back over it finds the same upd in both stores.
--- Returns the tokens for the reply (fmt).
+-- write a bucket back; it must not expire before it would be full again (time_to_full_ms,
+-- as seen from upd, which may be ahead of now after time went back, plus 1 ms). On Redis's
+-- time the key keeps the expiry it has (KEEPTTL, half the cost of a new one) while that is
+-- late enough; a new one is half as long again as needed (so a key a steady flow keeps
+-- draining gets one about every capacity / 2 of cost), and its time (b.exp, a lower bound:
+-- Redis counts PX from its clock's whole ms, read after TIME) is stored with the bucket.
+-- On a virtual clock every write sets the expiry, and stores none. A full bucket is written
+-- too, not deleted: it lives until just after its upd, as MemoryStore keeps it, so a clock
+-- that goes back over it finds the same upd in both stores.
 local function store(k, b, r, c)
   local ttl = math.ceil(time_to_full_ms(b.tokens, r, c))
   if ttl < MIN_TTL then ttl = MIN_TTL end
   if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
-  redis.call('SET', k, struct.pack('<dd', b.tokens, b.upd), 'PX', ttl + math.ceil(b.upd - now) + 1)
-  return fmt(b.tokens)
+  ttl = ttl + math.ceil(b.upd - now) + 1
+  if MIN_TTL > 0 then
+    b.exp = 0
+  elseif b.exp >= now + ttl then
+    redis.call('SET', k, struct.pack('<ddd', b.tokens, b.upd, b.exp), 'KEEPTTL')
+    return
+  else
+    ttl = ttl + math.floor(ttl / 2)
+    b.exp = now - 1 + ttl
+  end
+  redis.call('SET', k, struct.pack('<ddd', b.tokens, b.upd, b.exp), 'PX', ttl)
 end
 
-local function keyed(KEYS, ARGV, has_g, at)
+-- one decision's words of the reply: as text (fmt), or as bytes (bin: allowed as one byte, then
+-- little-endian doubles), with a global bucket its tokens and wait too; with_now: bytes led by
+-- now, the whole reply of a call of one decision
+local function word(bin, has_g, with_now, allowed, tokens, wait, gtokens, gwait)
+  if bin then
+    local a = allowed and 1 or 0
+    if with_now then
+      if has_g then return struct.pack('<dBdddd', now, a, tokens, wait, gtokens, gwait) end
+      return struct.pack('<dBdd', now, a, tokens, wait)
+    end
+    if has_g then return struct.pack('<Bdddd', a, tokens, wait, gtokens, gwait) end
+    return struct.pack('<Bdd', a, tokens, wait)
+  end
+  local w = (allowed and '1 ' or '0 ') .. fmt(tokens) .. ' ' .. fmt(wait)
+  if has_g then return w .. ' ' .. fmt(gtokens) .. ' ' .. fmt(gwait) end
+  return w
+end
+
+-- a batch's reply starts with now: TIME's two integers as Redis wrote them, or a double
+local function header(bin, sec, usec)
+  if bin then return struct.pack('<d', now) end
+  return sec .. ' ' .. usec
+end
+
+local function keyed(KEYS, ARGV, has_g, at, bin)
   ${luaNow(1, { declare: false, parts: true, keep: true, given: 'at' })}
   MIN_TTL = 0
   local a = 1 -- the next argument
   if at then MIN_TTL = 60000; a = 2 end
-  if ARGV[a] ~= rate_text then rate_text = ARGV[a]; rate = tonumber(rate_text) end
-  if ARGV[a + 1] ~= cap_text then cap_text = ARGV[a + 1]; cap = tonumber(cap_text) end
-  a = a + 2
-  local out = { now_sec, now_usec }
-  local o = 2 -- #out, kept by hand (the length operator searches)
+  if ARGV[a] ~= par_text then par_text = ARGV[a]; rate, cap = params(par_text) end
+  a = a + 1
+  local first, out -- the first decision's words; a table only for a batch
+  local o = 0 -- the decisions so far (#out, kept by hand: the length operator searches)
   local ki = 1
   local g
   local g_dirty = false
   if has_g then
-    if ARGV[a] ~= grate_text then grate_text = ARGV[a]; grate = tonumber(grate_text) end
-    if ARGV[a + 1] ~= gcap_text then gcap_text = ARGV[a + 1]; gcap = tonumber(gcap_text) end
+    if ARGV[a] ~= gpar_text then gpar_text = ARGV[a]; grate, gcap = params(gpar_text) end
     ki = 2
-    a = a + 2
-    g = load(KEYS[1], gcap)
+    a = a + 1
+    g = load(gb, KEYS[1], gcap)
     g_dirty = g.rewound == true
   end
   local k = KEYS[ki]
   while k do
     ki = ki + 1
-    local mode = ARGV[a]
-    if ARGV[a + 1] ~= cost_text then cost_text = ARGV[a + 1]; cost = tonumber(cost_text) end
-    a = a + 2
-    local b = load(k, cap)
+    if ARGV[a] ~= op_text then op_text = ARGV[a]; mode = string.sub(op_text, 1, 1); cost = tonumber(string.sub(op_text, 2)) end
+    a = a + 1
+    local b = load(kb, k, cap)
     if mode == 'c' or mode == 'a' then
       -- MemoryStore.refundAt (c) and creditAt (a)
       if mode == 'c' then refund(b, rate, cap, now, cost, tonumber(ARGV[a])) else credit(b, rate, cap, now, cost) end
-      local tokens = store(k, b, rate, cap)
+      store(k, b, rate, cap)
       if has_g then
         if mode == 'c' then refund(g, grate, gcap, now, cost, tonumber(ARGV[a + 1])) else credit(g, grate, gcap, now, cost) end
         g_dirty = true
       end
       if mode == 'c' then a = a + 2 end
-      o = o + 1; out[o] = '1'
-      o = o + 1; out[o] = tokens
-      o = o + 1; out[o] = '0'
-      if has_g then
-        o = o + 1; out[o] = fmt(g.tokens)
-        o = o + 1; out[o] = '0'
-      end
+      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, true, b.tokens, 0, has_g and g.tokens, 0)
+      o = o + 1
+      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     else
       -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
       local kwait = delay_until(b, rate, cap, now, cost)
@@ -149,40 +196,52 @@ local function keyed(KEYS, ARGV, has_g, at)
       local tokens, gtokens
       if allowed and mode ~= 'p' then
         charge(b, rate, cap, now, cost)
-        tokens = store(k, b, rate, cap)
+        store(k, b, rate, cap)
+        tokens = b.tokens
         if has_g then
           charge(g, grate, gcap, now, cost)
           gtokens = g.tokens
           g_dirty = true
         end
       else
-        tokens = fmt(tokens_at(b, rate, cap, now))
+        tokens = tokens_at(b, rate, cap, now)
         if b.rewound then store(k, b, rate, cap) end
         if has_g then gtokens = tokens_at(g, grate, gcap, now) end
       end
-      o = o + 1; out[o] = allowed and '1' or '0'
-      o = o + 1; out[o] = tokens
-      o = o + 1; out[o] = fmt(kwait)
-      if has_g then
-        o = o + 1; out[o] = fmt(gtokens)
-        o = o + 1; out[o] = fmt(gwait)
-      end
+      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, allowed, tokens, kwait, gtokens, gwait)
+      o = o + 1
+      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     end
     k = KEYS[ki]
   end
   if g_dirty then store(KEYS[1], g, grate, gcap) end
-  if o == 5 then return out[1] .. ' ' .. out[2] .. ' ' .. out[3] .. ' ' .. out[4] .. ' ' .. out[5] end -- one decision
-  return table.concat(out, ' ')
+  if o == 1 then -- one decision
+    if bin then return first end
+    return now_sec .. ' ' .. now_usec .. ' ' .. first
+  end
+  return table.concat(out, bin and '' or ' ')
 end
 `;
 
 /** The keyed store's Lua: `keyed` without a global bucket, `keyed_g` with one; `_at` on a virtual clock. */
 export const KEYED_PROGRAM: RedisProgram<KeyedEntry> = redisProgram('tokenpace_keyed', BODY, {
-  keyed: 'keyed(KEYS, ARGV, false, false)',
-  keyed_g: 'keyed(KEYS, ARGV, true, false)',
-  keyed_at: 'keyed(KEYS, ARGV, false, true)',
-  keyed_g_at: 'keyed(KEYS, ARGV, true, true)',
+  keyed: 'keyed(KEYS, ARGV, false, false, false)',
+  keyed_g: 'keyed(KEYS, ARGV, true, false, false)',
+  keyed_at: 'keyed(KEYS, ARGV, false, true, false)',
+  keyed_g_at: 'keyed(KEYS, ARGV, true, true, false)',
+  keyed_b: 'keyed(KEYS, ARGV, false, false, true)',
+  keyed_g_b: 'keyed(KEYS, ARGV, true, false, true)',
+  keyed_at_b: 'keyed(KEYS, ARGV, false, true, true)',
+  keyed_g_at_b: 'keyed(KEYS, ARGV, true, true, true)',
 });
 
-/** The entry points of {@link KEYED_PROGRAM}. */
-export type KeyedEntry = 'keyed' | 'keyed_g' | 'keyed_at' | 'keyed_g_at';
+/** The entry points of {@link KEYED_PROGRAM}: `_g` with a global bucket, `_at` on a virtual clock, `_b` with a reply in bytes. */
+export type KeyedEntry =
+  | 'keyed'
+  | 'keyed_g'
+  | 'keyed_at'
+  | 'keyed_g_at'
+  | 'keyed_b'
+  | 'keyed_g_b'
+  | 'keyed_at_b'
+  | 'keyed_g_at_b';

@@ -49,7 +49,7 @@ import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import type { BucketParams } from '../meters/bucket.js';
-import { delKeys, type IoredisLikeClient, type RedisClientLike, timeMs } from '../redis/client.js';
+import { delKeys, type IoredisLikeClient, inBytes, type RedisClientLike, timeMs } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { callProgram } from '../redis/functions.js';
 import {
@@ -61,7 +61,7 @@ import {
   SHARED_STORE_OPTIONS,
 } from '../redis/health.js';
 import { MemoryStore } from './memory-store.js';
-import { KEYED_PROGRAM } from './redis-script.js';
+import { KEYED_PROGRAM, type KeyedEntry } from './redis-script.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../redis/client.js';
@@ -129,6 +129,18 @@ interface Pending {
   resolve: (result: StoreResult) => void;
 }
 
+/** The keyed program's entry points by (global bucket) + 2 (virtual clock) + 4 (reply in bytes). */
+const ENTRIES: readonly KeyedEntry[] = [
+  'keyed',
+  'keyed_g',
+  'keyed_at',
+  'keyed_g_at',
+  'keyed_b',
+  'keyed_g_b',
+  'keyed_at_b',
+  'keyed_g_at_b',
+];
+
 const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'cluster', 'localMaxKeys']);
 
 /**
@@ -147,6 +159,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   readonly probeIntervalMs: number;
   readonly stats: RedisStoreStats = { decisions: 0, calls: 0, byPolicy: 0, failures: 0 };
   readonly #client: RedisClientLike;
+  /** The client whose replies come in bytes (client.ts inBytes), for the `_b` entries; else the text ones. */
+  readonly #bytesClient: RedisClientLike | undefined;
   readonly #nodeRedis: boolean;
   readonly #cluster: boolean;
   readonly #clock: Clock;
@@ -154,8 +168,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   readonly #local: MemoryStore | undefined;
   readonly #health: RedisHealth;
   #pending: Pending[] = [];
-  /** The last bucket's rate and capacity as sent, and that bucket. */
-  #bucketText: string[] = [];
+  /** The last bucket's `rate:capacity` as sent, and that bucket. */
+  #bucketText = '';
   #bucketTextOf: BucketParams | undefined;
   #flushScheduled = false;
   #inFlight = 0;
@@ -175,6 +189,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       );
     }
     this.#client = client;
+    this.#bytesClient = inBytes(client, nodeRedis);
     this.#nodeRedis = nodeRedis;
     this.#cluster = options.cluster ?? isClusterClient(client);
     this.prefix = prefix;
@@ -227,7 +242,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const keys = hasGlobal ? [this.globalKey, this.keyFor(op.key, true)] : [this.keyFor(op.key, false)];
     // The call's layout is #send's (redis-script.ts), for one `a` operation.
     const args = this.#header(op.bucket, op.global);
-    args.push('a', String(op.cost));
+    args.push(`a${op.cost}`);
     this.stats.calls++;
     const sent = new Promise<unknown>((resolve, reject) => this.#call(hasGlobal, keys, args, resolve, reject));
     return this.#health.withTimeout(sent).then(
@@ -283,7 +298,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       uniform = op.bucket === first.op.bucket && op.global === first.op.global;
     }
     if (uniform) {
-      for (let i = 0; i < all.length; i += MAX_BATCH) this.#send(all.slice(i, i + MAX_BATCH));
+      if (all.length <= MAX_BATCH) this.#send(all);
+      else for (let i = 0; i < all.length; i += MAX_BATCH) this.#send(all.slice(i, i + MAX_BATCH));
       return;
     }
     const groups = new Map<string, Pending[]>();
@@ -320,11 +336,13 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     for (const { op, cancel } of batch) {
       keys.push(this.keyFor(op.key, hasGlobal));
       if (cancel !== undefined) {
-        args.push('c', String(op.cost), String(cancel.readyAtMs), String(cancel.globalReadyAtMs));
+        args.push(`c${op.cost}`, String(cancel.readyAtMs), String(cancel.globalReadyAtMs));
       } else if (op.mode === 'reserve') {
-        args.push('r', String(op.cost), op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs));
+        args.push(`r${op.cost}`, op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs));
+      } else if (op.cost === 1) {
+        args.push(op.mode === 'try' ? 't1' : 'p1');
       } else {
-        args.push(op.mode === 'try' ? 't' : 'p', String(op.cost));
+        args.push(`${op.mode === 'try' ? 't' : 'p'}${op.cost}`);
       }
     }
     this.#inFlight++;
@@ -358,20 +376,22 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   /** A call's first arguments: now (on a virtual clock: the `_at` entries), the bucket, the global bucket. */
   #header(bucket: BucketParams, global: BucketParams | undefined): string[] {
-    let text = this.#bucketText;
     if (bucket !== this.#bucketTextOf) {
-      text = [String(bucket.ratePerSecond), String(bucket.capacity)];
-      this.#bucketText = text;
+      this.#bucketText = paramsText(bucket);
       this.#bucketTextOf = bucket;
     }
-    const args = [text[0] as string, text[1] as string];
-    if (global !== undefined) args.push(String(global.ratePerSecond), String(global.capacity));
+    const args = [this.#bucketText];
+    if (global !== undefined) args.push(paramsText(global));
     if (this.#now !== undefined) args.unshift(String(this.#now()));
     return args;
   }
 
   /** Resolves each decision of `batch` from the script's reply (redis-script.ts). */
   #answer(batch: Pending[], hasGlobal: boolean, virtualNow: number | undefined, reply: unknown): void {
+    if (this.#bytesClient !== undefined) {
+      this.#answerBytes(batch, hasGlobal, reply);
+      return;
+    }
     const perOp = hasGlobal ? 5 : 3;
     const words = typeof reply === 'string' ? reply.split(' ') : Buffer.isBuffer(reply) ? String(reply).split(' ') : [];
     if (words.length !== 2 + batch.length * perOp) {
@@ -402,6 +422,36 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     }
   }
 
+  /** {@link #answer} for a reply in bytes: now, then per decision allowed (a byte) and doubles (redis-script.ts). */
+  #answerBytes(batch: Pending[], hasGlobal: boolean, reply: unknown): void {
+    const perOp = hasGlobal ? 33 : 17;
+    const size = 8 + batch.length * perOp;
+    if (!Buffer.isBuffer(reply) || reply.length !== size) {
+      const got = Buffer.isBuffer(reply) ? `${reply.length} bytes` : typeof reply;
+      this.#failed(
+        new StoreUnavailableError(`unexpected reply from the rate-limit script: expected ${size} bytes, got ${got}`),
+        batch,
+      );
+      return;
+    }
+    this.stats.decisions += batch.length;
+    const nowMs = reply.readDoubleLE(0);
+    for (let i = 0, at = 8; i < batch.length; i++, at += perOp) {
+      const readyInMs = reply.readDoubleLE(at + 9);
+      const globalReadyInMs = hasGlobal ? reply.readDoubleLE(at + 25) : 0;
+      (batch[i] as Pending).resolve({
+        allowed: reply[at] === 1,
+        tokens: reply.readDoubleLE(at + 1),
+        globalTokens: hasGlobal ? reply.readDoubleLE(at + 17) : Number.POSITIVE_INFINITY,
+        waitMs: Math.max(readyInMs, globalReadyInMs),
+        nowMs,
+        readyAtMs: nowMs + readyInMs,
+        globalReadyAtMs: nowMs + globalReadyInMs,
+        source: 'store',
+      });
+    }
+  }
+
   /** One call of the keyed program: a Function, or a script where Redis has none (src/redis/functions.ts). */
   #call(
     hasGlobal: boolean,
@@ -410,8 +460,22 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     onReply: (reply: unknown) => void,
     onError: (error: unknown) => void,
   ): void {
-    const entry = this.#now === undefined ? (hasGlobal ? 'keyed_g' : 'keyed') : hasGlobal ? 'keyed_g_at' : 'keyed_at';
-    callProgram(this.#client, this.#nodeRedis, this.#cluster, KEYED_PROGRAM, entry, keys, args, onReply, onError);
+    const bytes = this.#bytesClient;
+    const entry = ENTRIES[(hasGlobal ? 1 : 0) + (this.#now === undefined ? 0 : 2) + (bytes === undefined ? 0 : 4)];
+    const client = bytes ?? this.#client;
+    const program = KEYED_PROGRAM;
+    callProgram(
+      client,
+      this.#nodeRedis,
+      this.#cluster,
+      program,
+      entry as KeyedEntry,
+      keys,
+      args,
+      onReply,
+      onError,
+      bytes !== undefined,
+    );
   }
 
   #del(keys: string[]): Promise<unknown> {
@@ -445,6 +509,11 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       source: this.policy,
     };
   }
+}
+
+/** A bucket's parameters as the keyed program reads them (redis-script.ts): `rate:capacity`, flat. */
+function paramsText(bucket: BucketParams): string {
+  return `${bucket.ratePerSecond}:${bucket.capacity}`;
 }
 
 function isClusterClient(client: RedisClientLike): boolean {

@@ -23,6 +23,10 @@ export interface IoredisLikeClient {
   fcall?(fn: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   /** Any command (`FUNCTION LOAD`). */
   call?(command: string, ...args: (string | Buffer)[]): Promise<unknown>;
+  /** `FCALL`, `EVALSHA` and `EVAL` with bulk replies as Buffers (a program's reply in bytes, {@link inBytes}). */
+  fcallBuffer?(fn: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
+  evalshaBuffer?(sha: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
+  evalBuffer?(script: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   /** `true` on an ioredis `Cluster`. */
   isCluster?: boolean;
 }
@@ -37,6 +41,37 @@ export interface NodeRedisLikeClient {
   fCall?(fn: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
   /** `FUNCTION LOAD`. */
   functionLoad?(code: string): Promise<unknown>;
+  /** node-redis 5: the same client with other reply types (bulk strings as Buffers, {@link inBytes}). */
+  withTypeMapping?(mapping: { [type: number]: unknown }): unknown;
+}
+
+/** RESP's bulk string type, as node-redis numbers it (`RESP_TYPES.BLOB_STRING`, the byte `$`). */
+const RESP_BULK_STRING = 36;
+const byteClients = new WeakMap<object, RedisClientLike>();
+
+/**
+ * `client` as one whose bulk replies are Buffers: for ioredis the client itself (its `*Buffer`
+ * methods, which {@link evalScript} and src/redis/functions.ts call when `bytes` is set), for
+ * node-redis its `withTypeMapping` twin, made once; `undefined` when the client has neither, and
+ * its program replies must be text.
+ */
+export function inBytes(client: RedisClientLike, nodeRedis: boolean): RedisClientLike | undefined {
+  if (!nodeRedis) {
+    const c = client as IoredisLikeClient;
+    const ok =
+      typeof c.fcallBuffer === 'function' &&
+      typeof c.evalshaBuffer === 'function' &&
+      typeof c.evalBuffer === 'function';
+    return ok ? client : undefined;
+  }
+  let twin = byteClients.get(client);
+  if (twin === undefined) {
+    const c = client as NodeRedisLikeClient;
+    if (typeof c.withTypeMapping !== 'function') return undefined;
+    twin = c.withTypeMapping({ [RESP_BULK_STRING]: Buffer }) as RedisClientLike;
+    byteClients.set(client, twin);
+  }
+  return twin;
 }
 
 /** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */
@@ -85,7 +120,10 @@ export function isNodeRedis(client: IoredisLikeClient | NodeRedisLikeClient): bo
   );
 }
 
-/** Runs `script` (known by `sha`) with `keys` and `args` on an ioredis or a node-redis client. */
+/**
+ * Runs `script` (known by `sha`) with `keys` and `args` on an ioredis or a node-redis client; with
+ * `bytes`, on a client from {@link inBytes}, a bulk reply comes as a Buffer.
+ */
 export async function evalScript(
   client: IoredisLikeClient | NodeRedisLikeClient,
   nodeRedis: boolean,
@@ -93,12 +131,13 @@ export async function evalScript(
   sha: string,
   keys: string[],
   args: string[],
+  bytes = false,
 ): Promise<unknown> {
   try {
-    return await evalOnce(client, nodeRedis, script, sha, true, keys, args);
+    return await evalOnce(client, nodeRedis, script, sha, true, keys, args, bytes);
   } catch (error) {
     if (!/NOSCRIPT/.test(error instanceof Error ? error.message : String(error))) throw error;
-    return evalOnce(client, nodeRedis, script, sha, false, keys, args);
+    return evalOnce(client, nodeRedis, script, sha, false, keys, args, bytes);
   }
 }
 
@@ -156,6 +195,7 @@ function evalOnce(
   bySha: boolean,
   keyTexts: string[],
   texts: string[],
+  bytes: boolean,
 ): Promise<unknown> {
   const keys = faithful(keyTexts);
   const args = faithful(texts);
@@ -164,6 +204,11 @@ function evalOnce(
     const options = { keys, arguments: args };
     return bySha ? c.evalSha(sha, options) : c.eval(script, options);
   }
-  const c = client as IoredisLikeClient;
+  const c = client as Required<IoredisLikeClient>;
+  if (bytes) {
+    return bySha
+      ? c.evalshaBuffer(sha, keys.length, ...keys, ...args)
+      : c.evalBuffer(script, keys.length, ...keys, ...args);
+  }
   return bySha ? c.evalsha(sha, keys.length, ...keys, ...args) : c.eval(script, keys.length, ...keys, ...args);
 }

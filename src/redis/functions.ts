@@ -76,7 +76,7 @@ export function redisProgram<Entry extends string>(
 }
 
 /** A client that can send Functions (canCallFunctions). */
-type IoredisFunctions = Required<Pick<IoredisLikeClient, 'fcall' | 'call'>>;
+type IoredisFunctions = Required<Pick<IoredisLikeClient, 'fcall' | 'call' | 'fcallBuffer'>>;
 type NodeRedisFunctions = Required<Pick<NodeRedisLikeClient, 'fCall' | 'functionLoad'>>;
 
 /** How a client runs programs, and the library loads under way. */
@@ -96,7 +96,8 @@ const EXISTS = /already exists/i;
 /**
  * Runs `entry` of `program` with `keys` and `args` (sent faithfully: client.ts) on an ioredis or
  * node-redis client, as a Function where it can, as a script otherwise (see the file's opening
- * comment), and calls `onReply` or `onError` once. (Callbacks, not a promise: the store hands the
+ * comment), and calls `onReply` or `onError` once. With `bytes` (on a client from client.ts's
+ * `inBytes`), a bulk reply comes as a Buffer. (Callbacks, not a promise: the store hands the
  * reply on without a promise of its own in between.)
  */
 export function callProgram<Entry extends string>(
@@ -109,6 +110,7 @@ export function callProgram<Entry extends string>(
   args: string[],
   onReply: (reply: unknown) => void,
   onError: (error: unknown) => void,
+  bytes = false,
 ): void {
   let way = ways.get(client);
   if (way === undefined) {
@@ -117,7 +119,7 @@ export function callProgram<Entry extends string>(
   }
   const e = program.entries[entry];
   if (!way.functions) {
-    evalScript(client, nodeRedis, e.script, e.sha, keys, args).then(onReply, onError);
+    evalScript(client, nodeRedis, e.script, e.sha, keys, args, bytes).then(onReply, onError);
     return;
   }
   const state = way;
@@ -125,13 +127,13 @@ export function callProgram<Entry extends string>(
   const sentArgs = faithful(args);
   const asScript = () => {
     state.functions = false;
-    evalScript(client, nodeRedis, e.script, e.sha, keys, args).then(onReply, onError);
+    evalScript(client, nodeRedis, e.script, e.sha, keys, args, bytes).then(onReply, onError);
   };
-  fcall(client, nodeRedis, e.fn, sentKeys, sentArgs).then(onReply, (error: unknown) => {
+  fcall(client, nodeRedis, e.fn, sentKeys, sentArgs, bytes).then(onReply, (error: unknown) => {
     const message = messageOf(error);
     if (NOT_FOUND.test(message)) {
       load(state, client, nodeRedis, program).then(
-        () => fcall(client, nodeRedis, e.fn, sentKeys, sentArgs).then(onReply, onError),
+        () => fcall(client, nodeRedis, e.fn, sentKeys, sentArgs, bytes).then(onReply, onError),
         (loadError: unknown) => {
           if (REFUSED.test(messageOf(loadError))) asScript();
           else onError(loadError);
@@ -176,10 +178,13 @@ function fcall(
   fn: string,
   keys: (string | Buffer)[],
   args: (string | Buffer)[],
+  bytes: boolean,
 ): Promise<unknown> {
   try {
     if (nodeRedis) return (client as NodeRedisFunctions).fCall(fn, { keys, arguments: args });
-    return (client as IoredisFunctions).fcall(fn, keys.length, ...keys, ...args);
+    const c = client as IoredisFunctions;
+    if (bytes) return c.fcallBuffer(fn, keys.length, ...keys, ...args);
+    return c.fcall(fn, keys.length, ...keys, ...args);
   } catch (error) {
     return Promise.reject(error);
   }

@@ -143,6 +143,12 @@ export interface StoreFailureMessage {
   readonly operations: number;
 }
 
+/** One call's {@link RedisHealth.deadline}: when it falls due, and what it calls then (none once cleared). */
+interface Deadline {
+  readonly at: number;
+  onTimeout: ((error: Error) => void) | undefined;
+}
+
 /** The health of one store's Redis, with the store's events and channel messages. @internal */
 export class RedisHealth {
   readonly policy: FailurePolicy;
@@ -154,6 +160,10 @@ export class RedisHealth {
   readonly #stats: { failures: number };
   #degradedSinceMs: number | undefined;
   #probeTimer: unknown;
+  /** The calls' deadlines, first due first (from #deadlineHead on), and the one timer for them. */
+  #deadlines: Deadline[] = [];
+  #deadlineHead = 0;
+  #deadlineTimer: unknown;
   #probing = false;
   #closed = false;
 
@@ -201,11 +211,11 @@ export class RedisHealth {
       const timer = this.deadline(reject);
       promise.then(
         (value) => {
-          this.#clock.clearTimeout(timer);
+          this.clearDeadline(timer);
           resolve(value);
         },
         (error: unknown) => {
-          this.#clock.clearTimeout(timer);
+          this.clearDeadline(timer);
           reject(error);
         },
       );
@@ -213,18 +223,65 @@ export class RedisHealth {
   }
 
   /**
-   * Calls `onTimeout` with the timeout's error after `timeoutMs`, unless {@link clearDeadline} comes
-   * first: withTimeout without a promise of its own, for a caller that already holds callbacks.
+   * Calls `onTimeout` with the timeout's error `timeoutMs` from now, unless {@link clearDeadline}
+   * comes first: withTimeout without a promise of its own, for a caller that already holds callbacks.
+   * Every deadline is `timeoutMs` long, so they fall due in the order they were set: they wait in
+   * one queue under one timer, armed for the first (not unarmed when calls settle: it finds those
+   * gone when it fires, and is armed again for the next one due), instead of a timer per call.
    */
   deadline(onTimeout: (error: Error) => void): unknown {
-    return this.#clock.setTimeout(() => {
-      onTimeout(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
-    }, this.timeoutMs);
+    const d: Deadline = { at: this.#clock.now() + this.timeoutMs, onTimeout };
+    this.#deadlines.push(d);
+    if (this.#deadlineTimer === undefined) this.#armDeadlines(this.timeoutMs);
+    return d;
   }
 
   /** Cancels a {@link deadline}. */
   clearDeadline(handle: unknown): void {
-    this.#clock.clearTimeout(handle);
+    (handle as Deadline).onTimeout = undefined;
+    const queue = this.#deadlines;
+    let head = this.#deadlineHead;
+    while (head < queue.length && (queue[head] as Deadline).onTimeout === undefined) head++;
+    if (head === queue.length) {
+      queue.length = 0;
+      head = 0;
+    } else if (head >= 1024) {
+      queue.splice(0, head);
+      head = 0;
+    }
+    this.#deadlineHead = head;
+  }
+
+  #armDeadlines(ms: number): void {
+    this.#deadlineTimer = this.#clock.setTimeout(() => this.#expireDeadlines(), ms);
+    // a call in flight is held open by its client's socket; this timer holds nothing open
+    unref(this.#deadlineTimer);
+  }
+
+  #expireDeadlines(): void {
+    this.#deadlineTimer = undefined;
+    const now = this.#clock.now();
+    const queue = this.#deadlines;
+    const due: ((error: Error) => void)[] = [];
+    let head = this.#deadlineHead;
+    for (; head < queue.length; head++) {
+      const d = queue[head] as Deadline;
+      if (d.onTimeout === undefined) continue;
+      if (d.at > now) break;
+      due.push(d.onTimeout);
+      d.onTimeout = undefined;
+    }
+    if (head === queue.length) {
+      queue.length = 0;
+      head = 0;
+    } else {
+      this.#armDeadlines(Math.max(1, Math.ceil((queue[head] as Deadline).at - now)));
+    }
+    this.#deadlineHead = head;
+    // after the queue is set right: a callback may set or clear deadlines
+    for (const onTimeout of due) {
+      onTimeout(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
+    }
   }
 
   /** A call carrying `operations` decisions failed: a `failure`, and degraded if not yet. */

@@ -114,7 +114,8 @@ describe('RedisStore', () => {
   });
 
   it('a batch of concurrent decisions equals the same decisions made one by one in memory', async () => {
-    for (const client of [ioredis, nodeRedis]) {
+    // replies in bytes (both clients), and as text where a client cannot take bytes
+    for (const client of [ioredis, nodeRedis, textOnly(ioredis), textOnly(nodeRedis)]) {
       const clock = manualClock(1_000_000);
       const memory = new MemoryStore({ clock });
       const redis = new RedisStore({ client, prefix: prefix(), onError: 'deny', now: () => clock.now() });
@@ -190,14 +191,14 @@ describe('RedisStore', () => {
     }
   });
 
-  it('expires a bucket when it would be full again, and one written full 1 ms after its time', async () => {
+  it('expires a bucket no sooner than it would be full again (at most 1.5x later), and one written full 1 ms after its time', async () => {
     const p = prefix();
     const store = new RedisStore({ client: ioredis, prefix: p, onError: 'deny' }); // Redis's TIME
     const limiter = new KeyedLimiter({ rate: 100, burst: 200, store });
     await limiter.tryTake('k', 200);
     const ttl = await ioredis.pttl(`${p}:k:k`);
-    expect(ttl).toBeGreaterThan(1900);
-    expect(ttl).toBeLessThanOrEqual(2001);
+    expect(ttl).toBeGreaterThan(2900);
+    expect(ttl).toBeLessThanOrEqual(3001);
     await limiter.reset('k');
     expect(await ioredis.exists(`${p}:k:k`)).toBe(0);
     await limiter.tryTake('k', 0);
@@ -205,6 +206,33 @@ describe('RedisStore', () => {
     expect(await ioredis.pttl(`${p}:k:k`)).toBeLessThanOrEqual(1);
     await new Promise((r) => setTimeout(r, 5));
     expect(await ioredis.exists(`${p}:k:k`)).toBe(0);
+  });
+
+  it('keeps a late enough expiry (KEEPTTL) and moves it only when the bucket would outlive it', async () => {
+    const p = prefix();
+    const store = new RedisStore({ client: ioredis, prefix: p, onError: 'deny' });
+    const limiter = new KeyedLimiter({ rate: 1000, burst: 10_000, store });
+    const key = `${p}:k:k`;
+    let moved = 0;
+    let last = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < 40; i++) {
+      const d = await limiter.tryTake('k', 100);
+      const ttl = await ioredis.pttl(key);
+      // never sooner than full again (less the few ms since the decision), never over 1.5x + 1 ms
+      expect(ttl).toBeGreaterThanOrEqual(d.resetAfterMs - 5);
+      expect(ttl).toBeLessThanOrEqual(Math.ceil(d.resetAfterMs) * 1.5 + 2);
+      if (ttl > last + 1) moved++;
+      last = ttl;
+    }
+    // 40 takes of 100 with a time to full growing 100 ms each: the expiry moves a few times, not 40
+    expect(moved).toBeGreaterThan(1);
+    expect(moved).toBeLessThan(15);
+    // a bucket of an earlier version (16 bytes, no expiry stored) is read, and gets an expiry
+    await ioredis.set(key, Buffer.alloc(16), 'PX', 5); // 0 tokens, updated at 0: long ago, so full
+    const d = await limiter.tryTake('k', 2000);
+    expect(d.allowed).toBe(true);
+    expect(d.remaining).toBe(8000);
+    expect(await ioredis.pttl(key)).toBeGreaterThan(2900);
   });
 
   it('lays keys out for Redis Cluster: one slot with a global bucket, spread without', async () => {
@@ -300,3 +328,15 @@ describe('RedisStore', () => {
     );
   });
 });
+
+/** `client` without what a reply in bytes needs (ioredis's *Buffer methods, node-redis's withTypeMapping). */
+function textOnly<C extends object>(client: C): C {
+  const hidden = new Set(['fcallBuffer', 'evalshaBuffer', 'evalBuffer', 'withTypeMapping']);
+  return new Proxy(client, {
+    get(target, key) {
+      if (typeof key === 'string' && hidden.has(key)) return undefined;
+      const value: unknown = Reflect.get(target, key);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
