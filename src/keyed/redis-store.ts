@@ -173,6 +173,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   #bucketTextOf: BucketParams | undefined;
   #flushScheduled = false;
   #inFlight = 0;
+  readonly #flushNow = (): void => this.#flush();
 
   constructor(options: RedisStoreOptions) {
     super();
@@ -277,8 +278,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.#flushScheduled = true;
     // Nothing on the wire: send at the next microtask. Otherwise gather what the
     // replies arriving now trigger, and send it as one batch.
-    if (this.#inFlight === 0) queueMicrotask(() => this.#flush());
-    else setImmediate(() => this.#flush());
+    if (this.#inFlight === 0) queueMicrotask(this.#flushNow);
+    else setImmediate(this.#flushNow);
   }
 
   #flush(): void {
