@@ -8,10 +8,9 @@
  * (the default: a function that never settles cannot hold a slot forever),
  * or keeps it until `fn` settles with `onTimeout: 'hold'`.
  *
- * Also here: the job itself ({@link Job}), one record that is the queue's
- * node, the run's and the context its function receives, kept small since a
- * full queue holds `maxQueue` of them; and a running job's bill
- * ({@link Bill}), made only when its function reads `adjust`.
+ * Also here: the waiting job itself ({@link Job}), kept small since a full
+ * queue holds `maxQueue` of them, and a running job's bill ({@link Bill}),
+ * which is the context its function receives.
  */
 
 import type { Clock } from '../clock.js';
@@ -22,14 +21,14 @@ import type { JobContext, JobFunction, SchedulerCounters } from './options.js';
 import type { Level, Waiter } from './queue.js';
 
 /**
- * A job: the queue's node, its promise's settlers, and, once it runs, the context its function
- * receives (`signal`, `adjust`): one record per job. The rarely used parts (a signal, a timeout of
- * its own) live in `extra`, and a bill ({@link Bill}) is made only when the function reads
- * `adjust`. Both settlers are kept, so that the one reaction to its function's result that frees
- * its slot also settles its promise ({@link Runner.runJob}): resolving it with that result instead
- * would cost a thenable job, a second reaction and two more microtask hops per job.
+ * A waiting job: the queue's node and its promise's settlers in one object.
+ * The rarely used parts (a signal, a timeout of its own) live in `extra`.
+ * Both settlers are kept, so that the one reaction to its function's result
+ * that frees its slot also settles its promise ({@link Runner.runJob}):
+ * resolving it with that result instead would cost a thenable job, a second
+ * reaction and two more microtask hops per job.
  */
-export class Job implements Waiter<Job>, JobContext {
+export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
   prev: Job | undefined = undefined;
   next: Job | undefined = undefined;
@@ -39,34 +38,13 @@ export class Job implements Waiter<Job>, JobContext {
   reject!: (reason: unknown) => void;
   /** What its admission keeps for it (a fleet's: its lease id, reservation and lease); the local one keeps nothing. */
   ticket: unknown = undefined;
-  /** Who carries out `adjust` (set when it starts), then its bill once `adjust` was read. */
-  #billing: Adjuster | Bill = unstarted;
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
     readonly priority: number,
-    /** When it arrived, ms (clock time; it never goes back from one job to the next). */
     readonly enqueuedAtMs: number,
-    /** Set when the job is made; the runner adds one to a guarded job that has none. */
-    public extra: JobExtra | undefined,
+    readonly extra: JobExtra | undefined,
   ) {}
-
-  /** The context's signal: the caller's, or the job's own when it has a timeout. */
-  get signal(): AbortSignal | undefined {
-    return this.extra?.runSignal;
-  }
-
-  /** The context's `adjust`, bound (see {@link Bill.adjust}); made on first use (most jobs never adjust). */
-  get adjust(): (deltaCost: number) => void {
-    let billing = this.#billing;
-    if (typeof billing === 'function') this.#billing = billing = new Bill(this.cost, billing);
-    return billing.adjust;
-  }
-
-  /** The job starts: `adjust` goes to `adjuster`. */
-  bill(adjuster: Adjuster): void {
-    this.#billing = adjuster;
-  }
 }
 
 /** The parts of a waiting job that most jobs do not have. */
@@ -75,37 +53,22 @@ export interface JobExtra {
   /** In the scheduler's set of jobs waiting on `signal` (one abort listener per signal, not per job). */
   watched: boolean;
   readonly timeoutMs: number;
-  /** The signal its function receives: `signal`, or the job's own when it has a timeout (set when it starts). */
-  runSignal: AbortSignal | undefined;
 }
 
 /** Changes a running job's bill by `deltaCost` (see {@link JobContext.adjust}): the admission does it. */
 export type Adjuster = (bill: Bill, deltaCost: number) => void;
 
-/** What a running job is charged now, made when its function first reads `adjust`. */
-export class Bill {
+/** A running job's bill: what it is charged now, and the context its function receives (`signal`, `adjust`). */
+export class Bill implements JobContext {
   readonly #adjuster: Adjuster;
-  /**
-   * Bound, so that `({ adjust }) => adjust(n)` works. Its argument must be a finite number
-   * (`InvalidOptionError` otherwise), whatever the admission.
-   */
-  readonly adjust: (deltaCost: number) => void;
+  #adjust: ((deltaCost: number) => void) | undefined = undefined;
   constructor(
+    readonly signal: AbortSignal | undefined,
     /** Tokens the job is charged now. */
     public cost: number,
     adjuster: Adjuster,
   ) {
     this.#adjuster = adjuster;
-    this.adjust = (deltaCost) => {
-      if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
-        throw new InvalidOptionError(
-          'deltaCost',
-          deltaCost,
-          `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
-        );
-      }
-      this.#adjuster(this, deltaCost);
-    };
   }
 
   /**
@@ -125,10 +88,28 @@ export class Bill {
     this.cost -= back;
     return -back;
   }
-}
 
-/** Who carries out the `adjust` of a job that has not started: nobody (nothing is charged yet). */
-function unstarted(): void {}
+  /**
+   * Bound, so that `({ adjust }) => adjust(n)` works; made on first use (most jobs never adjust).
+   * Its argument must be a finite number (`InvalidOptionError` otherwise), whatever the admission.
+   */
+  get adjust(): (deltaCost: number) => void {
+    if (this.#adjust === undefined) {
+      const adjuster = this.#adjuster;
+      this.#adjust = (deltaCost) => {
+        if (typeof deltaCost !== 'number' || !Number.isFinite(deltaCost)) {
+          throw new InvalidOptionError(
+            'deltaCost',
+            deltaCost,
+            `Expected \`adjust\`'s deltaCost to be a finite number, got ${describeValue(deltaCost)}`,
+          );
+        }
+        adjuster(this, deltaCost);
+      };
+    }
+    return this.#adjust;
+  }
+}
 
 /** What a {@link Runner} is built with. */
 export interface RunnerOptions {
@@ -178,13 +159,13 @@ export class Runner {
   }
 
   /**
-   * Runs `job`, which starts at once and has neither a signal nor a timeout, holding `held` of the
-   * concurrency until its function settles. Returns the function's result as a promise (the same
-   * promise if it returned a native one): the job's own settlers are not used.
+   * Runs a job that starts at once and has neither a signal nor a timeout, holding `held` of the
+   * concurrency until `fn` settles. Returns `fn`'s result as a promise (the same promise if `fn`
+   * returned a native one).
    */
-  run(job: Job, held: number): Promise<unknown> {
-    this.#begin(job, held, 0);
-    const result = call(job);
+  run(fn: JobFunction<unknown>, cost: number, priority: number, held: number): Promise<unknown> {
+    this.#begin(cost, priority, held, 0);
+    const result = call(fn, new Bill(undefined, cost, this.#adjuster));
     if (held === 1) result.then(this.#finishOne, this.#failOne);
     else
       result.then(
@@ -200,13 +181,13 @@ export class Runner {
    * (Infinity: none).
    */
   runJob(job: Job, held: number, waitedMs: number, timeoutMs: number): void {
-    if (timeoutMs !== Number.POSITIVE_INFINITY || job.extra?.signal !== undefined) {
+    if (job.extra?.signal !== undefined || timeoutMs !== Number.POSITIVE_INFINITY) {
       this.#guard(job, { held, released: false }, waitedMs, timeoutMs);
       return;
     }
-    this.#begin(job, held, waitedMs);
+    this.#begin(job.cost, job.priority, held, waitedMs);
     // One reaction frees the slot, then settles the job's promise (no second `then`).
-    call(job).then(
+    call(job.fn, new Bill(undefined, job.cost, this.#adjuster)).then(
       (value) => {
         this.#finish(held, true, value, job);
         job.resolve(value);
@@ -219,14 +200,13 @@ export class Runner {
   }
 
   /** A job starts: it holds its concurrency, and is counted and told. */
-  #begin(job: Job, held: number, waitedMs: number): void {
+  #begin(cost: number, priority: number, held: number, waitedMs: number): void {
     this.pending++;
     this.runningCost += held;
     const counters = this.#counters;
     counters.started++;
     counters.waitedMs += waitedMs;
-    job.bill(this.#adjuster);
-    if (this.#events.has('active')) this.#events.emit('active', { cost: job.cost, priority: job.priority, waitedMs });
+    if (this.#events.has('active')) this.#events.emit('active', { cost, priority, waitedMs });
   }
 
   /** Runs a job that has a signal or a timeout: its promise settles early on abort or timeout. */
@@ -266,10 +246,9 @@ export class Runner {
       timer.armAt(now + timeoutMs, now);
     }
     signal?.addEventListener('abort', onAbort, { once: true });
-    job.extra ??= { signal, watched: false, timeoutMs, runSignal: undefined };
-    job.extra.runSignal = own === undefined ? signal : own.signal;
-    this.#begin(job, slot.held, waitedMs);
-    call(job).then(
+    const jobSignal = own === undefined ? signal : own.signal;
+    this.#begin(job.cost, job.priority, slot.held, waitedMs);
+    call(job.fn, new Bill(jobSignal, job.cost, this.#adjuster)).then(
       (value) => {
         this.#settle(slot, true, value, job);
         if (!open) return;
@@ -323,10 +302,10 @@ export class Runner {
   }
 }
 
-/** Calls a job's function, the job being its context: its result as a promise (a throw becomes a rejection). */
-function call(job: Job): Promise<unknown> {
+/** Calls a job's function: its result as a promise (a throw becomes a rejection). */
+function call(fn: JobFunction<unknown>, context: JobContext): Promise<unknown> {
   try {
-    return Promise.resolve(job.fn(job));
+    return Promise.resolve(fn(context));
   } catch (error) {
     return Promise.reject(error);
   }

@@ -47,7 +47,7 @@ import {
   zeroCounters,
 } from './options.js';
 import { costError, deadlineError, Rejections, rejectCall, rejectOption, rejectPriority } from './reject.js';
-import { Job, type JobExtra, Runner } from './run.js';
+import { Job, Runner } from './run.js';
 import { Waiting } from './waiting.js';
 import { parseWindowChange, type WindowLimitOptions } from './window-limit.js';
 
@@ -282,10 +282,8 @@ export class Scheduler {
       }
     }
     const now = this.#clock.now();
-    const extra: JobExtra | undefined =
-      signal === undefined && timeoutMs === Number.POSITIVE_INFINITY
-        ? undefined
-        : { signal, watched: false, timeoutMs, runSignal: undefined };
+    // The default timeout is the one in force now (as in p-queue): copied to the job, not read when it starts.
+    const extra = signal === undefined && timeoutMs === Infinity ? undefined : { signal, watched: false, timeoutMs };
 
     // Start at once: nothing waits ahead, and the admission has the concurrency and the tokens (charged if so).
     const held = queue.size === 0 && !this.#paused ? admission.tryStart(cost, now) : -1;
@@ -293,8 +291,10 @@ export class Scheduler {
       this.#counters.admitted++;
       this.#idleOwed = true;
       if (this.#events.has('add')) this.#events.emit('add');
+      if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
+        return this.#runner.run(fn as JobFunction<unknown>, cost, priority, held) as Promise<R>;
+      }
       const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
-      if (extra === undefined) return this.#runner.run(job, held) as Promise<R>;
       const promise = settlersOf<R>(job);
       this.#runner.runJob(job, held, 0, timeoutMs);
       return promise;
@@ -561,8 +561,7 @@ export class Scheduler {
   #start(job: Job, now: number, held: number): void {
     this.#waiting.take(job);
     this.#empty.started(this.#waiting.size);
-    const timeoutMs = job.extra?.timeoutMs ?? Number.POSITIVE_INFINITY; // a default timeout was copied to extra
-    this.#runner.runJob(job, held, now - job.enqueuedAtMs, timeoutMs);
+    this.#runner.runJob(job, held, now - job.enqueuedAtMs, job.extra?.timeoutMs ?? Number.POSITIVE_INFINITY);
   }
 
   /** After a limit changed: reject waiting jobs that can no longer ever start, then start what can. */

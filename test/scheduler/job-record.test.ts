@@ -1,8 +1,7 @@
 /**
- * One record per job (src/scheduler/run.ts `Job`): the queue's node is also the context its
- * function receives, so a plain job (cost 1, no options) gets no other object; a default timeout
- * is the one in force when the job was scheduled. Each guarantee is pinned on plain jobs: priority order, clear, counters,
- * events, `adjust` and `signal` from the context.
+ * The plain job (cost 1, no options), the queued burst's case: each guarantee pinned on it
+ * (priority order, clear, counters, events, `adjust` and `signal` from the context); a default
+ * timeout is the one in force when the job was scheduled.
  */
 
 import { describe, expect, it } from 'vitest';

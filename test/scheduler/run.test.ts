@@ -30,7 +30,7 @@ describe('Runner', () => {
   it('holds the cost while the function runs and counts the outcome', async () => {
     const { runner, counters, finished } = setup();
     let release!: (value: string) => void;
-    const result = runner.run(new Job(() => new Promise<string>((r) => (release = r)), 3, 0, 0, undefined), 3);
+    const result = runner.run(() => new Promise<string>((r) => (release = r)), 3, 0, 3);
     expect([runner.pending, runner.runningCost]).toEqual([1, 3]);
     release('done');
     await expect(result).resolves.toBe('done');
@@ -38,15 +38,11 @@ describe('Runner', () => {
     expect(counters).toMatchObject({ started: 1, completed: 1, waitedMs: 0 });
     await expect(
       runner.run(
-        new Job(
-          () => {
-            throw new Error('sync');
-          },
-          1,
-          0,
-          0,
-          undefined,
-        ),
+        () => {
+          throw new Error('sync');
+        },
+        1,
+        0,
         1,
       ),
     ).rejects.toThrow('sync');
@@ -117,7 +113,7 @@ describe('Runner', () => {
 describe('Bill', () => {
   it("adjust's rule: a charge past the capacity throws, a refund is at most what was charged", () => {
     const changes: number[] = [];
-    const bill = new Bill(2, (b, delta) => changes.push(b.amend(delta, 5)));
+    const bill = new Bill(undefined, 2, (b, delta) => changes.push(b.amend(delta, 5)));
     bill.adjust(3);
     expect(bill.cost).toBe(5);
     expect(() => bill.adjust(1)).toThrow(expect.objectContaining({ code: 'ERR_COST_EXCEEDS_CAPACITY' }));
