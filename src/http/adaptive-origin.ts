@@ -19,7 +19,7 @@ import { rateParam } from '../meters/bucket.js';
 import { Aimd, type AimdBounds, type RateChange } from '../scheduler/aimd.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { type DurationInput, parseDuration, type RateInput } from '../units.js';
-import { advertisedPolicy, parseRateLimit, quotaLeft } from './headers.js';
+import { advertisedPolicy, fieldValue, parseRateLimit, quotaLeft } from './headers.js';
 import type { ClientRateMessage } from './messages.js';
 import { ServerBudget } from './server-budget.js';
 
@@ -119,9 +119,7 @@ export class AdaptiveOrigin {
     const aimd = this.#aimd;
     let pushback = refused;
     if (!pushback && !aimd.policyKnown) {
-      const value = headers.ratelimit;
-      pushback =
-        parseRateLimit(Array.isArray(value) ? value.join(', ') : value)?.some((l) => l.remaining === 0) ?? false;
+      pushback = parseRateLimit(fieldValue(headers, 'ratelimit'))?.some((l) => l.remaining === 0) ?? false;
     }
     if (pushback || statusCode < 400) this.#learn(nowMs, headers, pushback);
     const quota = quotaLeft(headers, wallMs);

@@ -174,6 +174,12 @@ function splitList(value: string): string[] {
   return members.filter((m) => m !== '');
 }
 
+/** A response field as one value: a field sent on several lines is one list, joined by ", ". */
+export function fieldValue(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
 /**
  * How long a response asks the client to send nothing more to its origin, ms,
  * or `undefined` if it does not. `Retry-After` takes precedence (the draft
@@ -183,10 +189,7 @@ export function pauseRequested(
   headers: Record<string, string | string[] | undefined>,
   nowMs: number,
 ): { delayMs: number; source: 'retry-after' | 'ratelimit' } | undefined {
-  const first = (name: string): string | undefined => {
-    const v = headers[name];
-    return Array.isArray(v) ? v.join(', ') : v;
-  };
+  const first = (name: string): string | undefined => fieldValue(headers, name);
   const retryAfter = parseRetryAfter(first('retry-after'), first('date'), nowMs);
   if (retryAfter !== undefined) return { delayMs: retryAfter, source: 'retry-after' };
   const limits = parseRateLimit(first('ratelimit'));
@@ -214,8 +217,7 @@ export interface AdvertisedPolicy {
  */
 export function advertisedPolicy(headers: Record<string, string | string[] | undefined>): AdvertisedPolicy | undefined {
   for (const name of ['ratelimit-policy', 'ratelimit-limit', 'x-ratelimit-limit']) {
-    const raw = headers[name];
-    const value = Array.isArray(raw) ? raw.join(', ') : raw;
+    const value = fieldValue(headers, name);
     if (value === undefined) continue;
     let best: AdvertisedPolicy | undefined;
     for (const member of splitList(value)) {
@@ -263,10 +265,7 @@ export function quotaLeft(
   headers: Record<string, string | string[] | undefined>,
   wallMs: number,
 ): QuotaLeft | undefined {
-  const first = (name: string): string | undefined => {
-    const v = headers[name];
-    return Array.isArray(v) ? v.join(', ') : v;
-  };
+  const first = (name: string): string | undefined => fieldValue(headers, name);
   const field = first('ratelimit');
   const items = parseRateLimit(field);
   if (items !== undefined) {

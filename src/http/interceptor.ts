@@ -386,13 +386,12 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
         finish();
       },
       onResponseStart(_connection, statusCode, headers, statusMessage) {
-        const adaptive = state.adaptive;
+        const refused = pauseOn.has(statusCode);
         if (adaptive !== undefined) {
-          const refused = pauseOn.has(statusCode);
           const holdMs = adaptive.answered(seq, clock.now(), statusCode, headers as Headers, refused, wallClock());
           if (holdMs > 0) hold(state, statusCode, holdMs, 'quota');
         }
-        if (pauseOn.has(statusCode)) {
+        if (refused) {
           const asked = pauseRequested(headers as Headers, wallClock());
           if (asked !== undefined && asked.delayMs > 0) hold(state, statusCode, asked.delayMs, asked.source);
         }
