@@ -32,7 +32,7 @@ const BATCH = 64;
 const CALLS = 4;
 let workerSeq = 0;
 
-/** What the fleet keeps for a job it asked the store about (on the job itself: `Job.ticket`). */
+/** What the fleet keeps for a job it asked the store about (in its `#tickets`, by job). */
 interface Ticket {
   /** `done`: the job left without starting (the Scheduler dropped it), or its lease went back. */
   state: 'queued' | 'reserved' | 'running' | 'done';
@@ -45,11 +45,6 @@ interface Ticket {
   readyAtMs: number;
   /** Its start, while reserved. */
   timer: Watchdog | undefined;
-}
-
-/** The ticket the fleet keeps on a job it asked the store about. */
-function ticketOf(job: Job): Ticket | undefined {
-  return job.ticket as Ticket | undefined;
 }
 
 /** What a store that emits events looks like (RedisFleetStore). */
@@ -85,6 +80,8 @@ export class FleetAdmission implements Admission {
   #reserved = 0;
   /** Jobs holding a lease (reserved or running): renewed together. */
   readonly #leased = new Set<Ticket>();
+  /** The ticket of each job it asked the store about; weak, so a job that leaves takes its ticket with it. */
+  readonly #tickets = new WeakMap<Job, Ticket>();
   /** Leases of jobs that ended, for the next call. */
   #releases: HeldLease[] = [];
   #pumpQueued = false;
@@ -174,7 +171,7 @@ export class FleetAdmission implements Admission {
    * pumps.
    */
   deciding(job: Job): boolean {
-    const ticket = ticketOf(job);
+    const ticket = this.#tickets.get(job);
     if (ticket !== undefined) return ticket.calling;
     if (job !== this.#host.queue.peek() || this.#failed || this.#blocked || this.#host.paused()) return false;
     return this.#reserved < this.#reserveAhead;
@@ -187,7 +184,7 @@ export class FleetAdmission implements Admission {
   resumed(): void {}
 
   finished(job: Job | undefined): void {
-    const ticket = job === undefined ? undefined : ticketOf(job);
+    const ticket = job === undefined ? undefined : this.#tickets.get(job);
     if (ticket?.lease !== undefined && ticket.state === 'running') {
       ticket.state = 'done';
       this.#unhold(ticket);
@@ -199,7 +196,7 @@ export class FleetAdmission implements Admission {
   }
 
   dropped(job: Job): void {
-    const ticket = ticketOf(job);
+    const ticket = this.#tickets.get(job);
     if (ticket === undefined) return;
     const { state } = ticket;
     ticket.state = 'done';
@@ -270,7 +267,7 @@ export class FleetAdmission implements Admission {
       const batch: Job[] = [];
       if (!this.#host.paused() && !this.#blocked && this.#reserved < this.#reserveAhead) {
         for (const job of this.#host.queue) {
-          if (ticketOf(job)?.calling) continue;
+          if (this.#tickets.get(job)?.calling) continue;
           batch.push(job);
           if (batch.length === BATCH) break;
         }
@@ -286,11 +283,11 @@ export class FleetAdmission implements Admission {
     this.#releases = [];
     const now = this.#host.clock.now();
     const tickets = batch.map((job) => {
-      let ticket = ticketOf(job);
+      let ticket = this.#tickets.get(job);
       if (ticket === undefined) {
         const leaseId = `${this.#workerId}:${this.#leaseSeq++}`;
         ticket = { state: 'queued', calling: false, leaseId, lease: undefined, readyAtMs: 0, timer: undefined };
-        job.ticket = ticket;
+        this.#tickets.set(job, ticket);
       }
       ticket.calling = true;
       return ticket;

@@ -17,7 +17,9 @@
  *   job that has waited longest, whatever its priority: the head of a second
  *   linked list through all jobs in arrival order. O(1), however many
  *   priorities wait (scanning the levels' heads made a drain with 40,000
- *   distinct priorities quadratic);
+ *   distinct priorities quadratic). Kept only by a queue made with
+ *   `arrivals` (the default): a scheduler without `maxWait` needs no
+ *   deadlines, and its jobs carry no such links;
  * - `costAtOrAbove(p)`: the tree keeps, in each node, the total cost of its
  *   subtree, so the cost waiting at priority p or above (what a new job waits
  *   behind) is one walk from the root.
@@ -115,6 +117,8 @@ function without<J extends Waiter<J>>(node: TreeLevel<J>, priority: number): Tre
 /** A FIFO per priority with O(1) removal and O(log L) levels. */
 export class WaitQueue<J extends Waiter<J>> {
   readonly #byPriority = new Map<number, TreeLevel<J>>();
+  /** Jobs are linked in arrival order too ({@link oldest}). */
+  readonly #arrivals: boolean;
   #root: Tree<J>;
   /** The highest level (the tree's leftmost node). */
   #top: TreeLevel<J> | undefined;
@@ -122,6 +126,11 @@ export class WaitQueue<J extends Waiter<J>> {
   #oldest: J | undefined;
   #newest: J | undefined;
   #size = 0;
+
+  /** With `arrivals: false`, {@link oldest} is not kept (it returns `undefined`), and nodes need no `older`/`newer`. */
+  constructor(options: { readonly arrivals?: boolean } = {}) {
+    this.#arrivals = options.arrivals ?? true;
+  }
 
   /** Jobs waiting. */
   get size(): number {
@@ -150,12 +159,13 @@ export class WaitQueue<J extends Waiter<J>> {
     level.tail = job;
     level.count++;
     this.#addCost(level, job.cost);
+    this.#size++;
+    if (!this.#arrivals) return;
     job.newer = undefined;
     job.older = this.#newest;
     if (this.#newest) this.#newest.newer = job;
     else this.#oldest = job;
     this.#newest = job;
-    this.#size++;
   }
 
   /** Removes and returns the head. */
@@ -173,16 +183,19 @@ export class WaitQueue<J extends Waiter<J>> {
     else level.head = job.next;
     if (job.next) job.next.prev = job.prev;
     else level.tail = job.prev;
-    if (job.older) job.older.newer = job.newer;
-    else this.#oldest = job.newer;
-    if (job.newer) job.newer.older = job.older;
-    else this.#newest = job.older;
     level.count--;
     if (level.count === 0) this.#dropLevel(level);
     else this.#addCost(level, -job.cost);
     job.level = undefined;
-    job.prev = job.next = job.older = job.newer = undefined;
+    job.prev = job.next = undefined;
     this.#size--;
+    if (this.#arrivals) {
+      if (job.older) job.older.newer = job.newer;
+      else this.#oldest = job.newer;
+      if (job.newer) job.newer.older = job.older;
+      else this.#newest = job.older;
+      job.older = job.newer = undefined;
+    }
     return true;
   }
 

@@ -21,23 +21,21 @@ import type { JobContext, JobFunction, SchedulerCounters } from './options.js';
 import type { Level, Waiter } from './queue.js';
 
 /**
- * A waiting job: the queue's node and its promise's settlers in one object.
- * The rarely used parts (a signal, a timeout of its own) live in `extra`.
- * Both settlers are kept, so that the one reaction to its function's result
- * that frees its slot also settles its promise ({@link Runner.runJob}):
- * resolving it with that result instead would cost a thenable job, a second
- * reaction and two more microtask hops per job.
+ * A waiting job: the queue's node and its promise's settler in one object,
+ * kept small, since a full queue holds `maxQueue` of them and the garbage
+ * collector copies every one that survives (docs/internals/scheduler.md has
+ * the measurements). Only the promise's `resolve` is kept: {@link reject}
+ * resolves it with a {@link Rejection}, which rejects it one microtask later,
+ * so a second settler per job is not held. The one reaction to its function's
+ * result that frees its slot also settles its promise ({@link Runner.runJob}).
+ * The rarely used parts (a signal, a timeout of its own) live in `extra`;
+ * links in arrival order only on a {@link TimedJob}.
  */
 export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
   prev: Job | undefined = undefined;
   next: Job | undefined = undefined;
-  older: Job | undefined = undefined;
-  newer: Job | undefined = undefined;
   resolve!: (value: unknown) => void;
-  reject!: (reason: unknown) => void;
-  /** What its admission keeps for it (a fleet's: its lease id, reservation and lease); the local one keeps nothing. */
-  ticket: unknown = undefined;
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
@@ -45,6 +43,26 @@ export class Job implements Waiter<Job> {
     readonly enqueuedAtMs: number,
     readonly extra: JobExtra | undefined,
   ) {}
+
+  /** Rejects its promise with `reason` (one microtask later than a settler of its own would). */
+  reject(reason: unknown): void {
+    this.resolve(new Rejection(reason));
+  }
+}
+
+/** A job of a scheduler with `maxWait`: linked in arrival order as well, for the queue's `oldest()`. */
+export class TimedJob extends Job {
+  older: Job | undefined = undefined;
+  newer: Job | undefined = undefined;
+}
+
+/** A thenable that rejects: a promise resolved with it rejects with `reason` (no rejected promise is made). */
+class Rejection {
+  constructor(readonly reason: unknown) {}
+  // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, to reject through `resolve`
+  then(_onFulfilled: unknown, onRejected: (reason: unknown) => void): void {
+    onRejected(this.reason);
+  }
 }
 
 /** The parts of a waiting job that most jobs do not have. */

@@ -47,7 +47,7 @@ import {
   zeroCounters,
 } from './options.js';
 import { costError, deadlineError, Rejections, rejectCall, rejectOption, rejectPriority } from './reject.js';
-import { Job, Runner } from './run.js';
+import { Job, Runner, TimedJob } from './run.js';
 import { Waiting } from './waiting.js';
 import { parseWindowChange, type WindowLimitOptions } from './window-limit.js';
 
@@ -127,6 +127,7 @@ export class Scheduler {
     });
     this.#rejections = new Rejections(this.#counters, this.#events, this.#maxQueue);
     const waiting = new Waiting({
+      arrivals: this.#maxWaitMs !== Number.POSITIVE_INFINITY,
       rejections: this.#rejections,
       dropped: (job) => this.#admission.dropped(job),
       aborted: () => this.#pump(clock.now()),
@@ -314,7 +315,11 @@ export class Scheduler {
     // Arrival times never go back (a clock that does counts as no time), so the first job in arrival order
     // is the one with the first deadline: the queue's `oldest()`.
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
-    const job = new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
+    // Under a maxWait the queue keeps arrival order too (its `oldest()`); without, a job needs no such links.
+    const job =
+      maxWaitMs === Number.POSITIVE_INFINITY
+        ? new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra)
+        : new TimedJob(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
     const promise = settlersOf<R>(job);
     this.#waiting.push(job);
     this.#counters.admitted++;
@@ -578,11 +583,10 @@ export class Scheduler {
   }
 }
 
-/** The promise of `job`, whose settlers the job keeps. */
+/** The promise of `job`, whose `resolve` the job keeps (see {@link Job}). */
 function settlersOf<R>(job: Job): Promise<R> {
-  return new Promise<R>((resolve, reject) => {
+  return new Promise<R>((resolve) => {
     job.resolve = resolve as (value: unknown) => void;
-    job.reject = reject;
   });
 }
 

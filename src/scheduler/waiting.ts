@@ -18,6 +18,8 @@ import type { Job } from './run.js';
 
 /** What {@link Waiting} is built with. */
 export interface WaitingOptions {
+  /** Keep the queue's arrival order (`oldest()`): a scheduler with `maxWait`, whose jobs are `TimedJob`s. */
+  readonly arrivals: boolean;
   readonly rejections: Rejections;
   /** A job left without starting: its admission gives back what it held for it. */
   readonly dropped: (job: Job) => void;
@@ -27,7 +29,7 @@ export interface WaitingOptions {
 
 /** The jobs that wait; see the file's opening comment. */
 export class Waiting {
-  readonly queue = new WaitQueue<Job>();
+  readonly queue: WaitQueue<Job>;
   /** Taken from the queue to wait for a reservation's time: waiting, not started. */
   readonly #reserved = new Set<Job>();
   readonly #bySignal = new Map<AbortSignal, { readonly jobs: Set<Job>; readonly onAbort: () => void }>();
@@ -36,6 +38,7 @@ export class Waiting {
   readonly #aborted: () => void;
 
   constructor(options: WaitingOptions) {
+    this.queue = new WaitQueue<Job>({ arrivals: options.arrivals });
     this.#rejections = options.rejections;
     this.#dropped = options.dropped;
     this.#aborted = options.aborted;

@@ -84,6 +84,17 @@ describe('WaitQueue', () => {
     expect(queue.sizeAt(3)).toBe(0);
   });
 
+  it('made without arrivals, keeps the priority order and removal, and no links in arrival order', () => {
+    const queue = new WaitQueue<Node>({ arrivals: false });
+    const nodes = ['a', 'b', 'c', 'd'].map((id, i) => new Node(id, i % 2, 1, i));
+    for (const node of nodes) queue.push(node);
+    queue.remove(nodes[3] as Node);
+    expect([...queue].map((n) => n.id)).toEqual(['b', 'a', 'c']);
+    expect(queue.oldest()).toBeUndefined();
+    for (const node of nodes) expect(Object.hasOwn(node, 'older') || Object.hasOwn(node, 'newer')).toBe(false);
+    expect([queue.shift()?.id, queue.shift()?.id, queue.shift()?.id, queue.size]).toEqual(['b', 'a', 'c', 0]);
+  });
+
   it('finds the oldest waiter across priorities', () => {
     const { queue, nodes } = fill([
       ['a', 0, 1],
