@@ -61,13 +61,19 @@ local now, MIN_TTL
 -- rate and capacity, a cost of 1) is parsed once (tonumber runs strtod)
 local now_sec_text, now_sec_ms
 local par_text, rate, cap, gpar_text, grate, gcap, op_text, mode, cost
+-- the C functions a decision calls, kept from the first call on (a library may read no global
+-- while it loads; a global's field looked up costs about as much as the call itself)
+local rcall, spack, sunpack, ceil, floor
+local function init()
+  rcall, spack, sunpack, ceil, floor = redis.call, struct.pack, struct.unpack, math.ceil, math.floor
+end
 
 -- 'rate:capacity' as two numbers
 local function params(text)
   local i = string.find(text, ':', 1, true)
   return tonumber(string.sub(text, 1, i - 1)), tonumber(string.sub(text, i + 1))
 end
-${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
+${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'try_charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
 -- the two buckets a call works on, reused from call to call (fewer tables for Lua's collector);
@@ -75,11 +81,11 @@ ${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge'
 local kb, gb = {}, {}
 
 local function load(b, k, c)
-  local v = redis.call('GET', k)
+  local v = rcall('GET', k)
   b.rewound = false
   if not v then b.tokens = c; b.upd = now; b.exp = 0; return b end
-  if #v == 24 then b.tokens, b.upd, b.exp = struct.unpack('<ddd', v)
-  else b.tokens, b.upd = struct.unpack('<dd', v); b.exp = 0 end -- 16 bytes: an earlier version's, its expiry unknown
+  if #v == 24 then b.tokens, b.upd, b.exp = sunpack('<ddd', v)
+  else b.tokens, b.upd = sunpack('<dd', v); b.exp = 0 end -- 16 bytes: an earlier version's, its expiry unknown
   clamp_to_capacity(b, c)
   -- TIME went backwards: re-count from now (bucket.ts rewind), as MemoryStore does, and keep it
   -- even on a refusal (b.rewound), so refill runs from the earlier time
@@ -97,20 +103,22 @@ end
 -- too, not deleted: it lives until just after its upd, as MemoryStore keeps it, so a clock
 -- that goes back over it finds the same upd in both stores.
 local function store(k, b, r, c)
-  local ttl = math.ceil(time_to_full_ms(b.tokens, r, c))
+  local ttl = ceil(time_to_full_ms(b.tokens, r, c))
   if ttl < MIN_TTL then ttl = MIN_TTL end
   if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
-  ttl = ttl + math.ceil(b.upd - now) + 1
+  local ahead = b.upd - now -- 0 after a charge at now (ceil(0) is 0: no call)
+  if ahead ~= 0 then ahead = ceil(ahead) end
+  ttl = ttl + ahead + 1
   if MIN_TTL > 0 then
     b.exp = 0
   elseif b.exp >= now + ttl then
-    redis.call('SET', k, struct.pack('<ddd', b.tokens, b.upd, b.exp), 'KEEPTTL')
+    rcall('SET', k, spack('<ddd', b.tokens, b.upd, b.exp), 'KEEPTTL')
     return
   else
-    ttl = ttl + math.floor(ttl / 2)
+    ttl = ttl + floor(ttl / 2)
     b.exp = now - 1 + ttl
   end
-  redis.call('SET', k, struct.pack('<ddd', b.tokens, b.upd, b.exp), 'PX', ttl)
+  rcall('SET', k, spack('<ddd', b.tokens, b.upd, b.exp), 'PX', ttl)
 end
 
 -- one decision's words of the reply: as text (fmt), or as bytes (bin: allowed as one byte, then
@@ -120,11 +128,11 @@ local function word(bin, has_g, with_now, allowed, tokens, wait, gtokens, gwait)
   if bin then
     local a = allowed and 1 or 0
     if with_now then
-      if has_g then return struct.pack('<dBdddd', now, a, tokens, wait, gtokens, gwait) end
-      return struct.pack('<dBdd', now, a, tokens, wait)
+      if has_g then return spack('<dBdddd', now, a, tokens, wait, gtokens, gwait) end
+      return spack('<dBdd', now, a, tokens, wait)
     end
-    if has_g then return struct.pack('<Bdddd', a, tokens, wait, gtokens, gwait) end
-    return struct.pack('<Bdd', a, tokens, wait)
+    if has_g then return spack('<Bdddd', a, tokens, wait, gtokens, gwait) end
+    return spack('<Bdd', a, tokens, wait)
   end
   local w = (allowed and '1 ' or '0 ') .. fmt(tokens) .. ' ' .. fmt(wait)
   if has_g then return w .. ' ' .. fmt(gtokens) .. ' ' .. fmt(gwait) end
@@ -133,11 +141,12 @@ end
 
 -- a batch's reply starts with now: TIME's two integers as Redis wrote them, or a double
 local function header(bin, sec, usec)
-  if bin then return struct.pack('<d', now) end
+  if bin then return spack('<d', now) end
   return sec .. ' ' .. usec
 end
 
 local function keyed(KEYS, ARGV, has_g, at, bin)
+  if not rcall then init() end
   ${luaNow(1, { declare: false, parts: true, keep: true, given: 'at' })}
   MIN_TTL = 0
   local a = 1 -- the next argument
@@ -172,6 +181,12 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
       end
       if mode == 'c' then a = a + 2 end
       local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, true, b.tokens, 0, has_g and g.tokens, 0)
+      o = o + 1
+      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
+    elseif mode == 't' and not has_g and try_charge(b, rate, cap, now, cost) then
+      -- a try that conforms (the usual decision): decideAt's wait is 0 and its charge is try_charge's
+      store(k, b, rate, cap)
+      local w = word(bin, false, bin and o == 0 and KEYS[ki] == nil, true, b.tokens, 0)
       o = o + 1
       if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     else

@@ -94,7 +94,7 @@ export function luaNow(
   const { declare = true, parts = false, keep = false, given = `ARGV[${arg}] ~= ''` } = options;
   const fromTime = keep
     ? `if t[1] ~= now_sec_text then now_sec_text = t[1]; now_sec_ms = tonumber(t[1]) * 1000 end
-  now = now_sec_ms + tonumber(t[2]) / 1000`
+  now = now_sec_ms + t[2] / 1000 -- the string read by arithmetic: tonumber's strtod, without the call`
     : 'now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000';
   return `${declare ? 'local now\n' : ''}${parts ? "local now_sec, now_usec = '-', '-'\n" : ''}if ${given} then
   now = tonumber(ARGV[${arg}])
