@@ -44,9 +44,13 @@
  * `a` credit: nothing.
  * Reply: one string of words separated by spaces: TIME's seconds and microseconds (`- -` on a
  * virtual clock), then per operation: allowed (1/0), tokens, ms until the key's bucket holds the
- * cost, and with a global bucket its tokens and its wait. The `_b` entries reply in bytes, for a
- * client that can take them (no `%.17g` to write and parse): now as a little-endian double, then
- * per operation allowed as one byte and the same numbers as little-endian doubles.
+ * cost, and with a global bucket its tokens and its wait; or, for a try refused without a global
+ * bucket, 2 and the bucket's tokens and updatedAtMs as the decision saw it, from which the client
+ * works out the tokens and the wait with bucket.ts's `tokensAt` and `delayUntil` (the same steps
+ * as the Lua's, in JavaScript: a refusal's wait, a search, is the dearest part of a decision in
+ * Lua). The `_b` entries reply in bytes, for a client that can take them (no `%.17g` to write and
+ * parse): now as a little-endian double, then per operation the flag as one byte and the same
+ * numbers as little-endian doubles.
  */
 
 import { bucketLua } from '../redis/bucket-lua.js';
@@ -121,20 +125,21 @@ local function store(k, b, r, c)
   rcall('SET', k, spack('<ddd', b.tokens, b.upd, b.exp), 'PX', ttl)
 end
 
--- one decision's words of the reply: as text (fmt), or as bytes (bin: allowed as one byte, then
+-- one decision's words of the reply: as text (fmt), or as bytes (bin: the flag as one byte, then
 -- little-endian doubles), with a global bucket its tokens and wait too; with_now: bytes led by
--- now, the whole reply of a call of one decision
-local function word(bin, has_g, with_now, allowed, tokens, wait, gtokens, gwait)
+-- now, the whole reply of a call of one decision. flag: 1 allowed, 0 refused (x, y: tokens and
+-- wait), 2 a try refused without a global bucket (x, y: the bucket's tokens and upd, from which
+-- the client works out the tokens and the wait with bucket.ts's own steps)
+local function word(bin, has_g, with_now, flag, x, y, gtokens, gwait)
   if bin then
-    local a = allowed and 1 or 0
     if with_now then
-      if has_g then return spack('<dBdddd', now, a, tokens, wait, gtokens, gwait) end
-      return spack('<dBdd', now, a, tokens, wait)
+      if has_g then return spack('<dBdddd', now, flag, x, y, gtokens, gwait) end
+      return spack('<dBdd', now, flag, x, y)
     end
-    if has_g then return spack('<Bdddd', a, tokens, wait, gtokens, gwait) end
-    return spack('<Bdd', a, tokens, wait)
+    if has_g then return spack('<Bdddd', flag, x, y, gtokens, gwait) end
+    return spack('<Bdd', flag, x, y)
   end
-  local w = (allowed and '1 ' or '0 ') .. fmt(tokens) .. ' ' .. fmt(wait)
+  local w = flag .. ' ' .. fmt(x) .. ' ' .. fmt(y)
   if has_g then return w .. ' ' .. fmt(gtokens) .. ' ' .. fmt(gwait) end
   return w
 end
@@ -180,13 +185,20 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
         g_dirty = true
       end
       if mode == 'c' then a = a + 2 end
-      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, true, b.tokens, 0, has_g and g.tokens, 0)
+      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, 1, b.tokens, 0, has_g and g.tokens, 0)
       o = o + 1
       if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     elseif mode == 't' and not has_g and try_charge(b, rate, cap, now, cost) then
       -- a try that conforms (the usual decision): decideAt's wait is 0 and its charge is try_charge's
       store(k, b, rate, cap)
-      local w = word(bin, false, bin and o == 0 and KEYS[ki] == nil, true, b.tokens, 0)
+      local w = word(bin, false, bin and o == 0 and KEYS[ki] == nil, 1, b.tokens, 0)
+      o = o + 1
+      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
+    elseif mode == 't' and not has_g then
+      -- a try refused: decideAt's tokens and wait are tokens_at and delay_until of the bucket as it
+      -- stands (clamped, rewound), which the reply carries; the client runs those steps (bucket.ts)
+      if b.rewound then store(k, b, rate, cap) end
+      local w = word(bin, false, bin and o == 0 and KEYS[ki] == nil, 2, b.tokens, b.upd)
       o = o + 1
       if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     else
@@ -223,7 +235,7 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
         if b.rewound then store(k, b, rate, cap) end
         if has_g then gtokens = tokens_at(g, grate, gcap, now) end
       end
-      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, allowed, tokens, kwait, gtokens, gwait)
+      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, allowed and 1 or 0, tokens, kwait, gtokens, gwait)
       o = o + 1
       if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     end

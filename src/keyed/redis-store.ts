@@ -48,7 +48,7 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import type { BucketParams } from '../meters/bucket.js';
+import { type BucketParams, delayUntil, tokensAt } from '../meters/bucket.js';
 import { delKeys, type IoredisLikeClient, inBytes, type RedisClientLike, timeMs } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { callProgram } from '../redis/functions.js';
@@ -121,6 +121,25 @@ export const DENY_RETRY_AFTER_MS = 1000;
  * flight decide about 1.5x as fast (bench keyed-redis).
  */
 const MAX_BATCH = 32;
+
+/**
+ * A try the script refused, from the bucket as the decision saw it (redis-script.ts's flag 2):
+ * MemoryStore.decideAt's refusal, by the same steps on the same doubles.
+ */
+function refusedTry(op: StoreOp, tokens: number, updatedAtMs: number, nowMs: number): StoreResult {
+  const state = { tokens, updatedAtMs };
+  const readyInMs = delayUntil(state, op.bucket, nowMs, op.cost);
+  return {
+    allowed: false,
+    tokens: tokensAt(state, op.bucket, nowMs),
+    globalTokens: Number.POSITIVE_INFINITY,
+    waitMs: readyInMs,
+    nowMs,
+    readyAtMs: nowMs + readyInMs,
+    globalReadyAtMs: nowMs,
+    source: 'store',
+  };
+}
 
 interface Pending {
   op: StoreOp;
@@ -408,9 +427,14 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.stats.decisions += batch.length;
     const nowMs = virtualNow ?? timeMs(words[0] as string, words[1] as string);
     for (let i = 0, at = 2; i < batch.length; i++, at += perOp) {
+      const pending = batch[i] as Pending;
+      if (words[at] === '2') {
+        pending.resolve(refusedTry(pending.op, Number(words[at + 1]), Number(words[at + 2]), nowMs));
+        continue;
+      }
       const readyInMs = Number(words[at + 2]);
       const globalReadyInMs = hasGlobal ? Number(words[at + 4]) : 0;
-      (batch[i] as Pending).resolve({
+      pending.resolve({
         allowed: words[at] === '1',
         tokens: Number(words[at + 1]),
         globalTokens: hasGlobal ? Number(words[at + 3]) : Number.POSITIVE_INFINITY,
@@ -438,9 +462,14 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.stats.decisions += batch.length;
     const nowMs = reply.readDoubleLE(0);
     for (let i = 0, at = 8; i < batch.length; i++, at += perOp) {
+      const pending = batch[i] as Pending;
+      if (reply[at] === 2) {
+        pending.resolve(refusedTry(pending.op, reply.readDoubleLE(at + 1), reply.readDoubleLE(at + 9), nowMs));
+        continue;
+      }
       const readyInMs = reply.readDoubleLE(at + 9);
       const globalReadyInMs = hasGlobal ? reply.readDoubleLE(at + 25) : 0;
-      (batch[i] as Pending).resolve({
+      pending.resolve({
         allowed: reply[at] === 1,
         tokens: reply.readDoubleLE(at + 1),
         globalTokens: hasGlobal ? reply.readDoubleLE(at + 17) : Number.POSITIVE_INFINITY,
