@@ -43,6 +43,8 @@ export interface NodeRedisLikeClient {
   functionLoad?(code: string): Promise<unknown>;
   /** node-redis 5: the same client with other reply types (bulk strings as Buffers, {@link inBytes}). */
   withTypeMapping?(mapping: { [type: number]: unknown }): unknown;
+  /** node-redis 5: the same client with other command options (reply types, no timeout of its own: {@link inBytes}). */
+  withCommandOptions?(options: { typeMapping?: { [type: number]: unknown }; timeout?: number }): unknown;
 }
 
 /** RESP's bulk string type, as node-redis numbers it (`RESP_TYPES.BLOB_STRING`, the byte `$`). */
@@ -52,8 +54,11 @@ const byteClients = new WeakMap<object, RedisClientLike>();
 /**
  * `client` as one whose bulk replies are Buffers: for ioredis the client itself (its `*Buffer`
  * methods, which {@link evalScript} and src/redis/functions.ts call when `bytes` is set), for
- * node-redis its `withTypeMapping` twin, made once; `undefined` when the client has neither, and
- * its program replies must be text.
+ * node-redis its twin with bulk strings mapped to Buffers, made once; `undefined` when the client
+ * has neither, and its program replies must be text. node-redis's twin also has no timeout of its
+ * own per command (node-redis 5 arms an `AbortSignal.timeout`, 5 s by default, for every command:
+ * several microseconds a call): every call the stores make through it is bounded by the store's
+ * `timeoutMs` already (src/redis/health.ts), as with ioredis, which arms none by default.
  */
 export function inBytes(client: RedisClientLike, nodeRedis: boolean): RedisClientLike | undefined {
   if (!nodeRedis) {
@@ -67,8 +72,14 @@ export function inBytes(client: RedisClientLike, nodeRedis: boolean): RedisClien
   let twin = byteClients.get(client);
   if (twin === undefined) {
     const c = client as NodeRedisLikeClient;
-    if (typeof c.withTypeMapping !== 'function') return undefined;
-    twin = c.withTypeMapping({ [RESP_BULK_STRING]: Buffer }) as RedisClientLike;
+    const typeMapping = { [RESP_BULK_STRING]: Buffer };
+    if (typeof c.withCommandOptions === 'function') {
+      twin = c.withCommandOptions({ typeMapping, timeout: 0 }) as RedisClientLike;
+    } else if (typeof c.withTypeMapping === 'function') {
+      twin = c.withTypeMapping(typeMapping) as RedisClientLike;
+    } else {
+      return undefined;
+    }
     byteClients.set(client, twin);
   }
   return twin;

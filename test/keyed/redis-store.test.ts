@@ -7,6 +7,7 @@ import { MemoryStore } from '../../src/keyed/memory-store.js';
 import { KEYED_PROGRAM } from '../../src/keyed/redis-script.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
 import type { StoreMode, StoreOp } from '../../src/keyed/store.js';
+import { inBytes } from '../../src/redis/client.js';
 import { manualClock } from '../helpers/fake-clock.js';
 
 const port = inject('redisPort');
@@ -321,6 +322,33 @@ describe('RedisStore', () => {
     }
   });
 
+  it("makes node-redis's twin in bytes without a per-command timeout of node-redis's own (the store's timeoutMs bounds it)", async () => {
+    // node-redis 5 arms an AbortSignal.timeout (5 s by default) for every command until it is written:
+    // several microseconds a call; RedisStore bounds every call itself, as it does with ioredis
+    const made: unknown[] = [];
+    const fake = {
+      withCommandOptions: (options: unknown) => {
+        made.push(options);
+        return { twin: true };
+      },
+    };
+    expect(inBytes(fake as never, true)).toEqual({ twin: true });
+    expect(made).toEqual([{ typeMapping: { 36: Buffer }, timeout: 0 }]);
+    // the real client's twin keeps the client's other options and has no timeout
+    const twin = inBytes(nodeRedis, true) as unknown as {
+      _commandOptions: { timeout?: number; typeMapping?: unknown };
+    };
+    expect(twin._commandOptions.timeout).toBe(0);
+    expect(twin._commandOptions.typeMapping).toEqual({ 36: Buffer });
+    // and the store still answers through it, in bytes
+    const limiter = new KeyedLimiter({
+      rate: 1,
+      burst: 1,
+      store: new RedisStore({ client: nodeRedis, prefix: prefix(), onError: 'deny' }),
+    });
+    expect([(await limiter.tryTake('k')).allowed, (await limiter.tryTake('k')).allowed]).toEqual([true, false]);
+  });
+
   it('refuses bad options with the fix in the message', () => {
     expect(() => new RedisStore({ client: {} as never, onError: 'deny' })).toThrow(/ioredis client/);
     expect(() => new RedisStore({ client: ioredis, onError: 'maybe' as never })).toThrow(/'allow' \(fail-open\)/);
@@ -332,9 +360,9 @@ describe('RedisStore', () => {
   });
 });
 
-/** `client` without what a reply in bytes needs (ioredis's *Buffer methods, node-redis's withTypeMapping). */
+/** `client` without what a reply in bytes needs (ioredis's *Buffer methods, node-redis's withTypeMapping and withCommandOptions). */
 function textOnly<C extends object>(client: C): C {
-  const hidden = new Set(['fcallBuffer', 'evalshaBuffer', 'evalBuffer', 'withTypeMapping']);
+  const hidden = new Set(['fcallBuffer', 'evalshaBuffer', 'evalBuffer', 'withTypeMapping', 'withCommandOptions']);
   return new Proxy(client, {
     get(target, key) {
       if (typeof key === 'string' && hidden.has(key)) return undefined;
