@@ -165,3 +165,36 @@ export interface Section {
   /** Returns the section's markdown (tables and a line or two of notes). */
   run(): Promise<string>;
 }
+
+/**
+ * A probe (a contender alone in a process: `bench/*-probe.ts`) bundled once into .tmp/, so that a
+ * child starts as plain JavaScript, as a consumer's build would run, without a TypeScript loader.
+ * Packages stay external (the probe resolves them from node_modules). Returns the bundle's path.
+ */
+export async function bundledProbe(source: URL): Promise<string> {
+  const { build } = await import('esbuild');
+  const { fileURLToPath } = await import('node:url');
+  const name = fileURLToPath(source).replace(/^.*\//, '').replace(/\.ts$/, '.mjs');
+  const outfile = fileURLToPath(new URL(`../.tmp/bench-${name}`, import.meta.url));
+  await build({
+    entryPoints: [fileURLToPath(source)],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    packages: 'external',
+    outfile,
+    logLevel: 'warning',
+  });
+  return outfile;
+}
+
+/** Runs a bundled probe in a child process (`nodeFlags` first); resolves with the last line it printed. */
+export async function runProbe(bundle: string, args: readonly string[], nodeFlags: readonly string[] = []) {
+  const { execFile } = await import('node:child_process');
+  return new Promise<string>((resolve, reject) => {
+    execFile(process.execPath, [...nodeFlags, bundle, ...args], { encoding: 'utf8' }, (error, stdout) => {
+      if (error) reject(error);
+      else resolve(stdout.trim().split('\n').pop() ?? '');
+    });
+  });
+}

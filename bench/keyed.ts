@@ -37,7 +37,7 @@ import { createClient } from 'redis';
 import { KeyedLimiter, type MemoryStore, RedisStore } from '../src/index.js';
 import { KEYED_PROGRAM } from '../src/keyed/redis-script.js';
 import { startRedis } from '../test/helpers/redis-server.js';
-import { compare, formatOps, type Measured, median, type Section, table } from './harness.js';
+import { bundledProbe, compare, formatOps, type Measured, median, runProbe, type Section, table } from './harness.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -349,6 +349,53 @@ function counted(
 
 const us = (x: number) => (Number.isFinite(x) ? `${x.toFixed(1)} us` : 'n/a');
 
+/**
+ * One call at a time, each contender alone in a process (bench/redis-client-probe.ts, plain
+ * JavaScript), on the same redis-server: no other contender's compiled code or garbage in the
+ * process. Interleaved rounds; each ratio is the peer's wall time over ours within a round.
+ */
+async function alonePerProcess(port: number, rounds = 5, calls = 20_000): Promise<string> {
+  const bundle = await bundledProbe(new URL('./redis-client-probe.ts', import.meta.url));
+  const clients = ['ioredis', 'node-redis'];
+  const wall = new Map<string, number[]>();
+  const cpu = new Map<string, number[]>();
+  for (let round = 0; round < rounds; round++) {
+    for (const client of clients) {
+      for (const who of round % 2 === 0 ? ['ours', 'rlf'] : ['rlf', 'ours']) {
+        const name = `${who}-${client}`;
+        const line = await runProbe(bundle, [name, String(port), String(calls)]);
+        const { wallNs, cpuNs } = JSON.parse(line) as { wallNs: number; cpuNs: number };
+        wall.set(name, [...(wall.get(name) ?? []), wallNs]);
+        cpu.set(name, [...(cpu.get(name) ?? []), cpuNs]);
+      }
+    }
+  }
+  const rows = clients.map((client) => {
+    const ours = wall.get(`ours-${client}`) as number[];
+    const peer = wall.get(`rlf-${client}`) as number[];
+    const ratios = ours.map((t, r) => (peer[r] as number) / t).sort((a, b) => a - b);
+    return [
+      client,
+      us(median(ours) / 1000),
+      us(median(peer) / 1000),
+      `${median(ratios).toFixed(2)}x`,
+      `${(ratios[0] as number).toFixed(2)}x to ${(ratios[ratios.length - 1] as number).toFixed(2)}x`,
+      `${us(median(cpu.get(`ours-${client}`) as number[]) / 1000)} / ${us(median(cpu.get(`rlf-${client}`) as number[]) / 1000)}`,
+    ];
+  });
+  return table(
+    [
+      'client',
+      'RedisStore, wall per decision',
+      'RateLimiterRedis',
+      'ours vs the peer (median)',
+      'ratio range',
+      'client CPU, ours / peer',
+    ],
+    rows,
+  );
+}
+
 export const keyedRedisSection: Section = {
   id: 'keyed-redis',
   title: 'Keyed limits in Redis',
@@ -480,6 +527,17 @@ export const keyedRedisSection: Section = {
           );
         }
       }
+
+      const rounds = 5;
+      const calls = 20_000;
+      out.push(
+        `#### One call at a time, each contender alone in a process: ${calls.toLocaleString('en-US')} decisions after 3,000 to warm up, ${rounds} interleaved rounds`,
+        '',
+        await alonePerProcess(server.port, rounds, calls),
+        '',
+        'The same 1000 keys, half of them drained. In one process, as in the tables above, the contenders share the JIT and the collector, and the ratio moves more from round to round.',
+        '',
+      );
 
       // Exactness: 64 in flight, 3000 calls, one key with a burst of 1000 and no refill to speak of.
       const exact: string[][] = [];

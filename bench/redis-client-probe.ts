@@ -6,6 +6,8 @@
  *
  * It warms up (3,000 calls), then makes n more. The instructions per call are the difference of two
  * runs (n and a larger n) over the difference of n: startup, compilation and warm-up cancel out.
+ * It prints the n calls' wall time and CPU time per call, as JSON (bench/keyed.ts runs it so, each
+ * contender alone in a process, for the one-call-at-a-time figures).
  * Half the keys are drained (refused), as in the bench.
  */
 import { Redis } from 'ioredis';
@@ -37,9 +39,19 @@ if (which.startsWith('ours')) {
   for (const key of keys.filter((k) => k.startsWith('drained:'))) await limiter.tryTake(key, burst);
   decide = () => limiter.tryTake(next());
 } else if (which.startsWith('rlf')) {
-  const rlf = new RateLimiterRedis({ storeClient: client, points: burst, duration: 3600, keyPrefix: prefix });
+  const rlf = new RateLimiterRedis({
+    storeClient: client,
+    useRedisPackage: nodeRedis,
+    points: burst,
+    duration: 3600,
+    keyPrefix: prefix,
+  });
   for (const key of keys.filter((k) => k.startsWith('drained:'))) await rlf.consume(key, burst).catch(() => {});
-  decide = () => rlf.consume(next()).catch(() => false);
+  decide = () =>
+    rlf.consume(next()).catch((e: unknown) => {
+      if (e instanceof Error) throw e;
+      return false;
+    });
 } else if (which.startsWith('store')) {
   const store = new RedisStore({ client, prefix, onError: 'deny', timeoutMs: 60_000 });
   const bucket = { ratePerSecond: 0.001, capacity: burst };
@@ -64,6 +76,12 @@ if (which.startsWith('ours')) {
   throw new Error(`redis-client-probe: no contender ${which}`);
 }
 for (let i = 0; i < 3000; i++) await decide();
+const cpu = process.cpuUsage();
+const t0 = performance.now();
 for (let i = 0; i < n; i++) await decide();
+const wallNs = ((performance.now() - t0) * 1e6) / Math.max(1, n);
+const used = process.cpuUsage(cpu);
+// The last line: what bench/keyed.ts reads when it runs each contender alone in a process.
+console.log(JSON.stringify({ wallNs, cpuNs: ((used.user + used.system) * 1000) / Math.max(1, n) }));
 io?.disconnect();
 await nr?.close();

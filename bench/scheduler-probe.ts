@@ -5,7 +5,8 @@
  *   npx tsx bench/scheduler-probe.ts <ours|pool|pqueue> [bursts] [jobs]
  *   valgrind --tool=callgrind node --import tsx bench/scheduler-probe.ts ours 3
  *
- * It runs one burst to warm up, then `bursts` more; prints the CPU time of each (user + system).
+ * It runs one burst to warm up, then `bursts` more; prints the wall time and the CPU time (user +
+ * system) of each.
  * For callgrind, the instructions per job are the difference between two runs (more bursts and
  * fewer) divided by the difference in jobs: startup, compilation and warm-up cancel out.
  */
@@ -34,7 +35,7 @@ function make(): () => Promise<unknown> {
 
 const gc = (globalThis as { gc?: () => void }).gc;
 
-async function burst(submit: () => Promise<unknown>): Promise<number> {
+async function burst(submit: () => Promise<unknown>): Promise<{ cpuMs: number; wallMs: number }> {
   if (gc !== undefined) {
     // As the bench does between bursts: the heap as the previous burst left it does not count here.
     for (let i = 0; i < 3; i++) {
@@ -43,14 +44,16 @@ async function burst(submit: () => Promise<unknown>): Promise<number> {
     }
   }
   const cpu = process.cpuUsage();
+  const t0 = performance.now();
   const promises = new Array<Promise<unknown>>(jobs);
   for (let i = 0; i < jobs; i++) promises[i] = submit();
   await Promise.all(promises);
   const used = process.cpuUsage(cpu);
-  return (used.user + used.system) / 1000;
+  return { cpuMs: (used.user + used.system) / 1000, wallMs: performance.now() - t0 };
 }
 
 await burst(make());
-const times: number[] = [];
+const times: { cpuMs: number; wallMs: number }[] = [];
 for (let i = 0; i < bursts; i++) times.push(await burst(make()));
-console.log(`${who}: ${bursts} bursts of ${jobs}, CPU ms ${times.map((t) => t.toFixed(0)).join(' ')}`);
+const list = (key: 'cpuMs' | 'wallMs') => times.map((t) => t[key].toFixed(0)).join(' ');
+console.log(`${who}: ${bursts} bursts of ${jobs}, wall ms ${list('wallMs')}, CPU ms ${list('cpuMs')}`);

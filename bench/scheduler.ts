@@ -32,7 +32,7 @@ import pLimit from 'p-limit';
 import PQueue from 'p-queue';
 import pThrottle from 'p-throttle';
 import { Scheduler } from '../src/index.js';
-import { compare, formatOps, type Measured, median, type Section, table } from './harness.js';
+import { bundledProbe, compare, formatOps, type Measured, median, runProbe, type Section, table } from './harness.js';
 
 const noop = (): void => {};
 const asyncNoop = async (): Promise<void> => {};
@@ -214,6 +214,46 @@ export async function queuedBurst(rounds = 15): Promise<string> {
   return table(
     ['contender', 'jobs/s (wall, median)', 'vs bare pool (wall)', 'vs bare pool (CPU time)'],
     contenders.map(([name], i) => [
+      name,
+      formatOps(BURST_JOBS / (median(wall[i] as number[]) / 1000)),
+      spread(ratios(wall, i)),
+      spread(ratios(cpu, i)),
+    ]),
+  );
+}
+
+/**
+ * The same burst, each contender alone in a process (bench/scheduler-probe.ts, plain JavaScript):
+ * its wall time with Node's default collector (parallel and concurrent, as a user's process runs),
+ * and its CPU time under `--single-threaded` (the collector's work counted in the process, on one
+ * thread: a measure the other core's load moves less). Per run, the median of its bursts after one
+ * to warm up; interleaved rounds; each ratio is the bare pool's time over the contender's within a round.
+ */
+export async function queuedBurstPerProcess(rounds = 3, bursts = 6): Promise<string> {
+  const bundle = await bundledProbe(new URL('./scheduler-probe.ts', import.meta.url));
+  const who = [
+    ['pool', BARE_POOL],
+    ['ours', 'tokenpace Scheduler'],
+    ['pqueue', 'p-queue'],
+  ] as const;
+  const wall = who.map(() => [] as number[]);
+  const cpu = who.map(() => [] as number[]);
+  const read = (line: string, what: string) =>
+    median((new RegExp(`${what} ms ([0-9 ]+)`).exec(line)?.[1] ?? '').trim().split(' ').map(Number));
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, [id]] of who.entries()) {
+      const args = [id, String(bursts), String(BURST_JOBS)];
+      wall[i]?.push(read(await runProbe(bundle, args, ['--expose-gc']), 'wall'));
+      cpu[i]?.push(read(await runProbe(bundle, args, ['--single-threaded', '--expose-gc']), 'CPU'));
+    }
+  }
+  const ratios = (times: number[][], i: number) =>
+    (times[i] as number[]).map((t, r) => ((times[0] as number[])[r] as number) / t).sort((x, y) => x - y);
+  const spread = (values: number[]) =>
+    `${median(values).toFixed(2)}x (${(values[0] as number).toFixed(2)}-${(values[values.length - 1] as number).toFixed(2)})`;
+  return table(
+    ['contender', 'jobs/s (wall, median)', 'vs bare pool (wall)', 'vs bare pool (CPU time, one thread)'],
+    who.map(([, name], i) => [
       name,
       formatOps(BURST_JOBS / (median(wall[i] as number[]) / 1000)),
       spread(ratios(wall, i)),
@@ -632,6 +672,10 @@ export const schedulerSection: Section = {
       await queuedBurst(),
       '',
       `Every job is queued before the first one ends (\`maxQueue: ${BURST_JOBS}\`), so the queue, its bound and its events are all in the path; the steady-state samples above queue a few hundred at a time. Ratios are taken within each round (bare pool's time / the contender's), ${15} interleaved rounds: the median and the range.`,
+      '',
+      "Each contender alone in a process (6 bursts after one to warm up, 3 interleaved rounds; no other contender's garbage or compiled code in the process):",
+      '',
+      await queuedBurstPerProcess(),
       '',
       `### Rate accuracy: 1000 jobs/s for ${seconds} s`,
       '',
