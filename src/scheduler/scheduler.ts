@@ -84,6 +84,8 @@ export class Scheduler {
   readonly #admission: Admission;
   readonly #maxQueue: number;
   readonly #maxWaitMs: number;
+  /** A waiting job: under a maxWait, linked in arrival order too (the queue's `oldest()`); else with no such links. */
+  readonly #Waiting: typeof Job;
   /** The largest cost a job may have: min(burst, concurrency). */
   #maxCost: number;
   #timeoutMs: number;
@@ -110,6 +112,7 @@ export class Scheduler {
     this.#watchdog = new Watchdog(clock, () => this.#pump(clock.now(), true));
     this.#maxQueue = settings.maxQueue;
     this.#maxWaitMs = settings.maxWaitMs;
+    this.#Waiting = settings.maxWaitMs === Number.POSITIVE_INFINITY ? Job : TimedJob;
     this.#timeoutMs = settings.timeoutMs;
     this.#paused = settings.paused;
     this.#runner = new Runner({
@@ -127,7 +130,7 @@ export class Scheduler {
     });
     this.#rejections = new Rejections(this.#counters, this.#events, this.#maxQueue);
     const waiting = new Waiting({
-      arrivals: this.#maxWaitMs !== Number.POSITIVE_INFINITY,
+      arrivals: this.#Waiting === TimedJob,
       rejections: this.#rejections,
       dropped: (job) => this.#admission.dropped(job),
       aborted: () => this.#pump(clock.now()),
@@ -285,7 +288,6 @@ export class Scheduler {
     const now = this.#clock.now();
     // The default timeout is the one in force now (as in p-queue): copied to the job, not read when it starts.
     const extra = signal === undefined && timeoutMs === Infinity ? undefined : { signal, watched: false, timeoutMs };
-
     // Start at once: nothing waits ahead, and the admission has the concurrency and the tokens (charged if so).
     const held = queue.size === 0 && !this.#paused ? admission.tryStart(cost, now) : -1;
     if (held >= 0) {
@@ -315,11 +317,7 @@ export class Scheduler {
     // Arrival times never go back (a clock that does counts as no time), so the first job in arrival order
     // is the one with the first deadline: the queue's `oldest()`.
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
-    // Under a maxWait the queue keeps arrival order too (its `oldest()`); without, a job needs no such links.
-    const job =
-      maxWaitMs === Number.POSITIVE_INFINITY
-        ? new Job(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra)
-        : new TimedJob(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
+    const job = new this.#Waiting(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
     const promise = settlersOf<R>(job);
     this.#waiting.push(job);
     this.#counters.admitted++;
