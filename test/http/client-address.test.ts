@@ -106,20 +106,22 @@ describe('clientAddress: the forwarding chain, from the right', () => {
     const req = request('10.0.0.1', { 'x-forwarded-for': chain });
     const list = compileTrust(['10.0.0.0/8']);
     const everyHop = compileTrust(true);
-    const time = (trust: ReturnType<typeof compileTrust>): number => {
+    // The median time of one call, over 7 runs of `calls` calls each.
+    const time = (trust: ReturnType<typeof compileTrust>, calls: number): number => {
       const runs: number[] = [];
       for (let i = 0; i < 7; i++) {
         const start = performance.now();
-        for (let j = 0; j < 20; j++) clientAddress(req, trust, 'x-forwarded-for');
-        runs.push(performance.now() - start);
+        for (let j = 0; j < calls; j++) clientAddress(req, trust, 'x-forwarded-for');
+        runs.push((performance.now() - start) / calls);
       }
       return runs.sort((a, b) => a - b)[3] as number;
     };
     expect(clientAddress(req, list, 'x-forwarded-for')).toBe('203.0.113.7');
     expect(clientAddress(req, everyHop, 'x-forwarded-for')).toBe('198.51.100.1');
-    // The list stops after one entry; `true` must read all 75,001. Far apart whatever the machine's load.
-    expect(time(list) * 50).toBeLessThan(time(everyHop));
-  });
+    // The list stops after one entry; `true` must read all 75,001. Far apart whatever the machine's load
+    // (and few calls of the long walk: under coverage on a loaded machine, 140 of them took 10 s).
+    expect(time(list, 20) * 50).toBeLessThan(time(everyHop, 2));
+  }, 30_000);
 
   it('reads hop counts, Forwarded elements, ports, brackets and a non-address entry as before', () => {
     const xff = (value: string, trust: Parameters<typeof compileTrust>[0], peer = '10.0.0.9') =>
