@@ -869,7 +869,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
       expect(settled).toBeUndefined();
       await timers.tickAsync(1);
       expect(settled).toBe('ERR_JOB_TIMEOUT');
-    });
+    }, 30_000); // a fleet in memory renews its lease every leaseMs / 3: some 780,000 timers in a month
 
     it("maxWait: '30d' holds one timer, not a 1 ms timer re-armed a thousand times a second", async () => {
       const { clock, timers, armed, pending } = counting();
@@ -895,7 +895,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
       await timers.tickAsync(29 * DAY);
       await second;
       expect(starts).toEqual([0, 30 * DAY]);
-    });
+    }, 30_000); // as above: a month of lease renewals in a fleet in memory
   });
 
   describe('promises, events and wrap', () => {
