@@ -854,22 +854,27 @@ describe.each(forms)('Scheduler ($name)', (form) => {
       return { ...fake, clock, armed: () => armed };
     }
 
-    // On Redis, a month of fake time is some 780,000 lease renewals (every leaseMs / 3), each a round trip.
-    it.skipIf(form.redis)("timeout: '30d' does not reject at once, and rejects after 30 days", async () => {
-      const { clock, timers } = counting();
-      const scheduler = form.scheduler({ concurrency: 1, clock });
-      const job = outcome(scheduler.schedule(() => new Promise(() => {}), { timeout: '30d' }));
-      let settled: string | undefined;
-      void job.then((o) => {
-        settled = o;
-      });
-      await timers.tickAsync(1000);
-      expect(settled).toBeUndefined();
-      await timers.tickAsync(30 * DAY - 1001);
-      expect(settled).toBeUndefined();
-      await timers.tickAsync(1);
-      expect(settled).toBe('ERR_JOB_TIMEOUT');
-    }, 30_000); // a fleet in memory renews its lease every leaseMs / 3: some 780,000 timers in a month
+    // On Redis, a month of fake time is some 780,000 lease renewals (every leaseMs / 3), each a round trip;
+    // in memory they are timers, and the two month-long cases get 30 s.
+    it.skipIf(form.redis)(
+      "timeout: '30d' does not reject at once, and rejects after 30 days",
+      async () => {
+        const { clock, timers } = counting();
+        const scheduler = form.scheduler({ concurrency: 1, clock });
+        const job = outcome(scheduler.schedule(() => new Promise(() => {}), { timeout: '30d' }));
+        let settled: string | undefined;
+        void job.then((o) => {
+          settled = o;
+        });
+        await timers.tickAsync(1000);
+        expect(settled).toBeUndefined();
+        await timers.tickAsync(30 * DAY - 1001);
+        expect(settled).toBeUndefined();
+        await timers.tickAsync(1);
+        expect(settled).toBe('ERR_JOB_TIMEOUT');
+      },
+      30_000,
+    );
 
     it("maxWait: '30d' holds one timer, not a 1 ms timer re-armed a thousand times a second", async () => {
       const { clock, timers, armed, pending } = counting();
@@ -884,18 +889,22 @@ describe.each(forms)('Scheduler ($name)', (form) => {
     });
 
     // On Redis, a month of fake time is some 780,000 lease renewals (every leaseMs / 3), each a round trip.
-    it.skipIf(form.redis)('a monthly rate waits the month for the next token', async () => {
-      const { clock, timers } = counting();
-      const scheduler = form.scheduler({ rate: '1/30d', clock });
-      const starts: number[] = [];
-      await scheduler.schedule(() => starts.push(clock.now()));
-      const second = scheduler.schedule(() => starts.push(clock.now()));
-      await timers.tickAsync(DAY);
-      expect(starts).toEqual([0]);
-      await timers.tickAsync(29 * DAY);
-      await second;
-      expect(starts).toEqual([0, 30 * DAY]);
-    }, 30_000); // as above: a month of lease renewals in a fleet in memory
+    it.skipIf(form.redis)(
+      'a monthly rate waits the month for the next token',
+      async () => {
+        const { clock, timers } = counting();
+        const scheduler = form.scheduler({ rate: '1/30d', clock });
+        const starts: number[] = [];
+        await scheduler.schedule(() => starts.push(clock.now()));
+        const second = scheduler.schedule(() => starts.push(clock.now()));
+        await timers.tickAsync(DAY);
+        expect(starts).toEqual([0]);
+        await timers.tickAsync(29 * DAY);
+        await second;
+        expect(starts).toEqual([0, 30 * DAY]);
+      },
+      30_000,
+    );
   });
 
   describe('promises, events and wrap', () => {
