@@ -85,7 +85,7 @@ export class Scheduler {
   readonly #maxQueue: number;
   readonly #maxWaitMs: number;
   /** A waiting job: under a maxWait, linked in arrival order too (the queue's `oldest()`); else with no such links. */
-  readonly #Waiting: typeof Job;
+  readonly #JobKind: typeof Job;
   /** The largest cost a job may have: min(burst, concurrency). */
   #maxCost: number;
   #timeoutMs: number;
@@ -112,7 +112,7 @@ export class Scheduler {
     this.#watchdog = new Watchdog(clock, () => this.#pump(clock.now(), true));
     this.#maxQueue = settings.maxQueue;
     this.#maxWaitMs = settings.maxWaitMs;
-    this.#Waiting = settings.maxWaitMs === Number.POSITIVE_INFINITY ? Job : TimedJob;
+    this.#JobKind = settings.maxWaitMs === Number.POSITIVE_INFINITY ? Job : TimedJob;
     this.#timeoutMs = settings.timeoutMs;
     this.#paused = settings.paused;
     this.#runner = new Runner({
@@ -130,7 +130,7 @@ export class Scheduler {
     });
     this.#rejections = new Rejections(this.#counters, this.#events, this.#maxQueue);
     const waiting = new Waiting({
-      arrivals: this.#Waiting === TimedJob,
+      arrivals: this.#JobKind === TimedJob,
       rejections: this.#rejections,
       dropped: (job) => this.#admission.dropped(job),
       aborted: () => this.#pump(clock.now()),
@@ -317,7 +317,7 @@ export class Scheduler {
     // Arrival times never go back (a clock that does counts as no time), so the first job in arrival order
     // is the one with the first deadline: the queue's `oldest()`.
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
-    const job = new this.#Waiting(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
+    const job = new this.#JobKind(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
     const promise = settlersOf<R>(job);
     this.#waiting.push(job);
     this.#counters.admitted++;
