@@ -3,16 +3,17 @@
  * operation the scheduler needs in O(log L) or better (L = distinct
  * priorities waiting, at most the number of waiting jobs).
  *
- * Waiting jobs are intrusive nodes: each carries its own links, so the queue
- * allocates nothing per job beyond the job itself (a level per distinct
- * priority):
+ * A waiting job carries its level and its slot in that level's FIFO, so the
+ * queue keeps one array entry per job beyond the job itself (a level per
+ * distinct priority):
  *
- * - `push` appends to its priority's FIFO (a doubly linked list), found in a
- *   `Map` by priority; a new level is inserted into an ordered tree of levels;
- * - `peek` reads the head of the highest level, kept at hand;
- * - `remove` unlinks any node at once (an aborted or expired job frees its
- *   slot immediately: no tombstones that would let memory grow); an emptied
- *   level leaves the tree;
+ * - `push` appends to its priority's FIFO (an array: see {@link Level}), found
+ *   in a `Map` by priority; a new level is inserted into an ordered tree of levels;
+ * - `peek` reads the first waiting job of the highest level, kept at hand;
+ * - `remove` takes any job out at once (an aborted or expired job is released
+ *   immediately; its entry becomes a hole, and a level's array is rebuilt when
+ *   its dead entries outnumber its live ones, so it never holds more than
+ *   twice its jobs plus 64); an emptied level leaves the tree;
  * - `oldest`: every job gets the same `maxWait`, so the first deadline is the
  *   job that has waited longest, whatever its priority: the head of a second
  *   linked list through all jobs in arrival order. O(1), however many
@@ -41,19 +42,25 @@ export interface Waiter<J extends Waiter<J>> {
   level: Level<J> | undefined;
   /** When it was queued (the scheduler's deadline is `enqueuedAtMs + maxWait`). */
   readonly enqueuedAtMs: number;
-  /** Neighbours in its level's FIFO. */
-  prev: J | undefined;
-  next: J | undefined;
+  /** Its place in its level's FIFO (see {@link Level}). */
+  slot: number;
   /** Neighbours in arrival order across all levels (for {@link WaitQueue.oldest}). */
   older?: J | undefined;
   newer?: J | undefined;
 }
 
-/** One priority's FIFO, and its node in the tree of levels. */
+/**
+ * One priority's FIFO, and its node in the tree of levels. The FIFO is an array, not a linked list:
+ * a collector's threads share the work of an array of jobs, where a chain of 200,000 is one thread's
+ * walk (docs/benchmarks.md, the queued burst). A job removed from the middle leaves a hole; `first`
+ * is the first job still waiting; the array is rebuilt when its dead part outweighs its live one.
+ * A job's `slot` is its index plus `base`.
+ */
 export interface Level<J extends Waiter<J>> {
   readonly priority: number;
-  head: J | undefined;
-  tail: J | undefined;
+  jobs: (J | undefined)[];
+  first: number;
+  base: number;
   count: number;
   /** The sum of the costs waiting here. */
   cost: number;
@@ -114,6 +121,30 @@ function without<J extends Waiter<J>>(node: TreeLevel<J>, priority: number): Tre
   return update(node);
 }
 
+/**
+ * Drops a level's dead slots (those before `first`, and holes) once they are more than its live
+ * ones: O(n) each time, after at least n / 2 removals, so O(1) a removal. With only the head taken
+ * (the usual drain) it keeps the slots' indices (`base` moves); with holes it renumbers the jobs.
+ */
+function compact<J extends Waiter<J>>(level: Level<J>): void {
+  const jobs = level.jobs;
+  if (jobs.length - level.first === level.count) {
+    level.jobs = jobs.slice(level.first);
+    level.base += level.first;
+    level.first = 0;
+    return;
+  }
+  const live: J[] = [];
+  for (let i = level.first; i < jobs.length; i++) {
+    const job = jobs[i];
+    if (job === undefined) continue;
+    job.slot = level.base + live.length;
+    live.push(job);
+  }
+  level.jobs = live;
+  level.first = 0;
+}
+
 /** A FIFO per priority with O(1) removal and O(log L) levels. */
 export class WaitQueue<J extends Waiter<J>> {
   readonly #byPriority = new Map<number, TreeLevel<J>>();
@@ -139,7 +170,8 @@ export class WaitQueue<J extends Waiter<J>> {
 
   /** The job that runs next: the oldest of the highest priority. */
   peek(): J | undefined {
-    return this.#top?.head;
+    const top = this.#top;
+    return top === undefined ? undefined : top.jobs[top.first];
   }
 
   /** The job that has waited longest, whatever its priority (the first to arrive of those still waiting). */
@@ -152,11 +184,8 @@ export class WaitQueue<J extends Waiter<J>> {
     const top = this.#top; // the usual case, one priority: no map to look in
     const level = top !== undefined && top.priority === job.priority ? top : this.#levelFor(job.priority);
     job.level = level;
-    job.next = undefined;
-    job.prev = level.tail;
-    if (level.tail) level.tail.next = job;
-    else level.head = job;
-    level.tail = job;
+    job.slot = level.base + level.jobs.length;
+    level.jobs.push(job);
     level.count++;
     this.#addCost(level, job.cost);
     this.#size++;
@@ -170,7 +199,7 @@ export class WaitQueue<J extends Waiter<J>> {
 
   /** Removes and returns the head. */
   shift(): J | undefined {
-    const job = this.#top?.head;
+    const job = this.peek();
     if (job) this.remove(job);
     return job;
   }
@@ -179,15 +208,21 @@ export class WaitQueue<J extends Waiter<J>> {
   remove(job: J): boolean {
     const level = job.level as TreeLevel<J> | undefined;
     if (!level) return false;
-    if (job.prev) job.prev.next = job.next;
-    else level.head = job.next;
-    if (job.next) job.next.prev = job.prev;
-    else level.tail = job.prev;
+    const jobs = level.jobs;
+    const i = job.slot - level.base;
+    jobs[i] = undefined;
     level.count--;
     if (level.count === 0) this.#dropLevel(level);
-    else this.#addCost(level, -job.cost);
+    else {
+      this.#addCost(level, -job.cost);
+      if (i === level.first) {
+        let first = i + 1;
+        while (jobs[first] === undefined) first++;
+        level.first = first;
+      }
+      if (jobs.length > 64 && jobs.length > 2 * level.count) compact(level);
+    }
     job.level = undefined;
-    job.prev = job.next = undefined;
     this.#size--;
     if (this.#arrivals) {
       if (job.older) job.older.newer = job.newer;
@@ -230,10 +265,10 @@ export class WaitQueue<J extends Waiter<J>> {
     };
     walk(this.#root);
     for (const level of levels) {
-      for (let job = level.head; job; ) {
-        const next = job.next;
-        yield job;
-        job = next;
+      const jobs = level.jobs;
+      for (let i = level.first; i < jobs.length; i++) {
+        const job = jobs[i];
+        if (job !== undefined) yield job;
       }
     }
   }
@@ -243,8 +278,9 @@ export class WaitQueue<J extends Waiter<J>> {
     if (found !== undefined) return found;
     const level: TreeLevel<J> = {
       priority,
-      head: undefined,
-      tail: undefined,
+      jobs: [],
+      first: 0,
+      base: 0,
       count: 0,
       cost: 0,
       left: undefined,
@@ -274,6 +310,9 @@ export class WaitQueue<J extends Waiter<J>> {
     this.#byPriority.delete(level.priority);
     this.#root = without(this.#root as TreeLevel<J>, level.priority);
     level.left = level.right = undefined;
+    level.jobs = [];
+    level.first = 0;
+    level.base = 0;
     level.cost = level.sum = 0; // exact again, whatever rounding the sums picked up
     if (this.#top === level) {
       let top = this.#root;

@@ -33,8 +33,7 @@ import type { Level, Waiter } from './queue.js';
  */
 export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
-  prev: Job | undefined = undefined;
-  next: Job | undefined = undefined;
+  slot = 0;
   resolve!: (value: unknown) => void;
   constructor(
     readonly fn: JobFunction<unknown>,

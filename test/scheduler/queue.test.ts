@@ -4,8 +4,7 @@ import { type Level, type Waiter, WaitQueue } from '../../src/scheduler/queue.js
 
 class Node implements Waiter<Node> {
   level: Level<Node> | undefined;
-  prev: Node | undefined;
-  next: Node | undefined;
+  slot = 0;
   constructor(
     readonly id: string,
     readonly priority: number,
@@ -118,6 +117,47 @@ describe('WaitQueue', () => {
     ]);
     for (const node of queue) queue.remove(node);
     expect(queue.size).toBe(0);
+  });
+
+  it('matches a plain model when a level holds hundreds and loses them from the middle (its array is rebuilt)', () => {
+    const op = fc.oneof(
+      {
+        weight: 3,
+        arbitrary: fc.record({ kind: fc.constant('push' as const), priority: fc.integer({ min: 0, max: 1 }) }),
+      },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('remove' as const), pick: fc.nat() }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('shift' as const) }) },
+    );
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 200, maxLength: 1500 }), fc.boolean(), (ops, arrivals) => {
+        const queue = new WaitQueue<Node>({ arrivals });
+        let model: Node[] = [];
+        let t = 0;
+        const runOrder = () =>
+          [...model].sort((a, b) => b.priority - a.priority || a.enqueuedAtMs - b.enqueuedAtMs).map((n) => n.id);
+        for (const o of ops) {
+          if (o.kind === 'push') {
+            const node = new Node(`n${t}`, o.priority, 1, t++);
+            queue.push(node);
+            model.push(node);
+          } else if (o.kind === 'remove' && model.length) {
+            const node = model[o.pick % model.length] as Node;
+            expect(queue.remove(node)).toBe(true);
+            expect(queue.remove(node)).toBe(false);
+            model = model.filter((n) => n !== node);
+          } else if (o.kind === 'shift') {
+            const expected = runOrder()[0];
+            expect(queue.shift()?.id).toBe(expected);
+            model = model.filter((n) => n.id !== expected);
+          }
+          expect(queue.size).toBe(model.length);
+          expect(queue.peek()?.id).toBe(runOrder()[0]);
+        }
+        expect(ids(queue)).toEqual(runOrder());
+        expect(queue.sizeAt(0) + queue.sizeAt(1)).toBe(model.length);
+      }),
+      { numRuns: 60 },
+    );
   });
 
   it('matches a plain model under any sequence of pushes, removals and shifts (many distinct priorities)', () => {
