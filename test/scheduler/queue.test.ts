@@ -119,41 +119,65 @@ describe('WaitQueue', () => {
     expect(queue.size).toBe(0);
   });
 
+  type ModelOp =
+    | { kind: 'push'; priority: number; cost: number }
+    | { kind: 'remove'; pick: number }
+    | { kind: 'shift' };
+
+  /** Runs `ops` on `queue` and on a plain array (arrival order), checking them against each other after every step. */
+  function againstModel(
+    queue: WaitQueue<Node>,
+    ops: readonly ModelOp[],
+    arrivals: boolean,
+    each: (model: Node[]) => void = () => {},
+  ): Node[] {
+    let model: Node[] = [];
+    let t = 0;
+    const runOrder = () =>
+      [...model].sort((a, b) => b.priority - a.priority || a.enqueuedAtMs - b.enqueuedAtMs).map((n) => n.id);
+    for (const o of ops) {
+      if (o.kind === 'push') {
+        const node = new Node(`n${t}`, o.priority, o.cost, t++);
+        queue.push(node);
+        model.push(node);
+      } else if (o.kind === 'remove' && model.length) {
+        const node = model[o.pick % model.length] as Node;
+        expect(queue.remove(node)).toBe(true);
+        expect(queue.remove(node)).toBe(false);
+        model = model.filter((n) => n !== node);
+      } else if (o.kind === 'shift') {
+        const expected = runOrder()[0];
+        expect(queue.shift()?.id).toBe(expected);
+        model = model.filter((n) => n.id !== expected);
+      }
+      expect(queue.size).toBe(model.length);
+      expect(queue.peek()?.id).toBe(runOrder()[0]);
+      if (arrivals) expect(queue.oldest()?.id).toBe(model[0]?.id);
+      each(model);
+    }
+    expect(ids(queue)).toEqual(runOrder());
+    return model;
+  }
+
+  const removeOrShift = [
+    fc.record({ kind: fc.constant('remove' as const), pick: fc.nat() }),
+    fc.record({ kind: fc.constant('shift' as const) }),
+  ];
+
   it('matches a plain model when a level holds hundreds and loses them from the middle (its array is rebuilt)', () => {
+    const push = fc.record({
+      kind: fc.constant('push' as const),
+      priority: fc.integer({ min: 0, max: 1 }),
+      cost: fc.constant(1),
+    });
     const op = fc.oneof(
-      {
-        weight: 3,
-        arbitrary: fc.record({ kind: fc.constant('push' as const), priority: fc.integer({ min: 0, max: 1 }) }),
-      },
-      { weight: 1, arbitrary: fc.record({ kind: fc.constant('remove' as const), pick: fc.nat() }) },
-      { weight: 1, arbitrary: fc.record({ kind: fc.constant('shift' as const) }) },
+      { weight: 3, arbitrary: push },
+      ...removeOrShift.map((arbitrary) => ({ weight: 1, arbitrary })),
     );
     fc.assert(
       fc.property(fc.array(op, { minLength: 200, maxLength: 1500 }), fc.boolean(), (ops, arrivals) => {
         const queue = new WaitQueue<Node>({ arrivals });
-        let model: Node[] = [];
-        let t = 0;
-        const runOrder = () =>
-          [...model].sort((a, b) => b.priority - a.priority || a.enqueuedAtMs - b.enqueuedAtMs).map((n) => n.id);
-        for (const o of ops) {
-          if (o.kind === 'push') {
-            const node = new Node(`n${t}`, o.priority, 1, t++);
-            queue.push(node);
-            model.push(node);
-          } else if (o.kind === 'remove' && model.length) {
-            const node = model[o.pick % model.length] as Node;
-            expect(queue.remove(node)).toBe(true);
-            expect(queue.remove(node)).toBe(false);
-            model = model.filter((n) => n !== node);
-          } else if (o.kind === 'shift') {
-            const expected = runOrder()[0];
-            expect(queue.shift()?.id).toBe(expected);
-            model = model.filter((n) => n.id !== expected);
-          }
-          expect(queue.size).toBe(model.length);
-          expect(queue.peek()?.id).toBe(runOrder()[0]);
-        }
-        expect(ids(queue)).toEqual(runOrder());
+        const model = againstModel(queue, ops, arrivals);
         expect(queue.sizeAt(0) + queue.sizeAt(1)).toBe(model.length);
       }),
       { numRuns: 60 },
@@ -161,44 +185,19 @@ describe('WaitQueue', () => {
   });
 
   it('matches a plain model under any sequence of pushes, removals and shifts (many distinct priorities)', () => {
-    const op = fc.oneof(
-      fc.record({
-        kind: fc.constant('push' as const),
-        priority: fc.integer({ min: -20, max: 20 }),
-        cost: fc.integer({ min: 0, max: 5 }),
-      }),
-      fc.record({ kind: fc.constant('remove' as const), pick: fc.nat() }),
-      fc.record({ kind: fc.constant('shift' as const) }),
-    );
+    const push = fc.record({
+      kind: fc.constant('push' as const),
+      priority: fc.integer({ min: -20, max: 20 }),
+      cost: fc.integer({ min: 0, max: 5 }),
+    });
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
+      fc.property(fc.array(fc.oneof(push, ...removeOrShift), { maxLength: 200 }), (ops) => {
         const queue = new WaitQueue<Node>();
-        let model: Node[] = []; // arrival order
-        let t = 0;
-        const runOrder = () =>
-          [...model].sort((a, b) => b.priority - a.priority || a.enqueuedAtMs - b.enqueuedAtMs).map((n) => n.id);
-        for (const o of ops) {
-          if (o.kind === 'push') {
-            const node = new Node(`n${t}`, o.priority, o.cost, t++);
-            queue.push(node);
-            model.push(node);
-          } else if (o.kind === 'remove' && model.length) {
-            const node = model[o.pick % model.length] as Node;
-            expect(queue.remove(node)).toBe(true);
-            model = model.filter((n) => n !== node);
-          } else if (o.kind === 'shift') {
-            const expected = runOrder()[0];
-            expect(queue.shift()?.id).toBe(expected);
-            model = model.filter((n) => n.id !== expected);
-          }
-          expect(queue.size).toBe(model.length);
-          expect(queue.peek()?.id).toBe(runOrder()[0]);
-          expect(queue.oldest()?.id).toBe(model[0]?.id);
+        const model = againstModel(queue, ops, true, (now) => {
           for (const p of [-21, -5, 0, 7, 21]) {
-            expect(queue.costAtOrAbove(p)).toBe(model.filter((n) => n.priority >= p).reduce((a, n) => a + n.cost, 0));
+            expect(queue.costAtOrAbove(p)).toBe(now.filter((n) => n.priority >= p).reduce((a, n) => a + n.cost, 0));
           }
-        }
-        expect(ids(queue)).toEqual(runOrder());
+        });
         for (const p of [-3, 0, 3]) expect(queue.sizeAt(p)).toBe(model.filter((n) => n.priority === p).length);
       }),
       { numRuns: 300 },
