@@ -176,6 +176,8 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
     if ARGV[a] ~= op_text then op_text = ARGV[a]; mode = string.sub(op_text, 1, 1); cost = tonumber(string.sub(op_text, 2)) end
     a = a + 1
     local b = load(kb, k, cap)
+    local last = bin and o == 0 and KEYS[ki] == nil -- the call's only decision: its bytes lead with now
+    local w -- this decision's words of the reply
     if mode == 'c' or mode == 'a' then
       -- MemoryStore.refundAt (c) and creditAt (a)
       if mode == 'c' then refund(b, rate, cap, now, cost, tonumber(ARGV[a])) else credit(b, rate, cap, now, cost) end
@@ -185,22 +187,18 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
         g_dirty = true
       end
       if mode == 'c' then a = a + 2 end
-      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, 1, b.tokens, 0, has_g and g.tokens, 0)
-      o = o + 1
-      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
-    elseif mode == 't' and not has_g and try_charge(b, rate, cap, now, cost) then
-      -- a try that conforms (the usual decision): decideAt's wait is 0 and its charge is try_charge's
-      store(k, b, rate, cap)
-      local w = word(bin, false, bin and o == 0 and KEYS[ki] == nil, 1, b.tokens, 0)
-      o = o + 1
-      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
+      w = word(bin, has_g, last, 1, b.tokens, 0, has_g and g.tokens, 0)
     elseif mode == 't' and not has_g then
-      -- a try refused: decideAt's tokens and wait are tokens_at and delay_until of the bucket as it
-      -- stands (clamped, rewound), which the reply carries; the client runs those steps (bucket.ts)
-      if b.rewound then store(k, b, rate, cap) end
-      local w = word(bin, false, bin and o == 0 and KEYS[ki] == nil, 2, b.tokens, b.upd)
-      o = o + 1
-      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
+      if try_charge(b, rate, cap, now, cost) then
+        -- a try that conforms (the usual decision): decideAt's wait is 0 and its charge is try_charge's
+        store(k, b, rate, cap)
+        w = word(bin, false, last, 1, b.tokens, 0)
+      else
+        -- refused: decideAt's tokens and wait are tokens_at and delay_until of the bucket as it stands
+        -- (clamped, rewound), which the reply carries; the client runs those steps (bucket.ts)
+        if b.rewound then store(k, b, rate, cap) end
+        w = word(bin, false, last, 2, b.tokens, b.upd)
+      end
     else
       -- MemoryStore.decideAt: ask when (delay_until) on the state as written, then charge
       local kwait = delay_until(b, rate, cap, now, cost)
@@ -235,10 +233,10 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
         if b.rewound then store(k, b, rate, cap) end
         if has_g then gtokens = tokens_at(g, grate, gcap, now) end
       end
-      local w = word(bin, has_g, bin and o == 0 and KEYS[ki] == nil, allowed and 1 or 0, tokens, kwait, gtokens, gwait)
-      o = o + 1
-      if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
+      w = word(bin, has_g, last, allowed and 1 or 0, tokens, kwait, gtokens, gwait)
     end
+    o = o + 1
+    if o == 1 then first = w elseif o == 2 then out = { header(bin, now_sec, now_usec), first, w } else out[o + 1] = w end
     k = KEYS[ki]
   end
   if g_dirty then store(KEYS[1], g, grate, gcap) end
