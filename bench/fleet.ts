@@ -23,16 +23,14 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import { RedisFleetStore } from '../src/fleet/redis-fleet-store.js';
 import { FLEET_SCRIPT } from '../src/fleet/script.js';
 import { Scheduler } from '../src/scheduler/scheduler.js';
 import { startRedis } from '../test/helpers/redis-server.js';
-import { formatOps, type Section, table } from './harness.js';
+import { bundledProbe, formatOps, type Section, table } from './harness.js';
 
-const childSource = fileURLToPath(new URL('./fleet-child.ts', import.meta.url));
-const childBundle = fileURLToPath(new URL('../.tmp/bench-fleet-child.mjs', import.meta.url));
+/** The worker, bundled once per run (bench/harness.ts bundledProbe). */
+let childBundle = '';
 
 interface Worker {
   process: ChildProcess;
@@ -148,15 +146,7 @@ export const fleetSection: Section = {
   id: 'fleet',
   title: 'Fleet: one scheduler shared by worker processes through Redis',
   async run() {
-    await build({
-      entryPoints: [childSource],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      packages: 'external',
-      outfile: childBundle,
-      logLevel: 'warning',
-    });
+    childBundle = await bundledProbe(new URL('./fleet-child.ts', import.meta.url));
     const server = await startRedis();
     const out: string[] = [];
     try {

@@ -347,6 +347,15 @@ function counted(
   };
 }
 
+/** A column pair: the median of round-by-round ratios, and their range. */
+function ratioCells(ratios: readonly number[]): [string, string] {
+  const sorted = [...ratios].sort((a, b) => a - b);
+  return [
+    `${median(sorted).toFixed(2)}x`,
+    `${(sorted[0] as number).toFixed(2)}x to ${(sorted[sorted.length - 1] as number).toFixed(2)}x`,
+  ];
+}
+
 const us = (x: number) => (Number.isFinite(x) ? `${x.toFixed(1)} us` : 'n/a');
 
 /**
@@ -373,13 +382,12 @@ async function alonePerProcess(port: number, rounds = 5, calls = 20_000): Promis
   const rows = clients.map((client) => {
     const ours = wall.get(`ours-${client}`) as number[];
     const peer = wall.get(`rlf-${client}`) as number[];
-    const ratios = ours.map((t, r) => (peer[r] as number) / t).sort((a, b) => a - b);
+    const ratios = ours.map((t, r) => (peer[r] as number) / t);
     return [
       client,
       us(median(ours) / 1000),
       us(median(peer) / 1000),
-      `${median(ratios).toFixed(2)}x`,
-      `${(ratios[0] as number).toFixed(2)}x to ${(ratios[ratios.length - 1] as number).toFixed(2)}x`,
+      ...ratioCells(ratios),
       `${us(median(cpu.get(`ours-${client}`) as number[]) / 1000)} / ${us(median(cpu.get(`rlf-${client}`) as number[]) / 1000)}`,
     ];
   });
@@ -480,13 +488,12 @@ export const keyedRedisSection: Section = {
         // Each of ours against the peer on the same client, round by round (the same phase of the machine).
         const rows = measured.map((m, i) => {
           const peer = measured[i % 2 === 0 ? i + 1 : i] as (typeof measured)[number];
-          const ratios = m.samples.map((x, r) => x / (peer.samples[r] as number)).sort((a, b) => a - b);
+          const ratios = m.samples.map((x, r) => x / (peer.samples[r] as number));
           return [
             m.name,
             formatOps(m.opsPerSecond),
             `${formatOps(Math.min(...m.samples))} to ${formatOps(Math.max(...m.samples))}`,
-            `${median(ratios).toFixed(2)}x`,
-            `${(ratios[0] as number).toFixed(2)}x to ${(ratios[ratios.length - 1] as number).toFixed(2)}x`,
+            ...ratioCells(ratios),
             share(counts[i] as Counted),
           ];
         });

@@ -154,6 +154,17 @@ async function throughput(sampleMs: number): Promise<string> {
 
 const BURST_JOBS = 200_000;
 
+/** Contender i's time against the first contender's (the bare pool), round by round. */
+function ratios(times: number[][], i: number): number[] {
+  return (times[i] as number[]).map((t, round) => ((times[0] as number[])[round] as number) / t);
+}
+
+/** The median ratio and its range. */
+function spread(values: number[]): string {
+  const sorted = [...values].sort((a, b) => a - b);
+  return `${median(values).toFixed(2)}x (${(sorted[0] as number).toFixed(2)}-${(sorted[sorted.length - 1] as number).toFixed(2)})`;
+}
+
 /** One burst: `n` no-op jobs submitted at once, all awaited; its wall time and its CPU time (ms). */
 async function burstOnce(submit: () => Promise<unknown>): Promise<{ wallMs: number; cpuMs: number }> {
   await settleHeap();
@@ -205,12 +216,6 @@ export async function queuedBurst(rounds = 15): Promise<string> {
       cpu[i]?.push(cpuMs);
     }
   }
-  const ratios = (times: number[][], i: number) =>
-    (times[i] as number[]).map((t, round) => ((times[0] as number[])[round] as number) / t);
-  const spread = (values: number[]) => {
-    const sorted = [...values].sort((a, b) => a - b);
-    return `${median(values).toFixed(2)}x (${(sorted[0] as number).toFixed(2)}-${(sorted[sorted.length - 1] as number).toFixed(2)})`;
-  };
   return table(
     ['contender', 'jobs/s (wall, median)', 'vs bare pool (wall)', 'vs bare pool (CPU time)'],
     contenders.map(([name], i) => [
@@ -247,10 +252,6 @@ export async function queuedBurstPerProcess(rounds = 3, bursts = 6): Promise<str
       cpu[i]?.push(read(await runProbe(bundle, args, ['--single-threaded', '--expose-gc']), 'CPU'));
     }
   }
-  const ratios = (times: number[][], i: number) =>
-    (times[i] as number[]).map((t, r) => ((times[0] as number[])[r] as number) / t).sort((x, y) => x - y);
-  const spread = (values: number[]) =>
-    `${median(values).toFixed(2)}x (${(values[0] as number).toFixed(2)}-${(values[values.length - 1] as number).toFixed(2)})`;
   return table(
     ['contender', 'jobs/s (wall, median)', 'vs bare pool (wall)', 'vs bare pool (CPU time, one thread)'],
     who.map(([, name], i) => [
