@@ -49,6 +49,13 @@ export class Job implements Waiter<Job> {
   }
 }
 
+/** The promise of `job`, whose `resolve` the job keeps. */
+export function promiseOf<R>(job: Job): Promise<R> {
+  return new Promise<R>((resolve) => {
+    job.resolve = resolve as (value: unknown) => void;
+  });
+}
+
 /** A job of a scheduler with `maxWait`: linked in arrival order as well, for the queue's `oldest()`. */
 export class TimedJob extends Job {
   older: Job | undefined = undefined;

@@ -47,7 +47,7 @@ import {
   zeroCounters,
 } from './options.js';
 import { costError, deadlineError, Rejections, rejectCall, rejectOption, rejectPriority } from './reject.js';
-import { Job, Runner, TimedJob } from './run.js';
+import { Job, promiseOf, Runner, TimedJob } from './run.js';
 import { Waiting } from './waiting.js';
 import { parseWindowChange, type WindowLimitOptions } from './window-limit.js';
 
@@ -298,7 +298,7 @@ export class Scheduler {
         return this.#runner.run(fn as JobFunction<unknown>, cost, priority, held) as Promise<R>;
       }
       const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
-      const promise = settlersOf<R>(job);
+      const promise = promiseOf<R>(job);
       this.#runner.runJob(job, held, 0, timeoutMs);
       return promise;
     }
@@ -318,7 +318,7 @@ export class Scheduler {
     // is the one with the first deadline: the queue's `oldest()`.
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
     const job = new this.#JobKind(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
-    const promise = settlersOf<R>(job);
+    const promise = promiseOf<R>(job);
     this.#waiting.push(job);
     this.#counters.admitted++;
     this.#empty.queued();
@@ -581,13 +581,6 @@ export class Scheduler {
   }
 }
 
-/** The promise of `job`, whose `resolve` the job keeps (see {@link Job}). */
-function settlersOf<R>(job: Job): Promise<R> {
-  return new Promise<R>((resolve) => {
-    job.resolve = resolve as (value: unknown) => void;
-  });
-}
-
 // `await using`: Symbol.asyncDispose where the runtime has it (Node 20 does), defined at run time so
 // that the types need no `esnext.disposable` lib in a consumer's tsconfig.
 const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
@@ -597,3 +590,10 @@ if (asyncDispose !== undefined) {
   };
   Object.defineProperty(Scheduler.prototype, asyncDispose, { value, writable: true, configurable: true });
 }
+
+// V8 keeps an object layout (a hidden class) only while an object has it, and compiled code is specialised to
+// the layouts it saw. With no scheduler alive, a full collection drops them, and the next scheduler's new ones
+// throw that code away mid-burst as its fields are first rewritten: a process making a scheduler per batch ran
+// its later bursts at half speed (docs/internals/scheduler.md). This idle one keeps a layout of each part for
+// the process's life; it holds no timer and publishes nothing. @internal
+export const layoutKeeper = new Scheduler({ rate: 1, concurrency: 1 });
