@@ -29,9 +29,13 @@ export interface Clock {
  * is waiting for tokens is work in progress, and the process must not exit
  * under it. Every part clears its timer when it is destroyed, cleared or idle,
  * so a process with nothing left to do exits.
+ *
+ * `performance` is read once: the global of that name is a getter in Node 20, which cost about
+ * 1,300 instructions a read, five times the read itself (docs/internals/scheduler.md).
  */
+const perf = performance;
 export const systemClock: Clock = {
-  now: () => performance.now(),
+  now: () => perf.now(),
   setTimeout(fn: () => void, ms: number): unknown {
     return setTimeout(fn, ms);
   },
