@@ -30,8 +30,8 @@ export interface Clock {
  * under it. Every part clears its timer when it is destroyed, cleared or idle,
  * so a process with nothing left to do exits.
  *
- * `performance` is read once: the global of that name is a getter in Node 20, which cost about
- * 1,300 instructions a read, five times the read itself (docs/internals/scheduler.md).
+ * `performance` is read once: the global of that name is a getter in Node 20, which cost up to
+ * about 1,300 instructions a read where the caller was not optimised (docs/internals/scheduler.md).
  */
 const perf = performance;
 export const systemClock: Clock = {
