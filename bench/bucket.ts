@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { TokenBucket as LimiterBucket } from 'limiter';
 import { TokenBucket } from '../src/index.js';
-import { compare, formatOps, median, type Section, table } from './harness.js';
+import { compare, formatOps, ratioSpread, type Section, table } from './harness.js';
 
 /** Through the global, as the system clock reads it (importing tokenpace made it a plain property, not Node's getter). */
 const CLOCK = 'performance.now() loop';
@@ -119,9 +119,7 @@ export const bucketSection: Section = {
     const samplesOf = (name: string) => measured.find((m) => m.name === name)?.samples ?? [];
     const spread = (name: string, base: string) => {
       const baseline = samplesOf(base);
-      const ratios = samplesOf(name).map((ops, round) => ops / (baseline[round] as number));
-      const sorted = [...ratios].sort((a, b) => a - b);
-      return `${median(ratios).toFixed(2)}x (${(sorted[0] as number).toFixed(2)}-${(sorted[sorted.length - 1] as number).toFixed(2)})`;
+      return ratioSpread(samplesOf(name).map((ops, round) => ops / (baseline[round] as number)));
     };
     const counts = instructionCounts();
     const instructions = (name: string) =>

@@ -61,6 +61,24 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
 
+/** Per round, the baseline's time over the contender's (`times[0]` is the baseline's): above 1, faster. */
+export function roundRatios(times: readonly (readonly number[])[], i: number): number[] {
+  return (times[i] as number[]).map((t, round) => ((times[0] as number[])[round] as number) / t);
+}
+
+/** The median of `ratios` and their range, as two cells: `0.95x` and `0.87x to 1.15x`. */
+export function ratioCells(ratios: readonly number[]): [string, string] {
+  const sorted = [...ratios].sort((a, b) => a - b);
+  const fixed = (x: number | undefined) => (x as number).toFixed(2);
+  return [`${fixed(median(sorted))}x`, `${fixed(sorted[0])}x to ${fixed(sorted[sorted.length - 1])}x`];
+}
+
+/** The median of `ratios` and their range in one cell: `0.95x (0.87-1.15)`. */
+export function ratioSpread(ratios: readonly number[]): string {
+  const [mid, range] = ratioCells(ratios);
+  return `${mid} (${range.replaceAll('x', '').replace(' to ', '-')})`;
+}
+
 async function timeRun(contender: Contender, n: number): Promise<number> {
   const start = performance.now();
   const result = contender.run(n);

@@ -37,7 +37,17 @@ import { createClient } from 'redis';
 import { KeyedLimiter, type MemoryStore, RedisStore } from '../src/index.js';
 import { KEYED_PROGRAM } from '../src/keyed/redis-script.js';
 import { startRedis } from '../test/helpers/redis-server.js';
-import { bundledProbe, compare, formatOps, type Measured, median, runProbe, type Section, table } from './harness.js';
+import {
+  bundledProbe,
+  compare,
+  formatOps,
+  type Measured,
+  median,
+  ratioCells,
+  runProbe,
+  type Section,
+  table,
+} from './harness.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -345,15 +355,6 @@ function counted(
       count.commandUs += after.usec - (before.get(command)?.usec ?? 0);
     }
   };
-}
-
-/** A column pair: the median of round-by-round ratios, and their range. */
-function ratioCells(ratios: readonly number[]): [string, string] {
-  const sorted = [...ratios].sort((a, b) => a - b);
-  return [
-    `${median(sorted).toFixed(2)}x`,
-    `${(sorted[0] as number).toFixed(2)}x to ${(sorted[sorted.length - 1] as number).toFixed(2)}x`,
-  ];
 }
 
 const us = (x: number) => (Number.isFinite(x) ? `${x.toFixed(1)} us` : 'n/a');

@@ -32,7 +32,18 @@ import pLimit from 'p-limit';
 import PQueue from 'p-queue';
 import pThrottle from 'p-throttle';
 import { Scheduler } from '../src/index.js';
-import { bundledProbe, compare, formatOps, type Measured, median, runProbe, type Section, table } from './harness.js';
+import {
+  bundledProbe,
+  compare,
+  formatOps,
+  type Measured,
+  median,
+  ratioSpread,
+  roundRatios,
+  runProbe,
+  type Section,
+  table,
+} from './harness.js';
 
 const noop = (): void => {};
 const asyncNoop = async (): Promise<void> => {};
@@ -154,17 +165,6 @@ async function throughput(sampleMs: number): Promise<string> {
 
 const BURST_JOBS = 200_000;
 
-/** Contender i's time against the first contender's (the bare pool), round by round. */
-function ratios(times: number[][], i: number): number[] {
-  return (times[i] as number[]).map((t, round) => ((times[0] as number[])[round] as number) / t);
-}
-
-/** The median ratio and its range. */
-function spread(values: number[]): string {
-  const sorted = [...values].sort((a, b) => a - b);
-  return `${median(values).toFixed(2)}x (${(sorted[0] as number).toFixed(2)}-${(sorted[sorted.length - 1] as number).toFixed(2)})`;
-}
-
 /** One burst: `n` no-op jobs submitted at once, all awaited; its wall time and its CPU time (ms). */
 async function burstOnce(submit: () => Promise<unknown>): Promise<{ wallMs: number; cpuMs: number }> {
   await settleHeap();
@@ -221,8 +221,8 @@ export async function queuedBurst(rounds = 15): Promise<string> {
     contenders.map(([name], i) => [
       name,
       formatOps(BURST_JOBS / (median(wall[i] as number[]) / 1000)),
-      spread(ratios(wall, i)),
-      spread(ratios(cpu, i)),
+      ratioSpread(roundRatios(wall, i)),
+      ratioSpread(roundRatios(cpu, i)),
     ]),
   );
 }
@@ -257,8 +257,8 @@ export async function queuedBurstPerProcess(rounds = 3, bursts = 6): Promise<str
     who.map(([, name], i) => [
       name,
       formatOps(BURST_JOBS / (median(wall[i] as number[]) / 1000)),
-      spread(ratios(wall, i)),
-      spread(ratios(cpu, i)),
+      ratioSpread(roundRatios(wall, i)),
+      ratioSpread(roundRatios(cpu, i)),
     ]),
   );
 }

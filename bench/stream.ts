@@ -31,7 +31,7 @@ import { pipeline } from 'node:stream/promises';
 import streamThrottle from 'stream-throttle';
 import ThrottlePeer from 'throttle';
 import { type Clock, systemClock, Throttle, ThrottleGroup } from '../src/index.js';
-import { median, type Section, table } from './harness.js';
+import { median, ratioSpread, roundRatios, type Section, table } from './harness.js';
 import {
   endlessServer,
   GiB,
@@ -146,12 +146,6 @@ export async function throughput(): Promise<string> {
     }
   }
   const base = median(seconds[0] as number[]);
-  /** Median and range of the per-round ratio PassThrough's time / the contender's. */
-  const spread = (times: number[][], i: number): string => {
-    const ratios = (times[i] as number[]).map((t, round) => ((times[0] as number[])[round] as number) / t);
-    const sorted = [...ratios].sort((a, b) => a - b);
-    return `${median(ratios).toFixed(2)}x (${(sorted[0] as number).toFixed(2)}-${(sorted[sorted.length - 1] as number).toFixed(2)})`;
-  };
   return table(
     [
       'contender',
@@ -166,8 +160,8 @@ export async function throughput(): Promise<string> {
       return [
         c.name,
         (totalBytes / GiB / s).toFixed(2),
-        i === 0 ? '1.00x' : spread(seconds, i),
-        i === 0 ? '1.00x' : spread(cpuSeconds, i),
+        i === 0 ? '1.00x' : ratioSpread(roundRatios(seconds, i)),
+        i === 0 ? '1.00x' : ratioSpread(roundRatios(cpuSeconds, i)),
         i === 0 ? '' : extraNs.toFixed(0),
       ];
     }),
