@@ -591,12 +591,8 @@ if (asyncDispose !== undefined) {
   Object.defineProperty(Scheduler.prototype, asyncDispose, { value, writable: true, configurable: true });
 }
 
-/**
- * V8 keeps an object layout (a hidden class) only while an object has it, and compiled code is specialised to
- * the layouts it saw. With no scheduler alive, a full collection drops them, and the next scheduler's new ones
- * throw that code away mid-burst as its fields are first rewritten: a process making a scheduler per batch ran
- * its later bursts at half speed (docs/internals/scheduler.md). This idle one keeps a layout of each part for
- * the process's life; it holds no timer and publishes nothing.
- * @internal
- */
+/** @internal V8 keeps an object layout (hidden class) only while an object has it, and compiled code is
+ * specialised to the layouts it saw: with no scheduler alive a full collection drops them, and the next
+ * scheduler's new ones throw that code away mid-burst (docs/internals/scheduler.md). This idle one keeps a
+ * layout of each part for the process's life; it holds no timer and publishes nothing. */
 export const layoutKeeper = new Scheduler({ rate: 1, concurrency: 1 });
