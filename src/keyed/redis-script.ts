@@ -53,9 +53,62 @@
  * numbers as little-endian doubles.
  */
 
-import { bucketLua } from '../redis/bucket-lua.js';
+import { bucketInline, bucketLua } from '../redis/bucket-lua.js';
 import { luaNow } from '../redis/client.js';
 import { type RedisProgram, redisProgram } from '../redis/functions.js';
+
+/** Lua names for a bucket: a table's fields (the general path) or locals (the one-try path). */
+interface BucketNames {
+  tokens: string;
+  upd: string;
+  exp: string;
+}
+
+/**
+ * MemoryStore's read of a bucket as Redis holds it, into \`v\`'s names: absent = full and new at now;
+ * clamped to the capacity \`c\`; \`rewound\` set when TIME went backwards (re-counted from now, bucket.ts
+ * rewind, as MemoryStore does, and kept even on a refusal, so refill runs from the earlier time).
+ */
+const loadLua = (key: string, c: string, v: BucketNames, rewound: string): string => `do
+  local v = rcall('GET', ${key})
+  ${rewound} = false
+  if not v then
+    ${v.tokens} = ${c}; ${v.upd} = now; ${v.exp} = 0
+  else
+    -- 16 bytes: an earlier version's, its expiry unknown
+    if #v == 24 then ${v.tokens}, ${v.upd}, ${v.exp} = sunpack('<ddd', v)
+    else ${v.tokens}, ${v.upd} = sunpack('<dd', v); ${v.exp} = 0 end
+    ${bucketInline.clampToCapacity({ tokens: v.tokens, c })}
+    if now < ${v.upd} then ${bucketInline.rewind({ upd: v.upd, at: 'now' })}; ${rewound} = true end
+  end
+end`;
+
+/**
+ * Writes a bucket back (the reasons are at \`store\` in the script); \`exp\` is the one name it writes.
+ */
+const storeLua = (key: string, r: string, c: string, v: BucketNames): string => `do
+  local ttl
+  ${bucketInline.timeToFullMs({ out: 'ttl', tokens: v.tokens, r, c })}
+  ttl = ceil(ttl)
+  if ttl < MIN_TTL then ttl = MIN_TTL end
+  if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
+  local ahead = ${v.upd} - now -- 0 after a charge at now (ceil(0) is 0: no call)
+  if ahead ~= 0 then ahead = ceil(ahead) end
+  ttl = ttl + ahead + 1
+  if MIN_TTL > 0 then
+    ${v.exp} = 0
+    rcall('SET', ${key}, spack('<ddd', ${v.tokens}, ${v.upd}, ${v.exp}), 'PX', ttl)
+  elseif ${v.exp} >= now + ttl then
+    rcall('SET', ${key}, spack('<ddd', ${v.tokens}, ${v.upd}, ${v.exp}), 'KEEPTTL')
+  else
+    ttl = ttl + floor(ttl / 2)
+    ${v.exp} = now - 1 + ttl
+    rcall('SET', ${key}, spack('<ddd', ${v.tokens}, ${v.upd}, ${v.exp}), 'PX', ttl)
+  end
+end`;
+
+const FIELDS: BucketNames = { tokens: 'b.tokens', upd: 'b.upd', exp: 'b.exp' };
+const LOCALS: BucketNames = { tokens: 'tokens', upd: 'upd', exp: 'exp' };
 
 const BODY = `
 -- set by each call (Redis runs one call at a time)
@@ -77,6 +130,11 @@ local function params(text)
   local i = string.find(text, ':', 1, true)
   return tonumber(string.sub(text, 1, i - 1)), tonumber(string.sub(text, i + 1))
 end
+
+-- an operation's mode and cost from its word (called only when the word is not the last one's)
+local function read_op(text)
+  op_text = text; mode = string.sub(text, 1, 1); cost = tonumber(string.sub(text, 2))
+end
 ${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'try_charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
@@ -85,15 +143,9 @@ ${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge'
 local kb, gb = {}, {}
 
 local function load(b, k, c)
-  local v = rcall('GET', k)
-  b.rewound = false
-  if not v then b.tokens = c; b.upd = now; b.exp = 0; return b end
-  if #v == 24 then b.tokens, b.upd, b.exp = sunpack('<ddd', v)
-  else b.tokens, b.upd = sunpack('<dd', v); b.exp = 0 end -- 16 bytes: an earlier version's, its expiry unknown
-  clamp_to_capacity(b, c)
-  -- TIME went backwards: re-count from now (bucket.ts rewind), as MemoryStore does, and keep it
-  -- even on a refusal (b.rewound), so refill runs from the earlier time
-  if now < b.upd then rewind(b, now); b.rewound = true end
+  local rewound
+  ${loadLua('k', 'c', FIELDS, 'rewound')}
+  b.rewound = rewound
   return b
 end
 
@@ -107,22 +159,7 @@ end
 -- too, not deleted: it lives until just after its upd, as MemoryStore keeps it, so a clock
 -- that goes back over it finds the same upd in both stores.
 local function store(k, b, r, c)
-  local ttl = ceil(time_to_full_ms(b.tokens, r, c))
-  if ttl < MIN_TTL then ttl = MIN_TTL end
-  if ttl > 1e15 then ttl = 1e15 end -- an integer Redis accepts, and 31,000 years
-  local ahead = b.upd - now -- 0 after a charge at now (ceil(0) is 0: no call)
-  if ahead ~= 0 then ahead = ceil(ahead) end
-  ttl = ttl + ahead + 1
-  if MIN_TTL > 0 then
-    b.exp = 0
-  elseif b.exp >= now + ttl then
-    rcall('SET', k, spack('<ddd', b.tokens, b.upd, b.exp), 'KEEPTTL')
-    return
-  else
-    ttl = ttl + floor(ttl / 2)
-    b.exp = now - 1 + ttl
-  end
-  rcall('SET', k, spack('<ddd', b.tokens, b.upd, b.exp), 'PX', ttl)
+  ${storeLua('k', 'r', 'c', FIELDS)}
 end
 
 -- one decision's words of the reply: as text (fmt), or as bytes (bin: the flag as one byte, then
@@ -150,14 +187,38 @@ local function header(bin, sec, usec)
   return sec .. ' ' .. usec
 end
 
+-- The usual call, one try without a global bucket: the general loop's 't' branch below, with the
+-- bucket in locals and its steps in place (in Redis's Lua a call, or a table's field, costs about
+-- as much as a step; docs/internals/redis.md). The same steps in the same order: the same doubles.
+local function try_one(k, bin, sec, usec)
+  local tokens, upd, exp, rewound, ok
+  ${loadLua('k', 'cap', LOCALS, 'rewound')}
+  ${bucketInline.tryCharge({ ok: 'ok', tokens: 'tokens', upd: 'upd', r: 'rate', c: 'cap', at: 'now', cost: 'cost' })}
+  local flag, y = 1, 0
+  if ok then
+    ${storeLua('k', 'rate', 'cap', LOCALS)}
+  else
+    if rewound then
+      ${storeLua('k', 'rate', 'cap', LOCALS)}
+    end
+    flag, y = 2, upd
+  end
+  if bin then return spack('<dBdd', now, flag, tokens, y) end
+  return sec .. ' ' .. usec .. ' ' .. word(false, false, false, flag, tokens, y)
+end
+
 local function keyed(KEYS, ARGV, has_g, at, bin)
   if not rcall then init() end
-  ${luaNow(1, { declare: false, parts: true, keep: true, given: 'at' })}
+  ${luaNow(1, { declare: false, parts: true, keep: true, given: 'at', call: 'rcall' })}
   MIN_TTL = 0
   local a = 1 -- the next argument
   if at then MIN_TTL = 60000; a = 2 end
   if ARGV[a] ~= par_text then par_text = ARGV[a]; rate, cap = params(par_text) end
   a = a + 1
+  if not has_g and KEYS[2] == nil then
+    if ARGV[a] ~= op_text then read_op(ARGV[a]) end
+    if mode == 't' then return try_one(KEYS[1], bin, now_sec, now_usec) end
+  end
   local first, out -- the first decision's words; a table only for a batch
   local o = 0 -- the decisions so far (#out, kept by hand: the length operator searches)
   local ki = 1
@@ -173,7 +234,7 @@ local function keyed(KEYS, ARGV, has_g, at, bin)
   local k = KEYS[ki]
   while k do
     ki = ki + 1
-    if ARGV[a] ~= op_text then op_text = ARGV[a]; mode = string.sub(op_text, 1, 1); cost = tonumber(string.sub(op_text, 2)) end
+    if ARGV[a] ~= op_text then read_op(ARGV[a]) end
     a = a + 1
     local b = load(kb, k, cap)
     local last = bin and o == 0 and KEYS[ki] == nil -- the call's only decision: its bytes lead with now

@@ -19,6 +19,11 @@
  * Numbers cross to and from Redis as strings written by `fmt` (`%.17g`, which
  * round-trips a double). No step reads a global when its code loads (only
  * when it runs), so the steps also serve in a Redis Function library.
+ *
+ * A few steps also come as Lua written in place ({@link bucketInline}) over
+ * names the caller gives, locals or fields, for a script's hot path: a Lua
+ * call, or a table's field, costs about as much as the step itself. Those
+ * steps' functions are made from the same text, so each step is written once.
  */
 
 interface Step {
@@ -28,6 +33,52 @@ interface Step {
   uses: readonly string[];
   lua: string;
 }
+
+/** The names an in-place step reads and writes: Lua locals, or fields such as `b.tokens`. */
+type Names<K extends string> = Readonly<Record<K, string>>;
+
+/**
+ * Steps as Lua statements in place (expressions for `conforms`), over the names given: the
+ * outputs (`out`, `ok`, or the state's `tokens` and `upd`) must be names the caller declared,
+ * distinct from the inputs; temporaries live in a `do` block of their own. The steps below of the
+ * same names are these texts inside a function, so both forms do the same float operations.
+ */
+export const bucketInline = {
+  /** bucket.ts conforms, as an expression. */
+  conforms: (v: Names<'available' | 'cost' | 'c'>): string => `${v.available} + ${v.c} * SLACK >= ${v.cost}`,
+  /** bucket.ts tokensAt into `out`. */
+  tokensAt: (v: Names<'out' | 'tokens' | 'upd' | 'r' | 'c' | 'at'>): string => `do
+  local elapsed = ${v.at} - ${v.upd}
+  if elapsed > 0 then
+    ${v.out} = ${v.tokens} + (elapsed * ${v.r}) / 1000
+    if ${v.c} < ${v.out} then ${v.out} = ${v.c} end -- math.min, without the call
+  else
+    ${v.out} = ${v.tokens}
+  end
+end`,
+  /** bucket.ts tryCharge: `ok`, and on success the charged `tokens` and `upd`. */
+  tryCharge: (v: Names<'ok' | 'tokens' | 'upd' | 'r' | 'c' | 'at' | 'cost'>): string => `do
+  local available
+  ${bucketInline.tokensAt({ out: 'available', tokens: v.tokens, upd: v.upd, r: v.r, c: v.c, at: v.at })}
+  ${v.ok} = ${bucketInline.conforms({ available: 'available', cost: v.cost, c: v.c })}
+  if ${v.ok} then
+    ${v.tokens} = available - ${v.cost}
+    if ${v.at} > ${v.upd} then ${v.upd} = ${v.at} end
+  end
+end`,
+  /** bucket.ts timeToFullMs into `out`. */
+  timeToFullMs: (v: Names<'out' | 'tokens' | 'r' | 'c'>): string => `do
+  local missing = ${v.c} - ${v.tokens}
+  if missing > 0 then ${v.out} = (missing * 1000) / ${v.r} else ${v.out} = 0 end
+end`,
+  /** bucket.ts clampToCapacity. */
+  clampToCapacity: (v: Names<'tokens' | 'c'>): string => `if ${v.tokens} > ${v.c} then ${v.tokens} = ${v.c} end`,
+  /** bucket.ts rewind. */
+  rewind: (v: Names<'upd' | 'at'>): string => `if ${v.at} < ${v.upd} then ${v.upd} = ${v.at} end`,
+};
+
+/** A bucket's fields, for the steps' functions over `b`. */
+const B = { tokens: 'b.tokens', upd: 'b.upd' } as const;
 
 /** Every step, each after the ones it uses. */
 const STEPS = [
@@ -55,7 +106,7 @@ end`,
     uses: ['slack_for'],
     lua: `-- bucket.ts conforms
 local function conforms(available, cost, c)
-  return available + c * SLACK >= cost
+  return ${bucketInline.conforms({ available: 'available', cost: 'cost', c: 'c' })}
 end`,
   },
   {
@@ -71,10 +122,8 @@ end`,
     uses: [],
     lua: `-- bucket.ts tokensAt
 local function tokens_at(b, r, c, at)
-  local elapsed = at - b.upd
-  if not (elapsed > 0) then return b.tokens end
-  local tokens = b.tokens + (elapsed * r) / 1000
-  if c < tokens then return c end -- math.min(tokens, c), without the call
+  local tokens
+  ${bucketInline.tokensAt({ out: 'tokens', ...B, r: 'r', c: 'c', at: 'at' })}
   return tokens
 end`,
   },
@@ -92,7 +141,7 @@ end`,
     uses: [],
     lua: `-- bucket.ts rewind
 local function rewind(b, at)
-  if at < b.upd then b.upd = at end
+  ${bucketInline.rewind({ upd: B.upd, at: 'at' })}
 end`,
   },
   {
@@ -168,14 +217,12 @@ end`,
   },
   {
     name: 'try_charge',
-    uses: ['conforms', 'tokens_at'],
+    uses: ['slack_for'],
     lua: `-- bucket.ts tryCharge
 local function try_charge(b, r, c, at, cost)
-  local tokens = tokens_at(b, r, c, at)
-  if not conforms(tokens, cost, c) then return false end
-  b.tokens = tokens - cost
-  if at > b.upd then b.upd = at end
-  return true
+  local ok
+  ${bucketInline.tryCharge({ ok: 'ok', ...B, r: 'r', c: 'c', at: 'at', cost: 'cost' })}
+  return ok
 end`,
   },
   {
@@ -225,7 +272,7 @@ end`,
     uses: [],
     lua: `-- bucket.ts clampToCapacity
 local function clamp_to_capacity(b, c)
-  if b.tokens > c then b.tokens = c end
+  ${bucketInline.clampToCapacity({ tokens: B.tokens, c: 'c' })}
 end`,
   },
   {
@@ -241,9 +288,9 @@ end`,
     uses: [],
     lua: `-- bucket.ts timeToFullMs
 local function time_to_full_ms(tokens, r, c)
-  local missing = c - tokens
-  if missing > 0 then return (missing * 1000) / r end
-  return 0
+  local out
+  ${bucketInline.timeToFullMs({ out: 'out', tokens: 'tokens', r: 'r', c: 'c' })}
+  return out
 end`,
   },
   {

@@ -96,21 +96,24 @@ export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
  * the same double; `keep: true` (a Function library, whose upvalues outlive a call) parses TIME's
  * seconds only when they change, into `now_sec_text` and `now_sec_ms` declared outside: the same
  * operations in the same order, so the same double. `given` replaces the test for a time in
- * `ARGV[arg]` (a Lua expression: true when there is one).
+ * `ARGV[arg]` (a Lua expression: true when there is one); `call` is the name `redis.call` is kept
+ * under, where a library keeps it in a local.
  */
 export function luaNow(
   arg: number,
-  options: { declare?: boolean; parts?: boolean; keep?: boolean; given?: string } = {},
+  options: { declare?: boolean; parts?: boolean; keep?: boolean; given?: string; call?: string } = {},
 ): string {
-  const { declare = true, parts = false, keep = false, given = `ARGV[${arg}] ~= ''` } = options;
+  const { declare = true, parts = false, keep = false, given = `ARGV[${arg}] ~= ''`, call = 'redis.call' } = options;
+  // with parts, TIME's two strings are read from the table once, into now_sec and now_usec
+  const [sec, usec] = parts ? ['now_sec', 'now_usec'] : ['t[1]', 't[2]'];
   const fromTime = keep
-    ? `if t[1] ~= now_sec_text then now_sec_text = t[1]; now_sec_ms = tonumber(t[1]) * 1000 end
-  now = now_sec_ms + t[2] / 1000 -- the string read by arithmetic: tonumber's strtod, without the call`
-    : 'now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000';
+    ? `if ${sec} ~= now_sec_text then now_sec_text = ${sec}; now_sec_ms = tonumber(${sec}) * 1000 end
+  now = now_sec_ms + ${usec} / 1000 -- the string read by arithmetic: tonumber's strtod, without the call`
+    : `now = tonumber(${sec}) * 1000 + tonumber(${usec}) / 1000`;
   return `${declare ? 'local now\n' : ''}${parts ? "local now_sec, now_usec = '-', '-'\n" : ''}if ${given} then
   now = tonumber(ARGV[${arg}])
 else
-  local t = redis.call('TIME')
+  local t = ${call}('TIME')
   ${parts ? 'now_sec, now_usec = t[1], t[2]\n  ' : ''}${fromTime}
 end`;
 }
