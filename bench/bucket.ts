@@ -51,8 +51,8 @@ function instructionCounts(): Map<string, number> | string {
           '--callgrind-out-file=/dev/null',
           process.execPath,
           '--single-threaded', // no background compiler or GC threads, whose share varies from run to run
-          '--import',
-          'tsx',
+          // the same loaders as the bench (tokenpace from dist/: bench/on-dist.mjs)
+          ...process.execArgv,
           probe,
           loop,
           String(n),

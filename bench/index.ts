@@ -6,6 +6,9 @@
  * interleaved rounds. Each section gets a fresh process of its own: what one
  * section leaves behind (a peer's lingering timers, a heap grown by a flood)
  * would otherwise count against the next one's CPU and memory figures.
+ *
+ * `npm run bench` builds dist/ and runs on it (bench/on-dist.mjs), the code the package ships;
+ * `tsx bench/index.ts` runs on src/ through tsx.
  */
 
 import { spawnSync } from 'node:child_process';
