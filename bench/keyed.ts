@@ -25,9 +25,10 @@
  * and as a script.
  */
 
-import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { execFile, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
@@ -36,7 +37,7 @@ import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import { createClient } from 'redis';
 import { KeyedLimiter, type MemoryStore, RedisStore } from '../src/index.js';
 import { KEYED_PROGRAM } from '../src/keyed/redis-script.js';
-import { startRedis } from '../test/helpers/redis-server.js';
+import { freePort, startRedis, waitForPing } from '../test/helpers/redis-server.js';
 import {
   bundledProbe,
   compare,
@@ -405,6 +406,74 @@ async function alonePerProcess(port: number, rounds = 5, calls = 20_000): Promis
   );
 }
 
+/**
+ * Instructions redis-server runs per decision, one call at a time from the probe of
+ * {@link alonePerProcess}: the script, the commands it calls, the parsing and the socket work, on a
+ * redis-server under callgrind. Counters are zeroed before a probe run and dumped after it; the
+ * difference of two runs (n and a larger n) over the difference of n cancels connecting, loading
+ * and warming up (a first run makes the keys). A measure that does not move with the machine's load.
+ */
+async function serverInstructions(): Promise<string> {
+  for (const tool of ['valgrind', 'callgrind_control']) {
+    const found = spawnSync(tool, ['--version'], { encoding: 'utf8' });
+    if (found.error !== undefined || found.status !== 0) {
+      return `${tool} is not installed here, so redis-server's instruction counts are skipped (Debian/Ubuntu: \`apt-get install valgrind\`).`;
+    }
+  }
+  const bundle = await bundledProbe(new URL('./redis-client-probe.ts', import.meta.url));
+  const dir = mkdtempSync(join(tmpdir(), 'tokenpace-callgrind-'));
+  const port = await freePort();
+  const redis = spawn(
+    'valgrind',
+    ['--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.%p')}`, 'redis-server', '--port', String(port)].concat([
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+    ]),
+    { stdio: 'ignore' },
+  );
+  const control = (flag: string) => spawnSync('callgrind_control', [flag, String(redis.pid)], { encoding: 'utf8' });
+  /** Instructions of one probe run of `n` decisions by `who`. */
+  const counted = async (who: string, n: number): Promise<number> => {
+    control('-z');
+    await runProbe(bundle, [who, String(port), String(n)]);
+    control('-d');
+    let total = 0;
+    for (const file of readdirSync(dir).filter((f) => f.startsWith('cg.'))) {
+      const match = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(dir, file), 'utf8'));
+      if (match !== null) total = Math.max(total, Number(match[1]));
+      rmSync(join(dir, file));
+    }
+    return total;
+  };
+  try {
+    await waitForPing(port, 60_000); // valgrind starts slowly
+    const [short, long] = [1000, 3000];
+    const rows = [];
+    for (const client of ['ioredis', 'node-redis']) {
+      const per: number[] = [];
+      for (const who of [`ours-${client}`, `rlf-${client}`]) {
+        await runProbe(bundle, [who, String(port), '0']); // the keys, made once
+        per.push(((await counted(who, long)) - (await counted(who, short))) / (long - short));
+      }
+      const [ours, peer] = per as [number, number];
+      rows.push([
+        client,
+        `${(ours / 1000).toFixed(1)}k`,
+        `${(peer / 1000).toFixed(1)}k`,
+        `${(peer / ours).toFixed(2)}x`,
+      ]);
+    }
+    return table(['client', 'RedisStore', 'RateLimiterRedis', 'ours vs the peer (its count over ours)'], rows);
+  } finally {
+    redis.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export const keyedRedisSection: Section = {
   id: 'keyed-redis',
   title: 'Keyed limits in Redis',
@@ -544,6 +613,12 @@ export const keyedRedisSection: Section = {
         await alonePerProcess(server.port, rounds, calls),
         '',
         'The same 1000 keys, half of them drained. In one process, as in the tables above, the contenders share the JIT and the collector, and the ratio moves more from round to round.',
+        '',
+        '#### Instructions per decision in redis-server, one call at a time (callgrind)',
+        '',
+        await serverInstructions(),
+        '',
+        'The same probe and keys as the table above, against a redis-server under callgrind: the script, the commands it calls, the parsing and the socket work. The difference of a run of 3,000 decisions and one of 1,000, over 2,000; it does not move with the load on the machine.',
         '',
       );
 
