@@ -15,7 +15,10 @@
  * bit, so the Lua and the memory store do as long as they call the same
  * steps in the same order. Numbers go in as JavaScript's shortest round-trip
  * text and come back as doubles' bytes (the `_b` entries) or as `%.17g` text
- * (`fmt`): each way a double arrives exactly.
+ * (`fmt`): each way a double arrives exactly. The usual call, one try without
+ * a global bucket, takes a path of its own (`try_one`): the bucket in locals
+ * and its steps written in place (bucket-lua.ts's `bucketInline`), the same
+ * operations in the same order as the general path's.
  *
  * Time is the server's `TIME`, read once per call (luaNow, src/redis/client.ts),
  * so every instance of a fleet agrees whatever their own clocks say; the
@@ -65,8 +68,8 @@ interface BucketNames {
 }
 
 /**
- * MemoryStore's read of a bucket as Redis holds it, into \`v\`'s names: absent = full and new at now;
- * clamped to the capacity \`c\`; \`rewound\` set when TIME went backwards (re-counted from now, bucket.ts
+ * MemoryStore's read of a bucket as Redis holds it, into `v`'s names: absent = full and new at now;
+ * clamped to the capacity `c`; `rewound` set when TIME went backwards (re-counted from now, bucket.ts
  * rewind, as MemoryStore does, and kept even on a refusal, so refill runs from the earlier time).
  */
 const loadLua = (key: string, c: string, v: BucketNames, rewound: string): string => `do
@@ -84,7 +87,7 @@ const loadLua = (key: string, c: string, v: BucketNames, rewound: string): strin
 end`;
 
 /**
- * Writes a bucket back (the reasons are at \`store\` in the script); \`exp\` is the one name it writes.
+ * Writes a bucket back (the reasons are at `store` in the script); `exp` is the one name it writes.
  */
 const storeLua = (key: string, r: string, c: string, v: BucketNames): string => `do
   local ttl
@@ -135,7 +138,7 @@ end
 local function read_op(text)
   op_text = text; mode = string.sub(text, 1, 1); cost = tonumber(string.sub(text, 2))
 end
-${bucketLua('fmt', 'tokens_at', 'rewind', 'delay_until', 'conforms_at', 'charge', 'try_charge', 'refund', 'credit', 'clamp_to_capacity', 'time_to_full_ms')}
+${bucketLua('fmt', 'tokens_at', 'delay_until', 'conforms_at', 'charge', 'try_charge', 'refund', 'credit')}
 
 -- MemoryStore: a bucket as written (absent = full and new at now), clamped to the capacity
 -- the two buckets a call works on, reused from call to call (fewer tables for Lua's collector);
