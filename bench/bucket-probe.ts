@@ -1,7 +1,8 @@
 /**
  * One decision loop in a process of its own, for bench/bucket.ts's instruction counts under callgrind:
  *
- *   valgrind --tool=callgrind node --import tsx bench/bucket-probe.ts <clock|ours|limiter> <n>
+ *   valgrind --tool=callgrind node --single-threaded --import tsx --import ./bench/on-dist.mjs \
+ *     bench/bucket-probe.ts <clock|local|ours|limiter> <n>
  *
  * It warms the loop up (200,000 calls, so that it runs optimised), then runs it n more times. The
  * instructions per decision are the difference between two runs, n and a larger n, divided by the
