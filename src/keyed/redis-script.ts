@@ -146,9 +146,7 @@ ${bucketLua('fmt', 'tokens_at', 'delay_until', 'conforms_at', 'charge', 'try_cha
 local kb, gb = {}, {}
 
 local function load(b, k, c)
-  local rewound
-  ${loadLua('k', 'c', FIELDS, 'rewound')}
-  b.rewound = rewound
+  ${loadLua('k', 'c', FIELDS, 'b.rewound')}
   return b
 end
 
@@ -197,15 +195,12 @@ local function try_one(k, bin, sec, usec)
   local tokens, upd, exp, rewound, ok
   ${loadLua('k', 'cap', LOCALS, 'rewound')}
   ${bucketInline.tryCharge({ ok: 'ok', tokens: 'tokens', upd: 'upd', r: 'rate', c: 'cap', at: 'now', cost: 'cost' })}
-  local flag, y = 1, 0
-  if ok then
+  -- written back when charged, or (refused) when rewound, as the general path does
+  if ok or rewound then
     ${storeLua('k', 'rate', 'cap', LOCALS)}
-  else
-    if rewound then
-      ${storeLua('k', 'rate', 'cap', LOCALS)}
-    end
-    flag, y = 2, upd
   end
+  local flag, y = 1, 0
+  if not ok then flag, y = 2, upd end
   if bin then return spack('<dBdd', now, flag, tokens, y) end
   return sec .. ' ' .. usec .. ' ' .. word(false, false, false, flag, tokens, y)
 end
