@@ -13,11 +13,11 @@
  *   note, where valgrind is not installed.
  */
 
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { TokenBucket as LimiterBucket } from 'limiter';
 import { TokenBucket } from '../src/index.js';
-import { compare, formatOps, median, ratioSpread, type Section, table } from './harness.js';
+import { compare, formatOps, median, missingTool, ratioSpread, type Section, table } from './harness.js';
 
 /** Through the global, as the system clock reads it (importing tokenpace made it a plain property, not Node's getter). */
 const CLOCK = 'performance.now() loop';
@@ -69,10 +69,8 @@ function callgrindRun(probe: string, loop: string, n: number): Promise<number> {
  * count does not depend on the load), or why there are none.
  */
 async function instructionCounts(): Promise<Map<string, number[]> | string> {
-  const found = spawnSync('valgrind', ['--version'], { encoding: 'utf8' });
-  if (found.error !== undefined || found.status !== 0) {
-    return 'valgrind is not installed here, so the instruction counts are skipped (Debian/Ubuntu: `apt-get install valgrind`).';
-  }
+  const missing = missingTool(['valgrind'], 'the instruction counts');
+  if (missing !== undefined) return missing;
   const probe = fileURLToPath(new URL('./bucket-probe.ts', import.meta.url));
   const [short, long] = [200_000, 2_200_000];
   const jobs: (() => Promise<void>)[] = [];

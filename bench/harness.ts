@@ -8,6 +8,8 @@
  * a contender for about `sampleMs`, so a timer read costs nothing next to it.
  */
 
+import { spawnSync } from 'node:child_process';
+
 /** One contender: `run(n)` performs n operations and returns something (kept, so nothing is optimised away). */
 export interface Contender {
   name: string;
@@ -215,4 +217,18 @@ export async function runProbe(bundle: string, args: readonly string[], nodeFlag
       else resolve(stdout.trim().split('\n').pop() ?? '');
     });
   });
+}
+
+/**
+ * Why a measure needing `tools` (valgrind's) is skipped here, or undefined when they are all
+ * installed: a note for the section's output, with the install command.
+ */
+export function missingTool(tools: readonly string[], what: string): string | undefined {
+  for (const tool of tools) {
+    const found = spawnSync(tool, ['--version'], { encoding: 'utf8' });
+    if (found.error !== undefined || found.status !== 0) {
+      return `${tool} is not installed here, so ${what} are skipped (Debian/Ubuntu: \`apt-get install valgrind\`).`;
+    }
+  }
+  return undefined;
 }

@@ -44,6 +44,7 @@ import {
   formatOps,
   type Measured,
   median,
+  missingTool,
   ratioCells,
   runProbe,
   type Section,
@@ -414,25 +415,18 @@ async function alonePerProcess(port: number, rounds = 5, calls = 20_000): Promis
  * and warming up (a first run makes the keys). A measure that does not move with the machine's load.
  */
 async function serverInstructions(): Promise<string> {
-  for (const tool of ['valgrind', 'callgrind_control']) {
-    const found = spawnSync(tool, ['--version'], { encoding: 'utf8' });
-    if (found.error !== undefined || found.status !== 0) {
-      return `${tool} is not installed here, so redis-server's instruction counts are skipped (Debian/Ubuntu: \`apt-get install valgrind\`).`;
-    }
-  }
+  const missing = missingTool(['valgrind', 'callgrind_control'], "redis-server's instruction counts");
+  if (missing !== undefined) return missing;
   const bundle = await bundledProbe(new URL('./redis-client-probe.ts', import.meta.url));
   const dir = mkdtempSync(join(tmpdir(), 'tokenpace-callgrind-'));
   const port = await freePort();
   const redis = spawn(
     'valgrind',
-    ['--tool=callgrind', `--callgrind-out-file=${join(dir, 'cg.%p')}`, 'redis-server', '--port', String(port)].concat([
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-    ]),
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${join(dir, 'cg.%p')}`,
+      ...['redis-server', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir],
+    ],
     { stdio: 'ignore' },
   );
   const control = (flag: string) => spawnSync('callgrind_control', [flag, String(redis.pid)], { encoding: 'utf8' });
