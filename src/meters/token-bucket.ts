@@ -37,8 +37,8 @@ import {
 import { Watchdog } from '../timer.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import {
+  Bucket,
   type BucketParams,
-  type BucketState,
   bucketParams,
   burstParam,
   charge,
@@ -112,6 +112,12 @@ export interface TakeOptions extends ReserveOptions {
   signal?: AbortSignal;
 }
 
+// The try path's steps as constants, as in bucket.ts: an imported function is checked against its
+// module cell at every call from optimised code, a constant is folded.
+const checkTimeStep = checkTime;
+const checkCostStep = checkCost;
+const tryChargeStep = tryCharge;
+
 const noop = (): void => {};
 const REFUSED_CANCEL = { cancel: noop, cancelAt: noop };
 
@@ -135,8 +141,7 @@ const TOKEN_BUCKET_OPTIONS: ReadonlySet<string> = new Set(['rate', 'burst', 'tok
  * if (!bucket.tryTake()) reply429(bucket.delayFor());
  */
 export class TokenBucket {
-  #params: BucketParams;
-  readonly #state: BucketState;
+  readonly #bucket: Bucket;
   readonly #clock: Clock;
 
   constructor(options: TokenBucketOptions) {
@@ -154,38 +159,38 @@ export class TokenBucket {
           '(it starts full). Give the largest cost you want to pass at once, e.g. `burst: rate` for one second of it',
       );
     }
-    this.#params = bucketParams(options.rate, options.burst);
+    const params = bucketParams(options.rate, options.burst);
     this.#clock = checkClock(options.clock);
-    const tokens = options.tokens ?? this.#params.capacity;
-    if (!(typeof tokens === 'number' && tokens >= 0 && tokens <= this.#params.capacity)) {
+    const tokens = options.tokens ?? params.capacity;
+    if (!(typeof tokens === 'number' && tokens >= 0 && tokens <= params.capacity)) {
       throw new InvalidOptionError(
         'tokens',
         tokens,
-        `invalid tokens ${describeValue(tokens)}: expected a number from 0 to the burst (${this.#params.capacity})`,
+        `invalid tokens ${describeValue(tokens)}: expected a number from 0 to the burst (${params.capacity})`,
       );
     }
-    this.#state = { tokens, updatedAtMs: this.#clock.now() };
+    this.#bucket = new Bucket(tokens, this.#clock.now(), params);
   }
 
   /** The refill rate, tokens per second. */
   get rate(): number {
-    return this.#params.ratePerSecond;
+    return this.#bucket.ratePerSecond;
   }
 
   /** The capacity, tokens. */
   get burst(): number {
-    return this.#params.capacity;
+    return this.#bucket.capacity;
   }
 
   /** The tokens in the bucket now (negative while reservations are outstanding). */
   get tokens(): number {
-    return tokensAt(this.#state, this.#params, this.#clock.now());
+    return tokensAt(this.#bucket, this.#bucket, this.#clock.now());
   }
 
   /** Tokens at `nowMs`, without changing anything. */
   tokensAt(nowMs: number): number {
     checkTime(nowMs);
-    return tokensAt(this.#state, this.#params, nowMs);
+    return tokensAt(this.#bucket, this.#bucket, nowMs);
   }
 
   /** Takes `cost` tokens if the bucket has them now; returns false (and takes nothing) if not. */
@@ -195,9 +200,10 @@ export class TokenBucket {
 
   /** {@link tryTake} at an explicit time. */
   tryTakeAt(nowMs: number, cost = 1): boolean {
-    checkTime(nowMs);
-    checkCost(cost, this.#params.capacity);
-    return tryCharge(this.#state, this.#params, nowMs, cost);
+    const bucket = this.#bucket;
+    checkTimeStep(nowMs);
+    checkCostStep(cost, bucket.capacity);
+    return tryChargeStep(bucket, bucket, nowMs, cost);
   }
 
   /** Milliseconds until `cost` tokens are there: 0 means now. Never Infinity: cost above the burst throws. */
@@ -211,8 +217,8 @@ export class TokenBucket {
    */
   delayForAt(nowMs: number, cost = 1): number {
     checkTime(nowMs);
-    checkCost(cost, this.#params.capacity);
-    return delayUntil(this.#state, this.#params, nowMs, cost);
+    checkCost(cost, this.#bucket.capacity);
+    return delayUntil(this.#bucket, this.#bucket, nowMs, cost);
   }
 
   /**
@@ -227,10 +233,10 @@ export class TokenBucket {
   /** {@link reserve} at an explicit time. */
   reserveAt(nowMs: number, cost = 1, options?: ReserveOptions): Reservation {
     checkTime(nowMs);
-    checkCost(cost, this.#params.capacity);
+    checkCost(cost, this.#bucket.capacity);
     const maxWaitMs = maxWaitOf(options);
-    const state = this.#state;
-    const params = this.#params;
+    const state = this.#bucket;
+    const params = state;
     const delayMs = delayUntil(state, params, nowMs, cost);
     const readyAtMs = nowMs + delayMs;
     // The bound is asked in tokens, like every comparison (see bucket.ts): would they be there at nowMs + maxWait?
@@ -242,7 +248,7 @@ export class TokenBucket {
     const cancelAt = (atMs: number): void => {
       if (!open) return;
       open = false;
-      refund(this.#state, this.#params, atMs, cost, readyAtMs);
+      refund(this.#bucket, this.#bucket, atMs, cost, readyAtMs);
     };
     return { ok: true, delayMs, readyAtMs, cancel: () => cancelAt(this.#clock.now()), cancelAt };
   }
@@ -255,8 +261,8 @@ export class TokenBucket {
   /** {@link refund} at an explicit time. */
   refundAt(nowMs: number, cost: number): void {
     checkTime(nowMs);
-    checkCost(cost, this.#params.capacity);
-    credit(this.#state, this.#params, nowMs, cost);
+    checkCost(cost, this.#bucket.capacity);
+    credit(this.#bucket, this.#bucket, nowMs, cost);
   }
 
   /**
@@ -310,9 +316,7 @@ export class TokenBucket {
    * instead; see {@link reconfigure}.)
    */
   setRate(rate: RateInput): void {
-    const next = { ...this.#params, ratePerSecond: rateParam(rate) };
-    reconfigure(this.#state, this.#params, this.#clock.now(), next);
-    this.#params = next;
+    this.#reconfigure({ ratePerSecond: rateParam(rate), capacity: this.#bucket.capacity });
   }
 
   /**
@@ -321,8 +325,13 @@ export class TokenBucket {
    * gives back at most the new capacity.
    */
   setBurst(burst: SizeInput): void {
-    const next = { ...this.#params, capacity: burstParam(burst) };
-    reconfigure(this.#state, this.#params, this.#clock.now(), next);
-    this.#params = next;
+    this.#reconfigure({ ratePerSecond: this.#bucket.ratePerSecond, capacity: burstParam(burst) });
+  }
+
+  #reconfigure(next: BucketParams): void {
+    const bucket = this.#bucket;
+    reconfigure(bucket, bucket, this.#clock.now(), next);
+    bucket.ratePerSecond = next.ratePerSecond;
+    bucket.capacity = next.capacity;
   }
 }

@@ -50,7 +50,7 @@ function n(x: number | undefined): number {
 }
 
 /** bucket.ts's exports that are not arithmetic (validation and limits): no Lua twin. */
-const NOT_STEPS = ['checkCost', 'rateParam', 'burstParam', 'checkTime', 'bucketParams', 'MAX_RATE', 'MAX_BURST'];
+const NOT_STEPS = ['checkCost', 'rateParam', 'burstParam', 'checkTime', 'bucketParams', 'Bucket', 'MAX_RATE', 'MAX_BURST'];
 
 /** Every Lua step, then a dispatcher: ARGV per call is step, number of args, tokens, upd, rate, capacity, args. */
 const HARNESS = `
