@@ -7,7 +7,7 @@
  *   ratio is taken within the round, shown as the median and the range;
  * - instructions per decision under callgrind (valgrind), which do not move
  *   with the machine's load: each contender's loop runs in a process of its
- *   own (bench/bucket-probe.ts) at two lengths, and the difference of the
+ *   own (bench/bucket-probe.mjs) at two lengths, and the difference of the
  *   instruction counts over the difference of the lengths is the cost of one
  *   decision (startup, compilation and warm-up cancel out). Skipped, with a
  *   note, where valgrind is not installed.
@@ -19,7 +19,7 @@ import { TokenBucket as LimiterBucket } from 'limiter';
 import { TokenBucket } from '../src/index.js';
 import { compare, formatOps, median, missingTool, ratioSpread, type Section, table } from './harness.js';
 
-/** Through the global, as the system clock reads it (importing tokenpace made it a plain property, not Node's getter). */
+/** Through the global, as the system clock reads it (importing tokenpace made it a constant property, not Node's getter). */
 const CLOCK = 'performance.now() loop';
 /** The cheapest read: the object in a local, which fake timers that replace the global would not reach. */
 const LOCAL = 'performance.now() loop, object in a local';
@@ -33,7 +33,7 @@ const PROBES: [string, string][] = [
   [LIMITER, 'limiter'],
 ];
 
-/** Repetitions of each instruction count: the count moves by several per cent from run to run. */
+/** Repetitions of each instruction count: their range shows that a count repeats. */
 const REPEATS = 3;
 
 /** One callgrind run of `loop` for `n` decisions: the instructions it counted. */
@@ -48,9 +48,7 @@ function callgrindRun(probe: string, loop: string, n: number): Promise<number> {
         '--single-threaded', // no background compiler or GC threads, whose share varies from run to run
         '--hash-seed=1', // the same hash tables in every run
         '--random-seed=1',
-        // the same loaders as the bench (tokenpace from dist/: bench/on-dist.mjs)
-        ...process.execArgv,
-        probe,
+        probe, // plain JavaScript over dist/, no loader hooks: see its opening
         loop,
         String(n),
       ],
@@ -71,7 +69,7 @@ function callgrindRun(probe: string, loop: string, n: number): Promise<number> {
 async function instructionCounts(): Promise<Map<string, number[]> | string> {
   const missing = missingTool(['valgrind'], 'the instruction counts');
   if (missing !== undefined) return missing;
-  const probe = fileURLToPath(new URL('./bucket-probe.ts', import.meta.url));
+  const probe = fileURLToPath(new URL('./bucket-probe.mjs', import.meta.url));
   const [short, long] = [200_000, 2_200_000];
   const jobs: (() => Promise<void>)[] = [];
   const counts = new Map<string, number[]>(PROBES.map(([name]) => [name, []]));
@@ -173,7 +171,7 @@ export const bucketSection: Section = {
         rows,
       ),
       '',
-      `Each decision reads the clock once; the bare loop only reads it. Rate 1M/s, burst 1M: a mix of admits and refusals. Wall clock: ${rounds} interleaved rounds of 50 ms samples after a 500 ms warm-up, each ratio taken within its round. Instructions: callgrind's count for a loop of 2,200,000 decisions minus one of 200,000, over 2,000,000, each in a fresh process (\`node --single-threaded\`, fixed hash and random seeds, bench/bucket-probe.ts), ${REPEATS} times; the count moves by up to about 10 % from run to run here (fixed seeds narrowed it for the clock loop, not for ours), so each run is compared with the clock loop's run of the same repetition. Under callgrind a loop runs so slowly that every decision admits.`,
+      `Each decision reads the clock once; the bare loop only reads it. Rate 1M/s, burst 1M: a mix of admits and refusals. Wall clock: ${rounds} interleaved rounds of 50 ms samples after a 500 ms warm-up, each ratio taken within its round. Instructions: callgrind's count for a loop of 2,200,000 decisions minus one of 200,000, over 2,000,000, each in a fresh process (\`node --single-threaded\`, fixed hash and random seeds, plain JavaScript over dist/: bench/bucket-probe.mjs), ${REPEATS} times, each run compared with the clock loop's run of the same repetition. Under callgrind a loop runs so slowly that every decision admits.`,
       ...(typeof counts === 'string' ? ['', counts] : []),
     ].join('\n');
   },
