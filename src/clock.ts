@@ -32,7 +32,7 @@ export interface Clock {
  *
  * Node 20 defines the global `performance` as a lazy getter, which cost up to about 1,300
  * instructions a read where the caller was not optimised (docs/internals/scheduler.md). It is made a
- * plain property once, holding the same object: reads are then cheap, and code that replaces it
+ * data property once, holding the same object: reads are then cheap, and code that replaces it
  * (fake timers) is still followed, as every read goes through the global.
  */
 plainGlobal('performance');
