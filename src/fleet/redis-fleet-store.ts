@@ -38,7 +38,7 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import type { BucketState } from '../meters/bucket.js';
+import { type BucketState, bucketState } from '../meters/bucket.js';
 import { evalScript, type RedisClientLike } from '../redis/client.js';
 import {
   errorOf,
@@ -347,8 +347,8 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const part = whole !== undefined && whole.capacity > 0 ? share.capacity / whole.capacity : 1;
     const bucket =
       last === undefined || !Number.isFinite(last.tokens)
-        ? { tokens: share.capacity, updatedAtMs: this.#clock.now() }
-        : { tokens: last.tokens * part, updatedAtMs: last.updatedAtMs };
+        ? bucketState(share.capacity, this.#clock.now())
+        : bucketState(last.tokens * part, last.updatedAtMs);
     const leases: HeldLease[] = [];
     for (const [leaseId, cost] of this.#held.get(key) ?? []) leases.push({ leaseId, cost, source: 'store' });
     fallback.seed(key, share, bucket, leases, this.#leaseMs.get(key) ?? 60_000);
@@ -467,7 +467,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const receivedAt = this.#clock.now();
     // At most the true offset (the script ran before the answer came): deadlines err early.
     this.#offsetMs = nowMs - receivedAt;
-    this.#bucketSeen.set(key, { tokens: n[4] as number, updatedAtMs: receivedAt });
+    this.#bucketSeen.set(key, bucketState(n[4] as number, receivedAt));
     return {
       status: String(reply[1]),
       delayMs: n[2] as number,

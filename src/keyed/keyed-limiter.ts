@@ -44,6 +44,7 @@ import {
 import {
   type BucketParams,
   bucketParams,
+  bucketState,
   burstParam,
   checkCost,
   largestConforming,
@@ -334,11 +335,11 @@ export class KeyedLimiter {
     // them, refilled for the time waited (later decisions by others are not known here).
     const waitedMs = result.source === 'store' || result.source === 'local' ? result.waitMs : 0;
     const endMs = result.nowMs + waitedMs;
-    const tokens = tokensAt({ tokens: result.tokens, updatedAtMs: result.nowMs }, op.bucket, endMs);
+    const tokens = tokensAt(bucketState(result.tokens, result.nowMs), op.bucket, endMs);
     const globalTokens =
       op.global === undefined || result.globalTokens === Number.POSITIVE_INFINITY
         ? result.globalTokens
-        : tokensAt({ tokens: result.globalTokens, updatedAtMs: result.nowMs }, op.global, endMs);
+        : tokensAt(bucketState(result.globalTokens, result.nowMs), op.global, endMs);
     return {
       allowed: true,
       remaining: this.#remaining({ tokens, globalTokens }),

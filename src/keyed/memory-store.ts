@@ -36,6 +36,7 @@ import { checkKnownOptions, checkOptions, InvalidOptionError } from '../errors.j
 import {
   type BucketParams,
   type BucketState,
+  bucketState,
   charge,
   chargeNew,
   clampToCapacity,
@@ -98,9 +99,9 @@ export class MemoryStore implements KeyedStore {
   #used = 0;
   #insertsSinceSweep = Number.POSITIVE_INFINITY;
   readonly #sweepEvery: number;
-  readonly #global: BucketState = { tokens: Number.NaN, updatedAtMs: 0 };
+  readonly #global: BucketState = bucketState(Number.NaN, 0);
   /** A reusable view of one slot's state, for the bucket functions (src/meters/bucket.ts). */
-  readonly #scratch: BucketState = { tokens: 0, updatedAtMs: 0 };
+  readonly #scratch: BucketState = bucketState(0, 0);
   /** Evictions so far, by reason. */
   readonly evictions = { full: 0, leastRecentlyUsed: 0 };
 

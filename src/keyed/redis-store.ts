@@ -48,7 +48,7 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { type BucketParams, delayUntil, tokensAt } from '../meters/bucket.js';
+import { type BucketParams, bucketState, delayUntil, tokensAt } from '../meters/bucket.js';
 import { delKeys, type IoredisLikeClient, inBytes, type RedisClientLike, timeMs } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { callProgram } from '../redis/functions.js';
@@ -127,7 +127,7 @@ const MAX_BATCH = 32;
  * MemoryStore.decideAt's refusal, by the same steps on the same doubles.
  */
 function refusedTry(op: StoreOp, tokens: number, updatedAtMs: number, nowMs: number): StoreResult {
-  const state = { tokens, updatedAtMs };
+  const state = bucketState(tokens, updatedAtMs);
   const readyInMs = delayUntil(state, op.bucket, nowMs, op.cost);
   return {
     allowed: false,

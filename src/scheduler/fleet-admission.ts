@@ -18,7 +18,7 @@
 
 import { retryHintMs, WaitTooLongError } from '../errors.js';
 import type { ExchangeResult, FleetParams, FleetStore, HeldLease } from '../fleet/store.js';
-import { type BucketState, rebill } from '../meters/bucket.js';
+import { type BucketState, bucketState, rebill } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
 import { type Admission, type Host, type LimitsChange, waitForMs } from './admission.js';
 import type { FleetSettings, SchedulerSettings } from './options.js';
@@ -103,7 +103,7 @@ export class FleetAdmission implements Admission {
     const ratePerSecond = settings.params?.ratePerSecond ?? Number.POSITIVE_INFINITY;
     const capacity = settings.params?.capacity ?? 1;
     this.#params = { ratePerSecond, capacity, concurrency: settings.concurrency };
-    this.#bucket = { tokens: capacity, updatedAtMs: host.clock.now() };
+    this.#bucket = bucketState(capacity, host.clock.now());
     this.#retry = new Watchdog(host.clock, () => {
       this.#blocked = false;
       this.#failed = false;
@@ -398,7 +398,7 @@ export class FleetAdmission implements Admission {
     const before = this.#params;
     const after = snapshot.params;
     this.#params = after;
-    this.#bucket = { tokens: snapshot.tokens, updatedAtMs: this.#host.clock.now() };
+    this.#bucket = bucketState(snapshot.tokens, this.#host.clock.now());
     if (
       before.ratePerSecond !== after.ratePerSecond ||
       before.capacity !== after.capacity ||

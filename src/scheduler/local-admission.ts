@@ -14,6 +14,7 @@ import { retryHintMs } from '../errors.js';
 import {
   type BucketParams,
   type BucketState,
+  bucketState,
   charge,
   conformsAt,
   delayUntil,
@@ -73,7 +74,7 @@ export class LocalAdmission implements Admission {
     const params = settings.params;
     if (params !== undefined) {
       this.#params = params;
-      this.#bucket = { tokens: params.capacity, updatedAtMs: host.clock.now() };
+      this.#bucket = bucketState(params.capacity, host.clock.now());
     }
     this.#setConcurrency(settings.concurrency);
     this.#window = settings.window === undefined ? undefined : new StartWindow(settings.window);
@@ -336,7 +337,7 @@ export class LocalAdmission implements Admission {
     if (this.#bucket === undefined) {
       if (ratePerSecond === undefined) return;
       this.#params = { ratePerSecond, capacity: 1 };
-      this.#bucket = { tokens: 1, updatedAtMs: now };
+      this.#bucket = bucketState(1, now);
       host.limitsChanged(now);
       return;
     }

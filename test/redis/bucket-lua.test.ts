@@ -49,8 +49,18 @@ function n(x: number | undefined): number {
   return x;
 }
 
-/** bucket.ts's exports that are not arithmetic (validation and limits): no Lua twin. */
-const NOT_STEPS = ['checkCost', 'rateParam', 'burstParam', 'checkTime', 'bucketParams', 'Bucket', 'MAX_RATE', 'MAX_BURST'];
+/** bucket.ts's exports that are not arithmetic (validation, limits, the objects that hold a bucket): no Lua twin. */
+const NOT_STEPS = [
+  'checkCost',
+  'rateParam',
+  'burstParam',
+  'checkTime',
+  'bucketParams',
+  'Bucket',
+  'bucketState',
+  'MAX_RATE',
+  'MAX_BURST',
+];
 
 /** Every Lua step, then a dispatcher: ARGV per call is step, number of args, tokens, upd, rate, capacity, args. */
 const HARNESS = `
