@@ -233,22 +233,21 @@ export class TokenBucket {
   /** {@link reserve} at an explicit time. */
   reserveAt(nowMs: number, cost = 1, options?: ReserveOptions): Reservation {
     checkTime(nowMs);
-    checkCost(cost, this.#bucket.capacity);
+    const bucket = this.#bucket;
+    checkCost(cost, bucket.capacity);
     const maxWaitMs = maxWaitOf(options);
-    const state = this.#bucket;
-    const params = state;
-    const delayMs = delayUntil(state, params, nowMs, cost);
+    const delayMs = delayUntil(bucket, bucket, nowMs, cost);
     const readyAtMs = nowMs + delayMs;
     // The bound is asked in tokens, like every comparison (see bucket.ts): would they be there at nowMs + maxWait?
-    if (delayMs > maxWaitMs && !conformsAt(state, params, nowMs + maxWaitMs, cost)) {
+    if (delayMs > maxWaitMs && !conformsAt(bucket, bucket, nowMs + maxWaitMs, cost)) {
       return { ok: false, delayMs, readyAtMs, ...REFUSED_CANCEL };
     }
-    charge(state, params, nowMs, cost);
+    charge(bucket, bucket, nowMs, cost);
     let open = true;
     const cancelAt = (atMs: number): void => {
       if (!open) return;
       open = false;
-      refund(this.#bucket, this.#bucket, atMs, cost, readyAtMs);
+      refund(bucket, bucket, atMs, cost, readyAtMs);
     };
     return { ok: true, delayMs, readyAtMs, cancel: () => cancelAt(this.#clock.now()), cancelAt };
   }
