@@ -112,8 +112,7 @@ export interface TakeOptions extends ReserveOptions {
   signal?: AbortSignal;
 }
 
-// The try path's steps as constants, as in bucket.ts: an imported function is checked against its
-// module cell at every call from optimised code, a constant is folded.
+// The try path's steps as constants, for the reason bucket.ts gives for its own.
 const checkTimeStep = checkTime;
 const checkCostStep = checkCost;
 const tryChargeStep = tryCharge;
