@@ -151,7 +151,8 @@ export function tokensAt(state: BucketState, params: BucketParams, nowMs: number
   const elapsedMs = nowMs - state.updatedAtMs;
   if (!(elapsedMs > 0)) return state.tokens;
   const tokens = state.tokens + (elapsedMs * params.ratePerSecond) / 1000;
-  return Math.min(tokens, params.capacity);
+  const capacity = params.capacity;
+  return capacity < tokens ? capacity : tokens; // Math.min, without its NaN and -0 cases (neither arises)
 }
 
 /** Brings `state` up to `nowMs` in place: refill, and move `updatedAtMs` forward (never back). */
