@@ -117,6 +117,17 @@ const checkTimeStep = checkTime;
 const checkCostStep = checkCost;
 const tryChargeStep = tryCharge;
 
+/**
+ * tryTake's decision, on a bucket read before the clock (after a call, V8 checks `this` again). The
+ * time is checked by the caller when it is an argument (tryTakeAt); the clock's own reading is
+ * trusted here, as in every other part.
+ */
+function tryTakeFrom(bucket: Bucket, nowMs: number, cost: number): boolean {
+  checkCostStep(cost, bucket.capacity);
+  return tryChargeStep(bucket, bucket, nowMs, cost);
+}
+const tryTakeStep = tryTakeFrom;
+
 const noop = (): void => {};
 const REFUSED_CANCEL = { cancel: noop, cancelAt: noop };
 
@@ -194,15 +205,13 @@ export class TokenBucket {
 
   /** Takes `cost` tokens if the bucket has them now; returns false (and takes nothing) if not. */
   tryTake(cost = 1): boolean {
-    return this.tryTakeAt(this.#clock.now(), cost);
+    const bucket = this.#bucket;
+    return tryTakeStep(bucket, this.#clock.now(), cost);
   }
 
   /** {@link tryTake} at an explicit time. */
   tryTakeAt(nowMs: number, cost = 1): boolean {
-    const bucket = this.#bucket;
-    checkTimeStep(nowMs);
-    checkCostStep(cost, bucket.capacity);
-    return tryChargeStep(bucket, bucket, nowMs, cost);
+    return tryTakeStep(this.#bucket, checkTimeStep(nowMs), cost);
   }
 
   /** Milliseconds until `cost` tokens are there: 0 means now. Never Infinity: cost above the burst throws. */
