@@ -206,7 +206,7 @@ export class TokenBucket {
   /** Takes `cost` tokens if the bucket has them now; returns false (and takes nothing) if not. */
   tryTake(cost = 1): boolean {
     const bucket = this.#bucket;
-    return tryTakeStep(bucket, this.#clock.now(), cost);
+    return tryTakeStep(bucket, +this.#clock.now(), cost); // `+`: unboxed once, for the arithmetic
   }
 
   /** {@link tryTake} at an explicit time. */
