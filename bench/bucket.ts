@@ -13,11 +13,19 @@
  *   note, where valgrind is not installed.
  */
 
-import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { TokenBucket as LimiterBucket } from 'limiter';
 import { TokenBucket } from '../src/index.js';
-import { compare, formatOps, median, missingTool, ratioSpread, type Section, table } from './harness.js';
+import {
+  callgrindCount,
+  compare,
+  formatOps,
+  median,
+  missingTool,
+  ratioSpread,
+  type Section,
+  table,
+} from './harness.js';
 
 /** Through the global, as the system clock reads it (importing tokenpace made it a constant property, not Node's getter). */
 const CLOCK = 'performance.now() loop';
@@ -36,32 +44,6 @@ const PROBES: [string, string][] = [
 /** Repetitions of each instruction count: their range shows that a count repeats. */
 const REPEATS = 3;
 
-/** One callgrind run of `loop` for `n` decisions: the instructions it counted. */
-function callgrindRun(probe: string, loop: string, n: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      'valgrind',
-      [
-        '--tool=callgrind',
-        '--callgrind-out-file=/dev/null',
-        process.execPath,
-        '--single-threaded', // no background compiler or GC threads, whose share varies from run to run
-        '--hash-seed=1', // the same hash tables in every run
-        '--random-seed=1',
-        probe, // plain JavaScript over dist/, no loader hooks: see its opening
-        loop,
-        String(n),
-      ],
-      { encoding: 'utf8' },
-      (error, _stdout, stderr) => {
-        const match = /Collected : (\d+)/.exec(stderr);
-        if (error !== null || match === null) reject(new Error(`callgrind run of ${loop} failed:\n${stderr}`));
-        else resolve(Number(match[1]));
-      },
-    );
-  });
-}
-
 /**
  * Instructions per decision of each probe loop, {@link REPEATS} times (runs two at a time: the
  * count does not depend on the load), or why there are none.
@@ -76,7 +58,10 @@ async function instructionCounts(): Promise<Map<string, number[]> | string> {
   for (let repeat = 0; repeat < REPEATS; repeat++) {
     for (const [name, loop] of PROBES) {
       jobs.push(async () => {
-        const [a, b] = [await callgrindRun(probe, loop, short), await callgrindRun(probe, loop, long)];
+        const [a, b] = [
+          await callgrindCount(probe, [loop, String(short)]),
+          await callgrindCount(probe, [loop, String(long)]),
+        ];
         (counts.get(name) as number[])[repeat] = (b - a) / (long - short);
       });
     }

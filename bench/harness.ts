@@ -8,7 +8,7 @@
  * a contender for about `sampleMs`, so a timer read costs nothing next to it.
  */
 
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 
 /** One contender: `run(n)` performs n operations and returns something (kept, so nothing is optimised away). */
 export interface Contender {
@@ -216,6 +216,38 @@ export async function runProbe(bundle: string, args: readonly string[], nodeFlag
       if (error) reject(error);
       else resolve(stdout.trim().split('\n').pop() ?? '');
     });
+  });
+}
+
+/**
+ * One run of a plain JavaScript `script` under callgrind (valgrind): the instructions it executed. Node
+ * runs `--single-threaded` (no background compiler or collector threads, whose share varies from run to
+ * run) with fixed hash and random seeds, so a count repeats to within an instruction or two per
+ * operation. A caller takes the difference of two runs of different lengths: startup, compilation and
+ * warm-up cancel out.
+ */
+export function callgrindCount(script: string, args: readonly string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      'valgrind',
+      [
+        '--tool=callgrind',
+        '--callgrind-out-file=/dev/null',
+        process.execPath,
+        '--single-threaded',
+        '--hash-seed=1',
+        '--random-seed=1',
+        script,
+        ...args,
+      ],
+      { encoding: 'utf8' },
+      (error, _stdout, stderr) => {
+        const match = /Collected : (\d+)/.exec(stderr);
+        if (error !== null || match === null)
+          reject(new Error(`callgrind run of ${script} ${args.join(' ')} failed:\n${stderr}`));
+        else resolve(Number(match[1]));
+      },
+    );
   });
 }
 
