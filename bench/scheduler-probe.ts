@@ -3,12 +3,11 @@
  * of its own, for profiling (`--cpu-prof`, `--trace-gc`) and for callgrind's instruction counts:
  *
  *   npx tsx bench/scheduler-probe.ts <ours|pool|pqueue> [bursts] [jobs]
- *   valgrind --tool=callgrind node --import tsx bench/scheduler-probe.ts ours 3
  *
  * It runs one burst to warm up, then `bursts` more; prints the wall time and the CPU time (user +
- * system) of each.
- * For callgrind, the instructions per job are the difference between two runs (more bursts and
- * fewer) divided by the difference in jobs: startup, compilation and warm-up cancel out.
+ * system) of each. bench/scheduler.ts runs it bundled into plain JavaScript, also under callgrind:
+ * the instructions per job are the difference between two runs (more bursts and fewer) divided by
+ * the difference in jobs, so that startup, compilation and warm-up cancel out.
  */
 import PQueue from 'p-queue';
 import { Scheduler } from '../src/index.js';

@@ -34,10 +34,12 @@ import pThrottle from 'p-throttle';
 import { Scheduler } from '../src/index.js';
 import {
   bundledProbe,
+  callgrindCount,
   compare,
   formatOps,
   type Measured,
   median,
+  missingTool,
   ratioSpread,
   roundRatios,
   runProbe,
@@ -252,15 +254,53 @@ export async function queuedBurstPerProcess(rounds = 3, bursts = 6): Promise<str
       cpu[i]?.push(read(await runProbe(bundle, args, ['--single-threaded', '--expose-gc']), 'CPU'));
     }
   }
-  return table(
-    ['contender', 'jobs/s (wall, median)', 'vs bare pool (wall)', 'vs bare pool (CPU time, one thread)'],
-    who.map(([, name], i) => [
-      name,
-      formatOps(BURST_JOBS / (median(wall[i] as number[]) / 1000)),
-      ratioSpread(roundRatios(wall, i)),
-      ratioSpread(roundRatios(cpu, i)),
-    ]),
-  );
+  const counts = await burstInstructions(bundle);
+  const pool = typeof counts === 'string' ? undefined : counts.get('pool');
+  return [
+    table(
+      [
+        'contender',
+        'jobs/s (wall, median)',
+        'vs bare pool (wall)',
+        'vs bare pool (CPU time, one thread)',
+        'instructions per job',
+        'vs bare pool (instructions)',
+      ],
+      who.map(([id, name], i) => {
+        const ir = typeof counts === 'string' ? undefined : counts.get(id);
+        return [
+          name,
+          formatOps(BURST_JOBS / (median(wall[i] as number[]) / 1000)),
+          ratioSpread(roundRatios(wall, i)),
+          ratioSpread(roundRatios(cpu, i)),
+          ir === undefined ? 'not counted' : ir.toFixed(0),
+          ir === undefined || pool === undefined ? 'not counted' : `${(pool / ir).toFixed(2)}x`,
+        ];
+      }),
+    ),
+    '',
+    `Instructions: callgrind's count (valgrind) for the probe with ${COUNT_BURSTS[1]} bursts of ${COUNT_JOBS.toLocaleString('en-US')} jobs minus its count with ${COUNT_BURSTS[0]}, over the jobs between, each in a fresh process (\`node --single-threaded\`, fixed hash and random seeds, so the collector's work is counted too, on one thread): a count repeats to within an instruction per job. The ratio is the pool's count over the contender's (higher is faster). p-queue is not counted: at about 25,000 instructions a job its runs would take minutes.`,
+    ...(typeof counts === 'string' ? ['', counts] : []),
+  ].join('\n');
+}
+
+/** The bursts (fewer, more) and the jobs per burst of the instruction counts: 200,000 jobs between them. */
+const COUNT_BURSTS = [3, 13] as const;
+const COUNT_JOBS = 20_000;
+
+/**
+ * Instructions per job of the bare pool and of ours in the queued burst, under callgrind (two runs at a
+ * time: a count does not depend on the load), or why there are none.
+ */
+async function burstInstructions(bundle: string): Promise<Map<string, number> | string> {
+  const missing = missingTool(['valgrind'], 'the instruction counts');
+  if (missing !== undefined) return missing;
+  const count = async (id: string): Promise<[string, number]> => {
+    const run = (bursts: number) => callgrindCount(bundle, [id, String(bursts), String(COUNT_JOBS)]);
+    const [fewer, more] = [await run(COUNT_BURSTS[0]), await run(COUNT_BURSTS[1])];
+    return [id, (more - fewer) / ((COUNT_BURSTS[1] - COUNT_BURSTS[0]) * COUNT_JOBS)];
+  };
+  return new Map(await Promise.all([count('pool'), count('ours')]));
 }
 
 // ------------------------------------------------------------------ rate accuracy
