@@ -19,6 +19,7 @@ import { Watchdog } from '../timer.js';
 import type { Emitter } from './events.js';
 import type { JobContext, JobFunction, SchedulerCounters } from './options.js';
 import type { Level, Waiter } from './queue.js';
+import { SignalWatch } from './signal-watch.js';
 
 /**
  * A waiting job: the queue's node and its promise's settler in one object,
@@ -169,6 +170,10 @@ export class Runner {
   readonly #releaseOnTimeout: boolean;
   readonly #adjuster: Adjuster;
   readonly #onFinish: (job: Job | undefined) => void;
+  /** The running jobs' abort handlers, one listener per signal (a shutdown signal shared by 64 running jobs). */
+  readonly #signals = new SignalWatch<() => void>((_signal, handlers) => {
+    for (const onAbort of handlers) onAbort();
+  });
   /** Shared settle handlers for jobs that hold 1 (the usual cost): no closure per job. */
   readonly #finishOne = (value: unknown): void => this.#finish(1, true, value, undefined);
   readonly #failOne = (error: unknown): void => this.#finish(1, false, error, undefined);
@@ -236,6 +241,7 @@ export class Runner {
   /** Runs a job that has a signal or a timeout: its promise settles early on abort or timeout. */
   #guard(job: Job, slot: Slot, waitedMs: number, timeoutMs: number): void {
     const signal = job.extra?.signal;
+    const signals = this.#signals;
     let open = true;
     let timer: Watchdog | undefined;
     // The job's own signal when it has a timeout: the caller's abort is forwarded to it by hand, and the
@@ -245,7 +251,7 @@ export class Runner {
     const close = (): void => {
       open = false;
       timer?.disarm();
-      signal?.removeEventListener('abort', onAbort);
+      if (signal !== undefined) signals.delete(signal, onAbort);
     };
     const onAbort = (): void => {
       if (!open) return;
@@ -269,7 +275,7 @@ export class Runner {
       const now = this.#clock.now();
       timer.armAt(now + timeoutMs, now);
     }
-    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal !== undefined) signals.add(signal, onAbort);
     const jobSignal = own === undefined ? signal : own.signal;
     this.#begin(job.cost, job.priority, slot.held, waitedMs);
     call(job.fn, new Bill(jobSignal, job.cost, this.#adjuster)).then(

@@ -6,15 +6,14 @@
  * rejected one is handed back to its admission (`dropped`), which gives back
  * what it held for it. Aborting a signal rejects every job waiting on it.
  *
- * One abort listener per signal, not per job: a listener per job would make
- * each add and removal O(n) in the jobs waiting on one signal (Node's
- * EventTarget scans its listeners) and warn past 10 of them.
+ * One abort listener per signal, not per job (./signal-watch.ts).
  */
 
 import type { RejectReason } from './options.js';
 import { WaitQueue } from './queue.js';
 import type { Rejections } from './reject.js';
 import type { Job } from './run.js';
+import { SignalWatch } from './signal-watch.js';
 
 /** What {@link Waiting} is built with. */
 export interface WaitingOptions {
@@ -32,7 +31,7 @@ export class Waiting {
   readonly queue: WaitQueue<Job>;
   /** Taken from the queue to wait for a reservation's time: waiting, not started. */
   readonly #reserved = new Set<Job>();
-  readonly #bySignal = new Map<AbortSignal, { readonly jobs: Set<Job>; readonly onAbort: () => void }>();
+  readonly #signals = new SignalWatch<Job>((signal, jobs) => this.#abort(signal, jobs));
   readonly #rejections: Rejections;
   readonly #dropped: (job: Job) => void;
   readonly #aborted: () => void;
@@ -60,7 +59,7 @@ export class Waiting {
   push(job: Job): void {
     const extra = job.extra;
     if (extra?.signal !== undefined) {
-      this.#watch(job, extra.signal);
+      this.#signals.add(extra.signal, job);
       extra.watched = true;
     }
     this.queue.push(job);
@@ -96,33 +95,15 @@ export class Waiting {
     for (const job of [...this.#reserved]) this.reject(job, 'cleared', error());
   }
 
-  #watch(job: Job, signal: AbortSignal): void {
-    let waiting = this.#bySignal.get(signal);
-    if (waiting === undefined) {
-      const jobs = new Set<Job>();
-      waiting = { jobs, onAbort: () => this.#abort(signal, jobs) };
-      this.#bySignal.set(signal, waiting);
-      signal.addEventListener('abort', waiting.onAbort, { once: true });
-    }
-    waiting.jobs.add(job);
-  }
-
   #unwatch(job: Job): void {
     const extra = job.extra;
     if (extra?.watched !== true) return;
     extra.watched = false;
-    const signal = extra.signal as AbortSignal;
-    const waiting = this.#bySignal.get(signal);
-    if (waiting === undefined) return;
-    waiting.jobs.delete(job);
-    if (waiting.jobs.size !== 0) return;
-    this.#bySignal.delete(signal);
-    signal.removeEventListener('abort', waiting.onAbort);
+    this.#signals.delete(extra.signal as AbortSignal, job);
   }
 
   /** `signal` aborted: every job waiting on it leaves and rejects with its reason. */
   #abort(signal: AbortSignal, jobs: Set<Job>): void {
-    this.#bySignal.delete(signal);
     for (const job of jobs) {
       (job.extra as { watched: boolean }).watched = false;
       if (!this.#reserved.delete(job)) this.queue.remove(job);

@@ -3,7 +3,8 @@
  * (a process-wide shutdown signal) and a timeout used to leave ~61 bytes on
  * that signal per job (AbortSignal.any's bookkeeping), ~58 MiB per million
  * jobs. Measured on the real heap after forced collections (the local form
- * only). Waiting jobs share one abort listener per signal, in every form.
+ * only). Waiting jobs share one abort listener per signal, and so do running
+ * ones (no MaxListeners warning at a concurrency above 10), in every form.
  * A waiting job holds less than a hand-written pool's waiting call does (a
  * burst of queued jobs is mostly the collector's work on what they hold).
  */
@@ -11,7 +12,7 @@
 import { EventEmitter } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Scheduler } from '../../src/index.js';
 import { forms } from '../helpers/scheduler-forms.js';
 
@@ -140,5 +141,41 @@ describe.each(forms)('many jobs waiting on one signal ($name)', (form) => {
     scheduler.resume();
     await Promise.all(started);
     expect(EventEmitter.getEventListeners(other.signal, 'abort')).toHaveLength(0);
+  });
+});
+
+describe.each(forms)('many jobs running on one signal ($name)', (form) => {
+  it('hold one abort listener in all while they run, none after; an abort reaches every one', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const shutdown = new AbortController();
+      const scheduler = form.scheduler({ concurrency: 64, maxQueue: 1_000 });
+      const finish: (() => void)[] = [];
+      // Running, with their signal held (a signal of their own when they have a timeout).
+      const plain = Array.from({ length: 32 }, () =>
+        scheduler.schedule(() => new Promise<void>((resolve) => finish.push(resolve)), { signal: shutdown.signal }),
+      );
+      const timed = Array.from({ length: 32 }, () =>
+        scheduler.schedule(({ signal }) => new Promise((resolve) => signal?.addEventListener('abort', resolve)), {
+          signal: shutdown.signal,
+          timeout: '1h',
+        }),
+      );
+      await vi.waitFor(() => expect(scheduler.pending).toBe(64)); // a fleet's start takes a round trip
+      expect(EventEmitter.getEventListeners(shutdown.signal, 'abort')).toHaveLength(1); // not 64
+      for (const resolve of finish) resolve();
+      await Promise.all(plain);
+      expect(EventEmitter.getEventListeners(shutdown.signal, 'abort')).toHaveLength(1); // the timed ones still run
+      const reason = new Error('shutdown');
+      shutdown.abort(reason);
+      for (const outcome of await Promise.allSettled(timed)) expect(outcome).toEqual({ status: 'rejected', reason });
+      expect(EventEmitter.getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.map((warning) => warning.name)).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
