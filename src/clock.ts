@@ -29,16 +29,8 @@ export interface Clock {
  * is waiting for tokens is work in progress, and the process must not exit
  * under it. Every part clears its timer when it is destroyed, cleared or idle,
  * so a process with nothing left to do exits.
- *
- * Node 20 defines the global `performance` as a lazy getter, which cost up to about 1,300
- * instructions a read where the caller was not optimised (docs/internals/scheduler.md). It is made a
- * data property once, holding the same object: reads are then cheap, and code that replaces it
- * (fake timers) is still followed, as every read goes through the global.
  */
-plainGlobal('performance');
 export const systemClock: Clock = {
-  // Handed on as V8's fast API call boxed it: unboxed here (`+`), it was boxed again wherever it went
-  // (docs/benchmarks.md, the queued burst); a caller that does arithmetic at once unboxes it itself.
   now: () => performance.now(),
   setTimeout(fn: () => void, ms: number): unknown {
     return setTimeout(fn, ms);
@@ -71,20 +63,4 @@ export function checkClock(value: unknown): Clock {
     value,
     `Expected \`clock\` to have now(), setTimeout(fn, ms) and clearTimeout(handle), got ${describeValue(value)}`,
   );
-}
-
-/** Redefines a global accessor (Node's lazy ones) as a writable data property with the value it has now. */
-function plainGlobal(name: string): void {
-  const descriptor = Object.getOwnPropertyDescriptor(globalThis, name);
-  if (descriptor?.get === undefined || descriptor.configurable !== true) return;
-  const value: unknown = (globalThis as Record<string, unknown>)[name];
-  // Deleted first: a new global property is one V8 holds as a constant (optimised code embeds its
-  // value, and is thrown away if it is ever replaced); redefined in place it is read at every use.
-  delete (globalThis as Record<string, unknown>)[name];
-  Object.defineProperty(globalThis, name, {
-    value,
-    writable: true,
-    configurable: true,
-    enumerable: descriptor.enumerable,
-  });
 }

@@ -1,5 +1,5 @@
 /**
- * The public contract: the names DESIGN.md promises are exported from the
+ * The public contract: every name the docs promise is exported from the
  * package root, and the types of the core API say what they mean (no `any`).
  */
 
