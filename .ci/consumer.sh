@@ -107,6 +107,16 @@ console.log('esm ok');
 EOF
 (cd "$app" && node esm.mjs)
 
+step "importing the installed package changes nothing outside it (test/fixtures/import-probe.mjs)"
+cp "$repo/test/fixtures/import-probe.mjs" "$app/import-probe.mjs" # resolves 'tokenpace' from the app
+report="$(cd "$app" && timeout 30 node import-probe.mjs tokenpace)"
+echo "$report"
+node -e '
+  const r = JSON.parse(process.argv[1]);
+  const found = [...r.changes, ...r.opened, ...r.instances];
+  if (found.length > 0) { console.error("the import changed the process: " + found.join("; ")); process.exit(1); }
+' "$report"
+
 step "CommonJS require"
 cat >"$app/cjs.cjs" <<'EOF'
 const [major, minor] = process.versions.node.split('.').map(Number);
