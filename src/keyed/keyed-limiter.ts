@@ -22,7 +22,7 @@
  *
  * Each answer of the store to `tryTake` or `take` is published on
  * `tokenpace:keyed:decision`, and each refusal on `tokenpace:keyed:refusal`
- * (src/channels.ts), only while someone subscribes.
+ * (src/diagnostics.ts), only while someone subscribes.
  *
  * Worked example: rate 20/s, burst 40. After an idle minute a key's bucket is
  * full at 40 (not 1200: the burst is a reserve, not a rate), so 30 quick
