@@ -22,7 +22,7 @@
  *
  * Each answer of the store to `tryTake` or `take` is published on
  * `tokenpace:keyed:decision`, and each refusal on `tokenpace:keyed:refusal`
- * (src/channels.ts), only while someone subscribes.
+ * (src/diagnostics.ts), only while someone subscribes.
  *
  * Worked example: rate 20/s, burst 40. After an idle minute a key's bucket is
  * full at 40 (not 1200: the burst is a reserve, not a rate), so 30 quick
@@ -44,7 +44,6 @@ import {
 import {
   type BucketParams,
   bucketParams,
-  bucketState,
   burstParam,
   checkCost,
   largestConforming,
@@ -67,7 +66,7 @@ import {
   type WindowKeyedLimiterOptions,
 } from './keyed-options.js';
 import { MemoryStore } from './memory-store.js';
-import type { KeyedStore, StoreMode, StoreOp, StoreResult } from './store.js';
+import type { KeyedStore, StoreOp, StoreResult } from './store.js';
 import { MemoryWindowStore, type WindowKind, type WindowStore } from './window-store.js';
 
 export type {
@@ -131,19 +130,6 @@ export class KeyedLimiter {
   #bucket: BucketParams;
   #global: BucketParams | undefined;
   readonly #clock: Clock;
-  /** The store, when it is a MemoryStore: decided synchronously, no promise in between. */
-  readonly #memory: MemoryStore | undefined;
-  /** The memory store's answer on the fast path, read at once (no object per decision). */
-  readonly #scratch: StoreResult = {
-    allowed: false,
-    tokens: 0,
-    globalTokens: 0,
-    waitMs: 0,
-    nowMs: 0,
-    readyAtMs: 0,
-    globalReadyAtMs: 0,
-    source: 'store',
-  };
 
   constructor(options: KeyedLimiterOptions) {
     checkOptions(
@@ -203,7 +189,6 @@ export class KeyedLimiter {
       this.#bucket = { ratePerSecond: params.limit / (params.windowMs / 1000), capacity: params.limit };
       this.#global = undefined;
       this.store = new MemoryStore({ maxKeys: 1, clock: this.#clock });
-      this.#memory = undefined;
       return;
     }
     if (algorithm !== 'token-bucket') {
@@ -232,7 +217,6 @@ export class KeyedLimiter {
       );
     }
     this.store = options.store ?? new MemoryStore({ maxKeys: options.maxKeys, clock: this.#clock });
-    this.#memory = this.store instanceof MemoryStore ? this.store : undefined;
   }
 
   /** A window limiter's limit and window length (ms); undefined for token buckets. */
@@ -261,28 +245,12 @@ export class KeyedLimiter {
    * without a policy.
    */
   tryTake(key: string, cost = 1): Promise<Decision> {
-    const memory = this.#memory;
-    const bucket = this.#bucket;
-    const global = this.#global;
-    if (
-      memory !== undefined &&
-      typeof key === 'string' &&
-      key.length !== 0 &&
-      typeof cost === 'number' &&
-      cost >= 0 &&
-      cost <= bucket.capacity &&
-      (global === undefined || cost <= global.capacity)
-    ) {
-      // The common case, checked inline: a valid key and cost, a MemoryStore decided synchronously.
-      const result = memory.decideNowInto(this.#scratch, 'try', key, cost, bucket, global, Number.POSITIVE_INFINITY);
-      return Promise.resolve(this.#decided('try', key, cost, result, bucket));
-    }
-    return this.#decide('try', key, cost, Number.POSITIVE_INFINITY);
+    return this.#decide('try', key, cost);
   }
 
   /** What {@link tryTake} would decide now, spending nothing. */
   peek(key: string, cost = 1): Promise<Decision> {
-    return this.#decide('peek', key, cost, Number.POSITIVE_INFINITY);
+    return this.#decide('peek', key, cost);
   }
 
   /**
@@ -315,7 +283,7 @@ export class KeyedLimiter {
     };
     const result = await this.store.decide(op);
     if (keyedDecisionChannel.hasSubscribers || keyedRefusalChannel.hasSubscribers) {
-      this.#publish('reserve', key, cost, this.#decision(result, op.bucket), result, maxWaitMs);
+      this.#publish(op, this.#decision(result, op.bucket), result);
     }
     if (!result.allowed) {
       if (result.source === 'deny') {
@@ -335,11 +303,11 @@ export class KeyedLimiter {
     // them, refilled for the time waited (later decisions by others are not known here).
     const waitedMs = result.source === 'store' || result.source === 'local' ? result.waitMs : 0;
     const endMs = result.nowMs + waitedMs;
-    const tokens = tokensAt(bucketState(result.tokens, result.nowMs), op.bucket, endMs);
+    const tokens = tokensAt({ tokens: result.tokens, updatedAtMs: result.nowMs }, op.bucket, endMs);
     const globalTokens =
       op.global === undefined || result.globalTokens === Number.POSITIVE_INFINITY
         ? result.globalTokens
-        : tokensAt(bucketState(result.globalTokens, result.nowMs), op.global, endMs);
+        : tokensAt({ tokens: result.globalTokens, updatedAtMs: result.nowMs }, op.global, endMs);
     return {
       allowed: true,
       remaining: this.#remaining({ tokens, globalTokens }),
@@ -421,42 +389,37 @@ export class KeyedLimiter {
     });
   }
 
-  #decide(mode: StoreMode, key: string, cost: number, maxWaitMs: number): Promise<Decision> {
-    if (this.#window !== undefined) return this.#decideWindow(mode === 'peek' ? 'peek' : 'try', key, cost);
+  /**
+   * A `try` or `peek`: by the store's `decideSync` when it offers one, else by its `decide`.
+   * Either way a bad key or cost, or a store that fails, rejects the returned promise.
+   */
+  #decide(mode: 'try' | 'peek', key: string, cost: number): Promise<Decision> {
+    if (this.#window !== undefined) return this.#decideWindow(mode, key, cost);
+    let op: StoreOp;
     try {
       this.#check(key, cost);
+      op = { mode, key, cost, bucket: this.#bucket, global: this.#global, maxWaitMs: Number.POSITIVE_INFINITY };
+      const store = this.store;
+      if (store.decideSync !== undefined) return Promise.resolve(this.#decided(op, store.decideSync(op)));
     } catch (error) {
       return Promise.reject(error);
     }
-    const bucket = this.#bucket;
-    const memory = this.#memory;
-    if (memory !== undefined) {
-      const result = memory.decideNowInto(this.#scratch, mode, key, cost, bucket, this.#global, maxWaitMs);
-      return Promise.resolve(this.#decided(mode, key, cost, result, bucket));
-    }
-    return this.store
-      .decide({ mode, key, cost, bucket, global: this.#global, maxWaitMs })
-      .then((result) => this.#decided(mode, key, cost, result, bucket));
+    return this.store.decide(op).then((result) => this.#decided(op, result));
   }
 
   /** The Decision of a `try` or `peek`, published (for `try`) when someone listens. */
-  #decided(mode: StoreMode, key: string, cost: number, result: StoreResult, bucket: BucketParams): Decision {
-    const decision = this.#decision(result, bucket);
-    if (mode === 'try' && (keyedDecisionChannel.hasSubscribers || keyedRefusalChannel.hasSubscribers)) {
-      this.#publish('try', key, cost, decision, result, Number.POSITIVE_INFINITY);
+  #decided(op: StoreOp, result: StoreResult): Decision {
+    const decision = this.#decision(result, op.bucket);
+    if (op.mode === 'try' && (keyedDecisionChannel.hasSubscribers || keyedRefusalChannel.hasSubscribers)) {
+      this.#publish(op, decision, result);
     }
     return decision;
   }
 
-  /** Publishes a store's answer on the keyed channels (called only when one has subscribers). */
-  #publish(
-    mode: 'try' | 'reserve',
-    key: string,
-    cost: number,
-    decision: Decision,
-    result: StoreResult,
-    maxWaitMs: number,
-  ): void {
+  /** Publishes a store's answer to a `try` or `reserve` on the keyed channels (called only when one has subscribers). */
+  #publish(op: StoreOp, decision: Decision, result: StoreResult): void {
+    const { key, cost, maxWaitMs } = op;
+    const mode = op.mode === 'reserve' ? 'reserve' : 'try';
     const { source } = result;
     if (keyedDecisionChannel.hasSubscribers) {
       const waitMs = mode === 'reserve' && result.allowed ? result.waitMs : 0;

@@ -101,8 +101,9 @@ export const WINDOW_OPTIONS: ReadonlySet<string> = new Set([
   'maxKeys',
   'clock',
 ]);
-/** Names users bring from express-rate-limit and rate-limiter-flexible, with what to write here instead. */
+/** Names users bring from express-rate-limit, rate-limiter-flexible and other buckets, with what to write here instead. */
 export const PEER_OPTIONS: Readonly<Record<string, string>> = {
+  capacity: "write `burst`: it is each key's capacity, the most it admits at once",
   points: 'write `burst` (the most at once) and `rate` (points per second, or a string such as "100/min")',
   duration: 'write `rate` as a string such as "100/min", or a window: { algorithm: "fixed-window", limit, window }',
   max: 'write `burst` and `rate`, or a window: { algorithm: "fixed-window", limit, window }',

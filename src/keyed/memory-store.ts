@@ -4,15 +4,14 @@
  * Layout. A `Map` from key to a slot number, and per slot, in typed arrays:
  * the bucket's two variables (`tokens`, `updatedAtMs`) and the slot's
  * neighbours in the recency list (`newer`, `older`), plus the key itself in a
- * plain array (the same string the map holds, so it costs a pointer). A slot
- * number is a small integer that V8 keeps inside the map's entry, so a live
- * key costs its map entry, its key string and 32 bytes: no object, no boxed
- * number, no timer. The arrays grow by doubling up to `maxKeys`.
+ * plain array (the same string the map holds). A live key costs its map
+ * entry, its key string and 32 bytes of arrays: no object per key, no timer.
+ * The arrays grow by doubling up to `maxKeys`.
  *
- * Order. The recency list is intrusive (two Int32Arrays), so using a key
- * moves it to the front with four array writes. (Re-inserting into the `Map`
- * to keep its order would be simpler, but V8 compacts a big map's holes by
- * copying the whole table: 8 us per decision at a million keys.)
+ * Order. The recency list is intrusive (links in an Int32Array), so using a
+ * key moves it to the front in O(1) without touching the `Map` (deleting and
+ * re-inserting a key to keep the map's order leaves holes the map must
+ * compact, a copy of the whole table).
  *
  * Bound. At most `maxKeys` keys are kept. A bucket that has refilled to full
  * holds no information (it equals a new one), so when a new key needs room the
@@ -36,7 +35,6 @@ import { checkKnownOptions, checkOptions, InvalidOptionError } from '../errors.j
 import {
   type BucketParams,
   type BucketState,
-  bucketState,
   charge,
   chargeNew,
   clampToCapacity,
@@ -47,7 +45,7 @@ import {
   rewind,
   tokensAt,
 } from '../meters/bucket.js';
-import type { KeyedStore, StoreCredit, StoreMode, StoreOp, StoreResult } from './store.js';
+import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
 /** Options for {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -80,7 +78,7 @@ export class MemoryStore implements KeyedStore {
   readonly maxKeys: number;
   readonly #clock: Clock;
   readonly #slots = new Map<string, number>();
-  /** Per slot, side by side (one cache line): `tokens` at `2 * slot`, `updatedAtMs` at `2 * slot + 1`. */
+  /** Per slot, side by side: `tokens` at `2 * slot`, `updatedAtMs` at `2 * slot + 1`. */
   #state: Float64Array;
   /**
    * The recency list, per slot side by side: at `2 * slot` the next more recently used slot (NONE at
@@ -99,9 +97,8 @@ export class MemoryStore implements KeyedStore {
   #used = 0;
   #insertsSinceSweep = Number.POSITIVE_INFINITY;
   readonly #sweepEvery: number;
-  readonly #global: BucketState = bucketState(Number.NaN, 0);
-  /** A reusable view of one slot's state, for the bucket functions (src/meters/bucket.ts). */
-  readonly #scratch: BucketState = bucketState(0, 0);
+  /** The global bucket, from the first decision that has one (new, it is full). */
+  #global: BucketState | undefined;
   /** Evictions so far, by reason. */
   readonly evictions = { full: 0, leastRecentlyUsed: 0 };
 
@@ -140,59 +137,43 @@ export class MemoryStore implements KeyedStore {
   }
 
   decide(op: StoreOp): Promise<StoreResult> {
-    return Promise.resolve(
-      this.decideAt(this.#clock.now(), op.mode, op.key, op.cost, op.bucket, op.global, op.maxWaitMs),
-    );
+    return Promise.resolve(this.decideAt(this.#clock.now(), op));
   }
 
-  /** The synchronous decision now, by this store's clock (the limiter's fast path). @internal */
-  decideNow(
-    mode: StoreMode,
-    key: string,
-    cost: number,
-    bucket: BucketParams,
-    global: BucketParams | undefined,
-    maxWaitMs: number,
-  ): StoreResult {
-    return this.decideAt(this.#clock.now(), mode, key, cost, bucket, global, maxWaitMs);
+  /** {@link decide}, answered synchronously (the contract's optional {@link KeyedStore.decideSync}). */
+  decideSync(op: StoreOp): StoreResult {
+    return this.decideAt(this.#clock.now(), op);
   }
 
-  /**
-   * The synchronous decision at an explicit time. With `out`, the result is written there instead
-   * of into a new object (the limiter's fast path reads it at once).
-   * @internal
-   */
-  decideAt(
-    nowMs: number,
-    mode: StoreMode,
-    key: string,
-    cost: number,
-    bucket: BucketParams,
-    global: BucketParams | undefined,
-    maxWaitMs: number,
-    out?: StoreResult,
-  ): StoreResult {
+  /** {@link decideSync} at an explicit time. @internal */
+  decideAt(nowMs: number, op: StoreOp): StoreResult {
+    const { mode, key, cost, bucket, global, maxWaitMs } = op;
     let slot = this.#slots.get(key);
     if (slot === undefined && global === undefined && mode !== 'peek' && cost <= bucket.capacity) {
       // A new key: its bucket is full, so any cost up to the capacity is admitted at once. This is
       // the general path below with its answers known (delayUntil is 0, and charge, with no time
-      // elapsed, leaves chargeNew's tokens): the same floats, without the scratch state.
+      // elapsed, leaves chargeNew's tokens): the same floats.
       const tokens = chargeNew(bucket, cost);
       slot = this.#insert(key, nowMs, bucket);
-      const state = this.#state;
-      state[2 * slot] = tokens;
-      state[2 * slot + 1] = nowMs;
-      return this.#answer(out, true, tokens, Number.POSITIVE_INFINITY, 0, nowMs, 0, 0);
+      this.#write(slot, { tokens, updatedAtMs: nowMs });
+      return {
+        allowed: true,
+        tokens,
+        globalTokens: Number.POSITIVE_INFINITY,
+        waitMs: 0,
+        nowMs,
+        readyAtMs: nowMs,
+        globalReadyAtMs: nowMs,
+        source: 'store',
+      };
     }
     // The steps are TokenBucket's (reserveAt, tryTakeAt), on the stored state as it was written:
     // ask when (delayUntil), then charge. The same float path, so one key is exactly a TokenBucket.
-    const k = this.#scratch;
+    let k: BucketState;
     if (slot === undefined) {
-      k.tokens = bucket.capacity;
-      k.updatedAtMs = nowMs;
+      k = { tokens: bucket.capacity, updatedAtMs: nowMs };
     } else {
-      k.tokens = this.#state[2 * slot] as number;
-      k.updatedAtMs = this.#state[2 * slot + 1] as number;
+      k = this.#read(slot);
       clampToCapacity(k, bucket);
       rewind(k, nowMs); // the clock went back: re-count from now (bucket.ts rewind), as the script does
       if (slot !== this.#front) {
@@ -201,69 +182,32 @@ export class MemoryStore implements KeyedStore {
       }
     }
     const readyInMs = delayUntil(k, bucket, nowMs, cost);
-    let waitMs = readyInMs;
-    let globalReadyInMs = 0;
-    const g = this.#global;
-    if (global !== undefined) {
-      if (Number.isNaN(g.tokens)) {
-        g.tokens = global.capacity;
-        g.updatedAtMs = nowMs;
-      }
-      clampToCapacity(g, global);
-      rewind(g, nowMs);
-      globalReadyInMs = delayUntil(g, global, nowMs, cost);
-      if (globalReadyInMs > waitMs) waitMs = globalReadyInMs;
-    }
+    // The global bucket, read at the same instant: both buckets are charged, or neither.
+    const shared = global === undefined ? undefined : { state: this.#globalAt(global, nowMs), params: global };
+    const globalReadyInMs = shared === undefined ? 0 : delayUntil(shared.state, shared.params, nowMs, cost);
+    const waitMs = Math.max(readyInMs, globalReadyInMs);
     const allowed =
       mode === 'reserve'
         ? waitMs <= maxWaitMs ||
           (conformsAt(k, bucket, nowMs + maxWaitMs, cost) &&
-            (global === undefined || conformsAt(g, global, nowMs + maxWaitMs, cost)))
+            (shared === undefined || conformsAt(shared.state, shared.params, nowMs + maxWaitMs, cost)))
         : waitMs === 0;
     let tokens: number;
     let globalTokens = Number.POSITIVE_INFINITY;
     if (allowed && mode !== 'peek') {
       charge(k, bucket, nowMs, cost);
       tokens = k.tokens;
-      if (global !== undefined) {
-        charge(g, global, nowMs, cost);
-        globalTokens = g.tokens;
+      if (shared !== undefined) {
+        charge(shared.state, shared.params, nowMs, cost);
+        globalTokens = shared.state.tokens;
       }
-      const updatedAtMs = k.updatedAtMs; // (an insert's sweep reuses the scratch state)
       if (slot === undefined) slot = this.#insert(key, nowMs, bucket);
-      const state = this.#state;
-      state[2 * slot] = tokens;
-      state[2 * slot + 1] = updatedAtMs;
+      this.#write(slot, k);
     } else {
       tokens = tokensAt(k, bucket, nowMs);
-      if (global !== undefined) globalTokens = tokensAt(g, global, nowMs);
+      if (shared !== undefined) globalTokens = tokensAt(shared.state, shared.params, nowMs);
       // A refusal keeps a rewind (the only change to a kept key's time here), so refill runs from it.
       if (slot !== undefined) this.#state[2 * slot + 1] = k.updatedAtMs;
-    }
-    return this.#answer(out, allowed, tokens, globalTokens, waitMs, nowMs, readyInMs, globalReadyInMs);
-  }
-
-  /** A decision's result, written into `out` when given (the limiter's fast path reads it at once). */
-  #answer(
-    out: StoreResult | undefined,
-    allowed: boolean,
-    tokens: number,
-    globalTokens: number,
-    waitMs: number,
-    nowMs: number,
-    readyInMs: number,
-    globalReadyInMs: number,
-  ): StoreResult {
-    if (out !== undefined) {
-      out.allowed = allowed;
-      out.tokens = tokens;
-      out.globalTokens = globalTokens;
-      out.waitMs = waitMs;
-      out.nowMs = nowMs;
-      out.readyAtMs = nowMs + readyInMs;
-      out.globalReadyAtMs = nowMs + globalReadyInMs;
-      out.source = 'store';
-      return out;
     }
     return {
       allowed,
@@ -275,19 +219,6 @@ export class MemoryStore implements KeyedStore {
       globalReadyAtMs: nowMs + globalReadyInMs,
       source: 'store',
     };
-  }
-
-  /** {@link decideAt} now, into `out`. @internal */
-  decideNowInto(
-    out: StoreResult,
-    mode: StoreMode,
-    key: string,
-    cost: number,
-    bucket: BucketParams,
-    global: BucketParams | undefined,
-    maxWaitMs: number,
-  ): StoreResult {
-    return this.decideAt(this.#clock.now(), mode, key, cost, bucket, global, maxWaitMs, out);
   }
 
   refund(op: StoreOp, result: StoreResult): Promise<void> {
@@ -317,19 +248,15 @@ export class MemoryStore implements KeyedStore {
   #giveBack(nowMs: number, op: StoreCredit, reserved: StoreResult | undefined): void {
     const slot = this.#slots.get(op.key);
     if (slot !== undefined) {
-      const k = this.#scratch;
-      const state = this.#state;
-      k.tokens = state[2 * slot] as number;
-      k.updatedAtMs = state[2 * slot + 1] as number;
+      const k = this.#read(slot);
       clampToCapacity(k, op.bucket);
       rewind(k, nowMs);
       if (reserved === undefined) credit(k, op.bucket, nowMs, op.cost);
       else refund(k, op.bucket, nowMs, op.cost, reserved.readyAtMs);
-      state[2 * slot] = k.tokens;
-      state[2 * slot + 1] = k.updatedAtMs;
+      this.#write(slot, k);
     }
     const g = this.#global;
-    if (op.global !== undefined && !Number.isNaN(g.tokens)) {
+    if (op.global !== undefined && g !== undefined) {
       clampToCapacity(g, op.global);
       rewind(g, nowMs);
       if (reserved === undefined) credit(g, op.global, nowMs, op.cost);
@@ -356,7 +283,26 @@ export class MemoryStore implements KeyedStore {
     this.#used = 0;
     this.#front = NONE;
     this.#back = NONE;
-    this.#global.tokens = Number.NaN;
+    this.#global = undefined;
+  }
+
+  /** The global bucket at `nowMs`, before a decision: new (full), or clamped to `global` and rewound. */
+  #globalAt(global: BucketParams, nowMs: number): BucketState {
+    this.#global ??= { tokens: global.capacity, updatedAtMs: nowMs };
+    const g = this.#global;
+    clampToCapacity(g, global);
+    rewind(g, nowMs);
+    return g;
+  }
+
+  /** A slot's bucket state, as a new object. */
+  #read(slot: number): BucketState {
+    return { tokens: this.#state[2 * slot] as number, updatedAtMs: this.#state[2 * slot + 1] as number };
+  }
+
+  #write(slot: number, k: BucketState): void {
+    this.#state[2 * slot] = k.tokens;
+    this.#state[2 * slot + 1] = k.updatedAtMs;
   }
 
   /** Gives `key` a slot, making room first if the store is at `maxKeys`. */
@@ -377,15 +323,10 @@ export class MemoryStore implements KeyedStore {
   #makeRoom(nowMs: number, bucket: BucketParams): void {
     if (this.#insertsSinceSweep >= this.#sweepEvery) {
       this.#insertsSinceSweep = 0;
-      const scratch = this.#scratch;
-      const capacity = bucket.capacity;
       const keys = this.#keys;
-      const state = this.#state;
       for (let slot = 0; slot < this.#used; slot++) {
         if (keys[slot] === undefined) continue;
-        scratch.tokens = state[2 * slot] as number;
-        scratch.updatedAtMs = state[2 * slot + 1] as number;
-        if (tokensAt(scratch, bucket, nowMs) >= capacity) {
+        if (tokensAt(this.#read(slot), bucket, nowMs) >= bucket.capacity) {
           this.#drop(slot);
           this.evictions.full++;
         }

@@ -81,6 +81,14 @@ export interface StoreResult {
 export interface KeyedStore {
   /** Makes one decision atomically. Never rejects for a refusal; rejects only if the store itself fails. */
   decide(op: StoreOp): Promise<StoreResult>;
+  /**
+   * Optional: the same decision as {@link decide}, made and answered synchronously, for a store that
+   * decides without I/O (MemoryStore offers it, and so may a store that wraps one). When a store has
+   * it, KeyedLimiter's `tryTake` and `peek` call it instead of `decide`, so their answer needs no
+   * round through the store's promise. It must change the store exactly as `decide` would; it may
+   * throw only if the store itself fails.
+   */
+  decideSync?(op: StoreOp): StoreResult;
   /** Cancels a reservation that `decide` made (`mode: 'reserve'`, allowed), by Go's cancel rule. */
   refund(op: StoreOp, result: StoreResult): Promise<void>;
   /**

@@ -84,42 +84,9 @@ export interface BucketParams {
   capacity: number;
 }
 
-/**
- * A new state object: every part makes its states here, not as literals. An instance of one class
- * has a layout of its own that holds both numbers unboxed; literals share theirs with every literal
- * of the same first key (see {@link Bucket}).
- */
+/** The state of a bucket that holds `tokens` at `updatedAtMs`. */
 export function bucketState(tokens: number, updatedAtMs: number): BucketState {
-  return new State(tokens, updatedAtMs);
-}
-
-class State implements BucketState {
-  declare tokens: number;
-  declare updatedAtMs: number;
-
-  constructor(tokens: number, updatedAtMs: number) {
-    this.tokens = tokens;
-    this.updatedAtMs = updatedAtMs;
-  }
-}
-
-/**
- * A bucket's state and parameters in one object, for a part that keeps both (TokenBucket): the
- * steps take it as `state` and as `params`. A class with its fields set in the constructor, so
- * that V8 gives it a layout of its own that holds the four numbers unboxed (docs/benchmarks.md, the bucket).
- */
-export class Bucket implements BucketState, BucketParams {
-  declare tokens: number;
-  declare updatedAtMs: number;
-  declare ratePerSecond: number;
-  declare capacity: number;
-
-  constructor(tokens: number, updatedAtMs: number, params: BucketParams) {
-    this.tokens = tokens;
-    this.updatedAtMs = updatedAtMs;
-    this.ratePerSecond = params.ratePerSecond;
-    this.capacity = params.capacity;
-  }
+  return { tokens, updatedAtMs };
 }
 
 /** The tolerance of the one comparison rule: `capacity * 2^-36` tokens (see the file's opening comment). */
@@ -127,15 +94,9 @@ export function slackFor(capacity: number): number {
   return capacity * 2 ** -36;
 }
 
-// The one-try path (tryCharge, conforms) calls its steps through constants: Node 20's V8 checks an
-// exported function against its module cell at every call from optimised code, and folds a constant.
-const tokensAtStep = tokensAt;
-const conformsStep = conforms;
-const slackStep = slackFor;
-
 /** True if `available` covers `cost` within the tolerance of a quantity of size `capacity`. */
 export function conforms(available: number, cost: number, capacity: number): boolean {
-  return available + slackStep(capacity) >= cost;
+  return available + slackFor(capacity) >= cost;
 }
 
 /** The largest cost that `available` tokens cover by {@link conforms} (fractional; floor it for whole tokens). */
@@ -150,10 +111,7 @@ export function largestConforming(available: number, capacity: number): number {
 export function tokensAt(state: BucketState, params: BucketParams, nowMs: number): number {
   const elapsedMs = nowMs - state.updatedAtMs;
   if (!(elapsedMs > 0)) return state.tokens;
-  const tokens = state.tokens + (elapsedMs * params.ratePerSecond) / 1000;
-  const capacity = params.capacity;
-  // biome-ignore lint/complexity/useMathMinMax: Math.min's NaN and -0 cases, which never arise here, cost a tenth of a decision
-  return capacity < tokens ? capacity : tokens;
+  return Math.min(params.capacity, state.tokens + (elapsedMs * params.ratePerSecond) / 1000);
 }
 
 /** Brings `state` up to `nowMs` in place: refill, and move `updatedAtMs` forward (never back). */
@@ -243,8 +201,8 @@ export function chargeNew(params: BucketParams, cost: number): number {
 
 /** Takes `cost` at `atMs` if the bucket holds it then; returns false and changes nothing if not. */
 export function tryCharge(state: BucketState, params: BucketParams, atMs: number, cost: number): boolean {
-  const tokens = tokensAtStep(state, params, atMs);
-  if (!conformsStep(tokens, cost, params.capacity)) return false;
+  const tokens = tokensAt(state, params, atMs);
+  if (!conforms(tokens, cost, params.capacity)) return false;
   state.tokens = tokens - cost;
   if (atMs > state.updatedAtMs) state.updatedAtMs = atMs;
   return true;
@@ -384,18 +342,11 @@ export function msUntilWithin(tokens: number, cost: number, params: BucketParams
   return msUntil(tokens, cost, params);
 }
 
-/**
- * Validates a cost against a capacity: a finite number, >= 0, and <= capacity. The common case is one
- * test (small enough to inline into a hot caller); the errors are built out of line.
- */
+/** Validates a cost against a capacity: a finite number, >= 0, and <= capacity. */
 export function checkCost(cost: number, capacity: number): void {
   if (typeof cost === 'number' && cost >= 0 && cost <= capacity) return;
-  throw costError(cost, capacity);
-}
-
-function costError(cost: unknown, capacity: number): Error {
-  if (typeof cost === 'number' && cost > capacity) return new CostExceedsCapacityError(cost, capacity);
-  return new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`);
+  if (typeof cost === 'number' && cost > capacity) throw new CostExceedsCapacityError(cost, capacity);
+  throw new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`);
 }
 
 /**
@@ -432,12 +383,8 @@ export function burstParam(burst: SizeInput, option = 'burst'): number {
 
 /** An explicit time (`nowMs` of the `*At` twins): a finite number, or `InvalidOptionError`. */
 export function checkTime(nowMs: unknown, option = 'nowMs'): number {
-  if (typeof nowMs === 'number' && nowMs - nowMs === 0) return nowMs; // finite: Infinity - Infinity and NaN are NaN
-  throw timeError(nowMs, option);
-}
-
-function timeError(nowMs: unknown, option: string): Error {
-  return new InvalidOptionError(
+  if (typeof nowMs === 'number' && Number.isFinite(nowMs)) return nowMs;
+  throw new InvalidOptionError(
     option,
     nowMs,
     `Expected \`${option}\` to be a finite clock time in ms, got ${describeValue(nowMs)}`,

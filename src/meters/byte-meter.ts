@@ -24,7 +24,6 @@ import {
   advance,
   type BucketParams,
   type BucketState,
-  bucketState,
   charge,
   conforms,
   largestConforming,
@@ -45,7 +44,7 @@ interface Bucket {
 }
 
 function bucket(ratePerSecond: number, capacity: number, nowMs: number): Bucket {
-  return { params: { ratePerSecond, capacity }, state: bucketState(capacity, nowMs) };
+  return { params: { ratePerSecond, capacity }, state: { tokens: capacity, updatedAtMs: nowMs } };
 }
 
 /** The largest piece `b` lets pass now (fractional): every n up to it conforms by the one tolerance rule. */

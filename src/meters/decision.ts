@@ -15,6 +15,9 @@ export interface Decision {
   retryAfterMs: number;
   /** Milliseconds until the meter is back to its idle state (a fresh window, an empty bucket or queue). */
   resetAfterMs: number;
-  /** The meter's limit: a window's count, a queue's size, a bucket's capacity. */
+  /**
+   * The most this meter (or key) admits at once: a token bucket's burst, a window's `limit`, a leaky
+   * bucket's `maxQueue`. It is the quota of the `RateLimit` header.
+   */
   limit: number;
 }

@@ -37,8 +37,8 @@ import {
 import { Watchdog } from '../timer.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import {
-  Bucket,
   type BucketParams,
+  type BucketState,
   bucketParams,
   burstParam,
   charge,
@@ -102,8 +102,6 @@ export interface ReserveOptions {
    * @default Infinity
    */
   maxWait?: DurationInput;
-  /** @deprecated the old name of {@link maxWait}, milliseconds only; still honoured. */
-  maxWaitMs?: number;
 }
 
 /** Options for {@link TokenBucket.take}. */
@@ -112,33 +110,20 @@ export interface TakeOptions extends ReserveOptions {
   signal?: AbortSignal;
 }
 
-// The try path's steps as constants, for the reason bucket.ts gives for its own.
-const checkTimeStep = checkTime;
-const checkCostStep = checkCost;
-const tryChargeStep = tryCharge;
+function noop(): void {}
 
-/**
- * tryTake's decision, on a bucket read before the clock (after a call, V8 checks `this` again). The
- * time is checked by the caller when it is an argument (tryTakeAt); the clock's own reading is
- * trusted here, as in every other part.
- */
-function tryTakeFrom(bucket: Bucket, nowMs: number, cost: number): boolean {
-  checkCostStep(cost, bucket.capacity);
-  return tryChargeStep(bucket, bucket, nowMs, cost);
+const RESERVE_OPTIONS: ReadonlySet<string> = new Set(['maxWait']);
+const TAKE_OPTIONS: ReadonlySet<string> = new Set(['maxWait', 'signal']);
+
+/** Reserve's or take's options: undefined, or an object of `known` names. */
+function checkCallOptions(options: object | undefined, known: ReadonlySet<string>, what: string): void {
+  const checked = checkOptions(options, what, false);
+  if (checked !== undefined) checkKnownOptions(checked, known, what);
 }
-const tryTakeStep = tryTakeFrom;
 
-const noop = (): void => {};
-const REFUSED_CANCEL = { cancel: noop, cancelAt: noop };
-
-/** `maxWait` (or its old name `maxWaitMs`) in milliseconds. */
+/** The `maxWait` of checked options, in milliseconds (Infinity when absent). */
 function maxWaitOf(options: ReserveOptions | undefined): number {
-  const checked = checkOptions(options, 'reserve options', false);
-  if (checked === undefined) return Number.POSITIVE_INFINITY;
-  const { maxWait, maxWaitMs } = checked;
-  if (maxWait !== undefined) return parseDuration(maxWait);
-  if (maxWaitMs !== undefined) return parseDuration(maxWaitMs);
-  return Number.POSITIVE_INFINITY;
+  return options?.maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(options.maxWait);
 }
 
 const TOKEN_BUCKET_OPTIONS: ReadonlySet<string> = new Set(['rate', 'burst', 'tokens', 'clock']);
@@ -151,13 +136,14 @@ const TOKEN_BUCKET_OPTIONS: ReadonlySet<string> = new Set(['rate', 'burst', 'tok
  * if (!bucket.tryTake()) reply429(bucket.delayFor());
  */
 export class TokenBucket {
-  readonly #bucket: Bucket;
+  readonly #state: BucketState;
+  #params: BucketParams;
   readonly #clock: Clock;
 
   constructor(options: TokenBucketOptions) {
     checkOptions(options, 'TokenBucket options ({ rate, burst })', true);
     checkKnownOptions(options, TOKEN_BUCKET_OPTIONS, 'TokenBucket options', {
-      capacity: "write `burst` (the bucket's capacity)",
+      capacity: "write `burst`: it is the bucket's capacity, the most tokens it holds",
       tokensPerInterval: 'write `rate` (tokens per second, or a string such as "100/min")',
       bucketSize: 'write `burst`',
     });
@@ -179,39 +165,45 @@ export class TokenBucket {
         `invalid tokens ${describeValue(tokens)}: expected a number from 0 to the burst (${params.capacity})`,
       );
     }
-    this.#bucket = new Bucket(tokens, this.#clock.now(), params);
+    this.#params = params;
+    this.#state = { tokens, updatedAtMs: this.#clock.now() };
   }
 
   /** The refill rate, tokens per second. */
   get rate(): number {
-    return this.#bucket.ratePerSecond;
+    return this.#params.ratePerSecond;
   }
 
   /** The capacity, tokens. */
   get burst(): number {
-    return this.#bucket.capacity;
+    return this.#params.capacity;
   }
 
   /** The tokens in the bucket now (negative while reservations are outstanding). */
   get tokens(): number {
-    return tokensAt(this.#bucket, this.#bucket, this.#clock.now());
+    return tokensAt(this.#state, this.#params, this.#clock.now());
   }
 
   /** Tokens at `nowMs`, without changing anything. */
   tokensAt(nowMs: number): number {
     checkTime(nowMs);
-    return tokensAt(this.#bucket, this.#bucket, nowMs);
+    return tokensAt(this.#state, this.#params, nowMs);
   }
 
   /** Takes `cost` tokens if the bucket has them now; returns false (and takes nothing) if not. */
   tryTake(cost = 1): boolean {
-    const bucket = this.#bucket;
-    return tryTakeStep(bucket, +this.#clock.now(), cost); // `+`: unboxed once, for the arithmetic
+    return this.#tryTake(this.#clock.now(), cost);
   }
 
   /** {@link tryTake} at an explicit time. */
   tryTakeAt(nowMs: number, cost = 1): boolean {
-    return tryTakeStep(this.#bucket, checkTimeStep(nowMs), cost);
+    return this.#tryTake(checkTime(nowMs), cost);
+  }
+
+  /** tryTake's decision at a checked time (the clock's own reading is trusted, as in every other part). */
+  #tryTake(nowMs: number, cost: number): boolean {
+    checkCost(cost, this.#params.capacity);
+    return tryCharge(this.#state, this.#params, nowMs, cost);
   }
 
   /** Milliseconds until `cost` tokens are there: 0 means now. Never Infinity: cost above the burst throws. */
@@ -225,8 +217,8 @@ export class TokenBucket {
    */
   delayForAt(nowMs: number, cost = 1): number {
     checkTime(nowMs);
-    checkCost(cost, this.#bucket.capacity);
-    return delayUntil(this.#bucket, this.#bucket, nowMs, cost);
+    checkCost(cost, this.#params.capacity);
+    return delayUntil(this.#state, this.#params, nowMs, cost);
   }
 
   /**
@@ -241,21 +233,27 @@ export class TokenBucket {
   /** {@link reserve} at an explicit time. */
   reserveAt(nowMs: number, cost = 1, options?: ReserveOptions): Reservation {
     checkTime(nowMs);
-    const bucket = this.#bucket;
-    checkCost(cost, bucket.capacity);
-    const maxWaitMs = maxWaitOf(options);
-    const delayMs = delayUntil(bucket, bucket, nowMs, cost);
+    checkCost(cost, this.#params.capacity);
+    checkCallOptions(options, RESERVE_OPTIONS, 'reserve options ({ maxWait })');
+    return this.#reserve(nowMs, cost, maxWaitOf(options));
+  }
+
+  /** reserve's decision at a checked time, for a checked cost. */
+  #reserve(nowMs: number, cost: number, maxWaitMs: number): Reservation {
+    const state = this.#state;
+    const params = this.#params;
+    const delayMs = delayUntil(state, params, nowMs, cost);
     const readyAtMs = nowMs + delayMs;
     // The bound is asked in tokens, like every comparison (see bucket.ts): would they be there at nowMs + maxWait?
-    if (delayMs > maxWaitMs && !conformsAt(bucket, bucket, nowMs + maxWaitMs, cost)) {
-      return { ok: false, delayMs, readyAtMs, ...REFUSED_CANCEL };
+    if (delayMs > maxWaitMs && !conformsAt(state, params, nowMs + maxWaitMs, cost)) {
+      return { ok: false, delayMs, readyAtMs, cancel: noop, cancelAt: noop };
     }
-    charge(bucket, bucket, nowMs, cost);
+    charge(state, params, nowMs, cost);
     let open = true;
     const cancelAt = (atMs: number): void => {
       if (!open) return;
       open = false;
-      refund(bucket, bucket, atMs, cost, readyAtMs);
+      refund(this.#state, this.#params, atMs, cost, readyAtMs);
     };
     return { ok: true, delayMs, readyAtMs, cancel: () => cancelAt(this.#clock.now()), cancelAt };
   }
@@ -268,8 +266,8 @@ export class TokenBucket {
   /** {@link refund} at an explicit time. */
   refundAt(nowMs: number, cost: number): void {
     checkTime(nowMs);
-    checkCost(cost, this.#bucket.capacity);
-    credit(this.#bucket, this.#bucket, nowMs, cost);
+    checkCost(cost, this.#params.capacity);
+    credit(this.#state, this.#params, nowMs, cost);
   }
 
   /**
@@ -282,20 +280,22 @@ export class TokenBucket {
    */
   take(cost = 1, options?: TakeOptions): Promise<void> {
     let signal: AbortSignal | undefined;
+    let maxWaitMs: number;
     let reservation: Reservation;
     try {
-      checkOptions(options, 'take options', false);
-      // Checked before anything is charged or armed: a bad signal costs no token.
+      // Checked before anything is charged or armed: a bad option or signal costs no token.
+      checkCallOptions(options, TAKE_OPTIONS, 'take options ({ signal, maxWait })');
       signal = checkSignal(options?.signal);
       if (signal?.aborted) return Promise.reject(signal.reason);
-      reservation = this.reserve(cost, options);
+      checkCost(cost, this.#params.capacity);
+      maxWaitMs = maxWaitOf(options);
+      reservation = this.#reserve(this.#clock.now(), cost, maxWaitMs);
     } catch (error) {
       return Promise.reject(error); // a bad cost, signal or maxWait rejects, like every other failure of take()
     }
     if (!reservation.ok) {
       // retryAfterMs means the same as in the Scheduler: how long until this wait would fit maxWait.
       const { delayMs } = reservation;
-      const maxWaitMs = maxWaitOf(options);
       return Promise.reject(new WaitTooLongError(delayMs, maxWaitMs, retryHintMs(delayMs - maxWaitMs)));
     }
     if (reservation.delayMs === 0) return Promise.resolve();
@@ -323,7 +323,7 @@ export class TokenBucket {
    * instead; see {@link reconfigure}.)
    */
   setRate(rate: RateInput): void {
-    this.#reconfigure({ ratePerSecond: rateParam(rate), capacity: this.#bucket.capacity });
+    this.#reconfigure({ ratePerSecond: rateParam(rate), capacity: this.#params.capacity });
   }
 
   /**
@@ -332,13 +332,11 @@ export class TokenBucket {
    * gives back at most the new capacity.
    */
   setBurst(burst: SizeInput): void {
-    this.#reconfigure({ ratePerSecond: this.#bucket.ratePerSecond, capacity: burstParam(burst) });
+    this.#reconfigure({ ratePerSecond: this.#params.ratePerSecond, capacity: burstParam(burst) });
   }
 
   #reconfigure(next: BucketParams): void {
-    const bucket = this.#bucket;
-    reconfigure(bucket, bucket, this.#clock.now(), next);
-    bucket.ratePerSecond = next.ratePerSecond;
-    bucket.capacity = next.capacity;
+    reconfigure(this.#state, this.#params, this.#clock.now(), next);
+    this.#params = next;
   }
 }

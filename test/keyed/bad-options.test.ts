@@ -57,6 +57,7 @@ describe('KeyedLimiter: bad options are coded errors at construction', () => {
     expect(refused({ rate: 1, burst: 1, store: {} }).message).toContain('no `decide()` method');
     expect(refused({ rate: 1 }).message).toMatch(/^missing burst: expected/);
     expect(refused({ rate: 1, burst: 1, points: 5 }).message).toContain('write `burst`');
+    expect(refused({ rate: 1, burst: 1, capacity: 5 }).message).toContain("write `burst`: it is each key's capacity");
   });
 
   it('take() with a controller instead of its signal rejects with a coded error, charging nothing', async () => {

@@ -20,6 +20,27 @@ afterAll(async () => {
 });
 
 storeContract('MemoryStore', (_now, clock) => new MemoryStore({ clock }));
+// A store of one's own around a MemoryStore, with and without the optional decideSync: the limiter
+// knows no store class, so both keep the whole contract.
+storeContract('a wrapper around MemoryStore (decide only)', (_now, clock) => {
+  const inner = new MemoryStore({ clock });
+  return {
+    decide: (op) => inner.decide(op),
+    refund: (op, result) => inner.refund(op, result),
+    credit: (op) => inner.credit(op),
+    reset: (key) => inner.reset(key),
+  };
+});
+storeContract('a wrapper around MemoryStore (with decideSync)', (_now, clock) => {
+  const inner = new MemoryStore({ clock });
+  return {
+    decide: (op) => inner.decide(op),
+    decideSync: (op) => inner.decideSync(op),
+    refund: (op, result) => inner.refund(op, result),
+    credit: (op) => inner.credit(op),
+    reset: (key) => inner.reset(key),
+  };
+});
 storeContract(
   'RedisStore (ioredis)',
   (now) => new RedisStore({ client: ioredis, prefix: `contract-io-${process.pid}-${++n}`, onError: 'deny', now }),

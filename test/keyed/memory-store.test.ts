@@ -3,8 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { DEFAULT_MAX_KEYS, MemoryStore } from '../../src/keyed/memory-store.js';
 import type { StoreOp, StoreResult } from '../../src/keyed/store.js';
+import type { BucketParams } from '../../src/meters/bucket.js';
 import { TokenBucket } from '../../src/meters/token-bucket.js';
 import { fakeClock, manualClock } from '../helpers/fake-clock.js';
+
+/** A decision for key 'k' (or `key`), with no global bucket unless given. */
+function op(mode: StoreOp['mode'], cost: number, bucket: BucketParams, more: Partial<StoreOp> = {}): StoreOp {
+  return { mode, key: 'k', cost, bucket, global: undefined, maxWaitMs: Number.POSITIVE_INFINITY, ...more };
+}
 
 function setup(maxKeys: number, rate = 1, burst = 10) {
   const clock = manualClock(1000);
@@ -123,7 +129,7 @@ describe('MemoryStore: the arithmetic is the meter', () => {
           for (const [dt, rawCost] of steps) {
             clock.advance(dt);
             const cost = Math.min(rawCost, burst);
-            const ours = store.decideNow('try', 'k', cost, params, undefined, Number.POSITIVE_INFINITY);
+            const ours = store.decideSync(op('try', cost, params));
             const theirs = bucket.tryTake(cost);
             expect(ours.allowed).toBe(theirs);
             expect(ours.tokens).toBe(bucket.tokens);
@@ -174,25 +180,18 @@ describe('MemoryStore: the arithmetic is the meter', () => {
               open.cancel();
               open = undefined;
             } else if (step.mode === 'try') {
-              const ours = store.decideNow('try', 'k', cost, params, undefined, Number.POSITIVE_INFINITY);
+              const ours = store.decideSync(op('try', cost, params));
               expect(ours.allowed).toBe(bucket.tryTake(cost));
             } else {
-              const op: StoreOp = {
-                mode: 'reserve',
-                key: 'k',
-                cost,
-                bucket: params,
-                global: undefined,
-                maxWaitMs: step.maxWaitMs,
-              };
-              const ours = store.decideNow('reserve', 'k', cost, params, undefined, step.maxWaitMs);
+              const reserve = op('reserve', cost, params, { maxWaitMs: step.maxWaitMs });
+              const ours = store.decideSync(reserve);
               const theirs = bucket.reserve(cost, { maxWait: step.maxWaitMs });
               expect(ours.allowed).toBe(theirs.ok);
               expect(ours.waitMs).toBe(theirs.delayMs);
               expect(ours.readyAtMs).toBe(theirs.readyAtMs);
-              if (theirs.ok) open = { op, result: ours, cancel: theirs.cancel };
+              if (theirs.ok) open = { op: reserve, result: ours, cancel: theirs.cancel };
             }
-            expect(store.decideNow('peek', 'k', 0, params, undefined, 0).tokens).toBe(bucket.tokens);
+            expect(store.decideSync(op('peek', 0, params, { maxWaitMs: 0 })).tokens).toBe(bucket.tokens);
           }
         },
       ),
@@ -209,13 +208,13 @@ describe('MemoryStore: the arithmetic is the meter', () => {
       [100 + 1e-9, false], // after it came due: it was used
     ] as const) {
       const store = new MemoryStore({ clock: manualClock(0) });
-      store.decideAt(0, 'try', 'k', 2, params, global, 0);
-      const op: StoreOp = { mode: 'reserve', key: 'k', cost: 1, bucket: params, global, maxWaitMs: Infinity };
-      const first = store.decideAt(0, 'reserve', 'k', 1, params, global, Infinity);
+      store.decideAt(0, op('try', 2, params, { global, maxWaitMs: 0 }));
+      const reserve = op('reserve', 1, params, { global });
+      const first = store.decideAt(0, reserve);
       expect(first).toMatchObject({ allowed: true, waitMs: 100, readyAtMs: 100, globalReadyAtMs: 0 });
-      store.refundAt(cancelAtMs, op, first);
+      store.refundAt(cancelAtMs, reserve, first);
       // At 100 ms the key holds 0 if nothing came back, 1 if the reservation did.
-      const peek = store.decideAt(cancelAtMs, 'peek', 'k', 1, params, global, 0);
+      const peek = store.decideAt(cancelAtMs, op('peek', 1, params, { global, maxWaitMs: 0 }));
       expect(peek.tokens).toBeCloseTo(backExpected ? 1 : 0, 6);
       // The global bucket (4 - 2 - 1 = 1, ready at once) came due at 0: nothing of it comes back.
       expect(peek.globalTokens).toBeCloseTo(2, 6);
@@ -237,13 +236,16 @@ describe('MemoryStore: the arithmetic is the meter', () => {
           const perKey = new Map<number, number>();
           let total = 0;
           const decide = (k: number, cost: number) =>
-            (limiter.store as MemoryStore).decideNow(
-              'try',
-              `k${k}`,
-              cost,
-              { ratePerSecond: 4, capacity: 6 },
-              { ratePerSecond: 10, capacity: 12 },
-              Number.POSITIVE_INFINITY,
+            (limiter.store as MemoryStore).decideSync(
+              op(
+                'try',
+                cost,
+                { ratePerSecond: 4, capacity: 6 },
+                {
+                  key: `k${k}`,
+                  global: { ratePerSecond: 10, capacity: 12 },
+                },
+              ),
             );
           for (const [dt, k, cost] of steps) {
             clock.advance(dt);

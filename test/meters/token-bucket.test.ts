@@ -102,6 +102,22 @@ describe('TokenBucket', () => {
     }
   });
 
+  it.each([
+    ['capacity', "write `burst`: it is the bucket's capacity"],
+    ['bucketSize', 'write `burst`'],
+    ['tokensPerInterval', 'write `rate`'],
+  ])('refuses %s, saying what to write instead', (name, hint) => {
+    let caught: unknown;
+    try {
+      new TokenBucket({ rate: 10, burst: 10, [name]: 10 } as never);
+    } catch (error) {
+      caught = error;
+    }
+    expect(isTokenpaceError(caught, 'ERR_INVALID_OPTION')).toBe(true);
+    expect(caught).toMatchObject({ option: name });
+    expect((caught as Error).message).toContain(hint);
+  });
+
   it('throws for a cost above the burst, naming both numbers', () => {
     const bucket = new TokenBucket({ rate: 100, burst: 200, clock: manualClock() });
     let caught: unknown;
@@ -188,15 +204,15 @@ describe('TokenBucket', () => {
       expect(bucket.tokens).toBe(10);
     });
 
-    it('maxWaitMs refuses a long wait and charges nothing', () => {
+    it('maxWait refuses a long wait and charges nothing', () => {
       const clock = manualClock();
       const bucket = new TokenBucket({ rate: 10, burst: 10, clock });
       bucket.reserve(10);
-      const r = bucket.reserve(5, { maxWaitMs: 499 });
+      const r = bucket.reserve(5, { maxWait: 499 });
       expect(r).toMatchObject({ ok: false, delayMs: 500 });
       r.cancel();
       expect(bucket.tokens).toBe(0);
-      expect(bucket.reserve(5, { maxWaitMs: 500 })).toMatchObject({ ok: true, delayMs: 500 });
+      expect(bucket.reserve(5, { maxWait: 500 })).toMatchObject({ ok: true, delayMs: 500 });
     });
   });
 
@@ -217,11 +233,11 @@ describe('TokenBucket', () => {
       expect(pending()).toBe(0);
     });
 
-    it('rejects with WaitTooLongError instead of waiting past maxWaitMs', async () => {
+    it('rejects with WaitTooLongError instead of waiting past maxWait', async () => {
       const { clock } = fakeClock();
       const bucket = new TokenBucket({ rate: 10, burst: 1, clock });
       await bucket.take();
-      await expect(bucket.take(1, { maxWaitMs: 50 })).rejects.toMatchObject({
+      await expect(bucket.take(1, { maxWait: 50 })).rejects.toMatchObject({
         code: 'ERR_WAIT_TOO_LONG',
         waitMs: 100,
         maxWaitMs: 50,
@@ -380,12 +396,30 @@ describe('TokenBucket', () => {
   });
 
   describe('maxWait (one option, as on the Scheduler)', () => {
-    it('accepts milliseconds or a duration string; maxWaitMs still works', async () => {
+    it('refuses any other name for it, charging nothing', async () => {
+      const { clock } = fakeClock();
+      const bucket = new TokenBucket({ rate: 10, burst: 1, clock });
+      let caught: unknown;
+      try {
+        bucket.reserve(1, { maxWaitMs: 50 } as never);
+      } catch (error) {
+        caught = error;
+      }
+      expect(isTokenpaceError(caught, 'ERR_INVALID_OPTION')).toBe(true);
+      expect((caught as Error).message).toContain('did you mean `maxWait`?');
+      await expect(bucket.take(1, { timeout: 50 } as never)).rejects.toMatchObject({
+        code: 'ERR_INVALID_OPTION',
+        option: 'timeout',
+      });
+      expect(bucket.tokens).toBe(1);
+    });
+
+    it('accepts milliseconds or a duration string', async () => {
       const { clock } = fakeClock();
       const bucket = new TokenBucket({ rate: 10, burst: 1, clock });
       await bucket.take();
       expect(bucket.reserve(1, { maxWait: '50ms' })).toMatchObject({ ok: false, delayMs: 100 });
-      expect(bucket.reserve(1, { maxWaitMs: 50 })).toMatchObject({ ok: false, delayMs: 100 });
+      expect(bucket.reserve(1, { maxWait: 50 })).toMatchObject({ ok: false, delayMs: 100 });
       await expect(bucket.take(1, { maxWait: '0.05s' })).rejects.toMatchObject({
         code: 'ERR_WAIT_TOO_LONG',
         maxWaitMs: 50,
