@@ -64,7 +64,7 @@ export interface RequestRateLimit extends Decision {
   readonly cost: number;
 }
 
-/** Options for `rateLimit` and `rateLimit.fastify`. `Req`/`Res` are the framework's request and response types. */
+/** Options for `rateLimit` and `rateLimitHook`. `Req`/`Res` are the framework's request and response types. */
 export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   /**
    * The limiter that decides: a `KeyedLimiter` (any store) or any object with
@@ -218,7 +218,7 @@ const PEERS: Readonly<Record<string, string>> = {
   skipOnError: FAIL_OPEN,
   allowList: 'write `skip: (req) => ...`',
   groupId: 'write `key`: routes that share a limit share a key',
-  hook: "register the hook you want yourself: `fastify.addHook('preHandler', rateLimit.fastify(...))`",
+  hook: "register the hook you want yourself: `fastify.addHook('preHandler', rateLimitHook(...))`",
   onExceeding: 'subscribe to the `tokenpace:http:decision` diagnostics channel (every decision)',
   onExceeded: 'answer refusals with `onLimit`, or subscribe to `tokenpace:http:decision`',
   retryAfter: "`Retry-After` is the bucket's own wait, in whole seconds rounded up; set another in `onLimit`",
@@ -277,7 +277,7 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
       'global',
       options.global,
       "`global` is a bucket over all keys, `{ rate, burst }`; to limit every route (@fastify/rate-limit's " +
-        "`global: true`), register the hook on the instance: fastify.addHook('onRequest', rateLimit.fastify(...))",
+        "`global: true`), register the hook on the instance: fastify.addHook('onRequest', rateLimitHook(...))",
     );
   }
   let limiter: RateLimitDecider;

@@ -7,7 +7,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, NotSupportedError } from '../../src/errors.js';
-import type { FastifyReplyLike, FastifyRequestLike } from '../../src/http/fastify.js';
+import { type FastifyReplyLike, type FastifyRequestLike, rateLimitHook } from '../../src/http/fastify.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import type { RateLimitOptions } from '../../src/http/rate-limit-options.js';
 import type { Decision, RateLimitDecider } from '../../src/http/types.js';
@@ -58,7 +58,7 @@ describe('options brought from express-rate-limit and @fastify/rate-limit', () =
     expect(error.message).toMatch(new RegExp(`^Unknown option \`${name}\` for rateLimit options: `));
     expect(error.message).toMatch(hint);
     const options = { rate: 1, burst: 2, [name]: value } as RateLimitOptions<FastifyRequestLike, FastifyReplyLike>;
-    refusal(() => rateLimit.fastify(options), name);
+    refusal(() => rateLimitHook(options), name);
   });
 
   it("refuses @fastify/rate-limit's boolean `global`, saying how to limit every route", () => {
