@@ -18,10 +18,13 @@ import {
   formatPolicy,
   formatPolicyUnnamed,
   formatRateLimitQuoted,
+  mostExhausted,
   type PolicyWindow,
+  parseRateLimit,
   remainingOf,
   resetSecondsOf,
   sfString,
+  wholeNumber,
 } from './headers.js';
 import type { HttpErrorMessage } from './messages.js';
 import type { Decision } from './types.js';
@@ -122,8 +125,8 @@ export function rateFields(
     } else if (style !== false) {
       if (unnamedPolicy !== undefined) list.push(['RateLimit-Policy', appendItem(policies, unnamedPolicy)]);
       if (style === 'draft-7') {
-        const earlier = /remaining=(\d+)/.exec(read(res, 'ratelimit') ?? '')?.[1];
-        if (remaining <= wholeOr(earlier)) list.push(['RateLimit', draft7(decision)]);
+        const earlier = mostExhausted(parseRateLimit(read(res, 'ratelimit')) ?? [])?.remaining;
+        if (remaining <= (earlier ?? Number.POSITIVE_INFINITY)) list.push(['RateLimit', draft7(decision)]);
       } else if (remaining <= wholeOr(read(res, 'ratelimit-remaining'))) {
         pushTrio(list, 'RateLimit-', decision, resetSecondsOf(decision));
       }
@@ -139,8 +142,7 @@ const LEGACY = 'x-ratelimit-remaining';
 
 /** A whole number of remaining units written by an earlier layer, or Infinity if there is none. */
 function wholeOr(text: string | undefined): number {
-  const value = text === undefined || text === '' ? Number.NaN : Number(text);
-  return Number.isFinite(value) ? value : Number.POSITIVE_INFINITY;
+  return wholeNumber(text) ?? Number.POSITIVE_INFINITY;
 }
 
 /** Whether a list field has an item named `quoted` (an sf-string, as sfString writes it). */

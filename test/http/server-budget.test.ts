@@ -26,6 +26,12 @@ describe('quotaLeft', () => {
     ['the most exhausted item', { ratelimit: '"a";r=9;t=60, "b";r=2;t=1' }, { remaining: 2, resetMs: 1000 }],
     ['no t', { ratelimit: 'p;r=3' }, { remaining: 3, resetMs: undefined }],
     ['draft 7, one field', { ratelimit: 'limit=40, remaining=7, reset=3' }, { remaining: 7, resetMs: 3000 }],
+    ['draft 7, any order, no reset', { ratelimit: 'remaining=2,limit=10' }, { remaining: 2, resetMs: undefined }],
+    [
+      'a malformed RateLimit, then the older pair',
+      { ratelimit: 'limit=40, remaining=x', 'x-ratelimit-remaining': '3' },
+      { remaining: 3, resetMs: undefined },
+    ],
     ['draft 6', { 'ratelimit-remaining': '4', 'ratelimit-reset': '9' }, { remaining: 4, resetMs: 9000 }],
     [
       'X-RateLimit, seconds',

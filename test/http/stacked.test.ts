@@ -143,5 +143,11 @@ describe.each(FRAMEWORKS)('%s: stacked limiters', (framework) => {
     const [item] = await send(seven, 1);
     expect(item?.headers['ratelimit-policy']).toBe('3;w=3, 10;w=10');
     expect(item?.headers.ratelimit).toBe('limit=3, remaining=2, reset=1');
+    const sevenTighter = await start(framework, [
+      { rate: 1, burst: 3, clock, headers: 'draft-7' },
+      { rate: 1, burst: 2, clock, headers: 'draft-7' }, // fewer left: overwrites
+    ]);
+    const [tighter] = await send(sevenTighter, 1);
+    expect(tighter?.headers.ratelimit).toBe('limit=2, remaining=1, reset=1');
   });
 });
