@@ -32,6 +32,7 @@ import type { ClientPauseMessage, ClientRejectedMessage, ClientStartMessage } fr
 import { merge, type OriginLimits, OriginState, originOf, schedulerOptions, settleMsOf } from './origin-state.js';
 import { DEFAULT_MAX_ORIGINS, OriginTable } from './origins.js';
 import { PacedController } from './paced-controller.js';
+import { checkWallClock } from './wall-clock.js';
 
 export type { OriginLimits } from './origin-state.js';
 
@@ -65,7 +66,11 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
   maxPause?: DurationInput;
   /** The time source of the schedulers and pauses. @default systemClock */
   clock?: Clock;
-  /** Wall-clock milliseconds, for an HTTP-date `Retry-After` on a response without `Date`. @default Date.now */
+  /**
+   * Milliseconds since the Unix epoch, read only to convert the wall times an answer carries (an
+   * HTTP-date `Retry-After`, a Unix-time reset) when the answer has no `Date` field; pacing and
+   * pauses run on `clock`. @default () => Date.now()
+   */
   wallClock?: () => number;
   /**
    * The most origins whose state is kept. An idle origin whose bucket is full again (and window
@@ -182,7 +187,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     checkKnownOptions(limits, ORIGIN_OPTIONS, `the limits of origin ${origin}`);
   }
   const clock = checkClock(options.clock);
-  const wallClock = options.wallClock ?? Date.now;
+  const wallClock = checkWallClock(options.wallClock);
   const pauseOn = new Set(options.pauseOn ?? [429, 503]);
   const maxPauseMs = options.maxPause === undefined ? DEFAULT_MAX_PAUSE_MS : parseDuration(options.maxPause);
   const { origins: overrides = {}, bandwidth } = options;

@@ -70,13 +70,21 @@ export interface RateFields {
   stacked<Res>(decision: Decision, res: Res, read: FieldReader<Res>): { name: string; fields: Array<[string, string]> };
 }
 
+/** What a limiter's {@link RateFields} are made from. */
+export interface RateFieldsOptions {
+  /** The standard fields' style; `false`: none. */
+  readonly style: HeaderStyle | false;
+  /** Also the `X-RateLimit-*` trio. */
+  readonly legacy: boolean;
+  readonly policyName: string;
+  /** What `RateLimit-Policy` advertises (`undefined`: the field is left out). */
+  readonly policy: PolicyWindow | undefined;
+  /** Milliseconds since the Unix epoch, for `X-RateLimit-Reset` (see wall-clock.ts). */
+  readonly wallClock: () => number;
+}
+
 /** Makes a limiter's {@link RateFields}; validates the policy name once, here. */
-export function rateFields(
-  style: HeaderStyle | false,
-  legacy: boolean,
-  policyName: string,
-  policy: PolicyWindow | undefined,
-): RateFields {
+export function rateFields({ style, legacy, policyName, policy, wallClock }: RateFieldsOptions): RateFields {
   const quotedName = sfString(policyName); // validates, once
   const unnamedPolicy = policy === undefined ? undefined : formatPolicyUnnamed(policy);
   const namedPolicy = policy === undefined ? undefined : formatPolicy(policyName, policy);
@@ -91,8 +99,9 @@ export function rateFields(
     list.push([`${prefix}Remaining`, String(remainingOf(decision))]);
     list.push([`${prefix}Reset`, String(reset)]);
   };
+  // X-RateLimit-Reset: the Unix time (s, rounded up) at which the reset falls.
   const pushLegacy = (list: Array<[string, string]>, decision: Decision): void =>
-    pushTrio(list, 'X-RateLimit-', decision, unixSecondsIn(resetSecondsOf(decision)));
+    pushTrio(list, 'X-RateLimit-', decision, Math.ceil(wallClock() / 1000) + resetSecondsOf(decision));
 
   const first = (decision: Decision): Array<[string, string]> => {
     const list: Array<[string, string]> = [];
@@ -163,14 +172,6 @@ function hasItem(field: string | undefined, quoted: string): boolean {
 
 function appendItem(field: string | undefined, item: string): string {
   return field === undefined || field === '' ? item : `${field}, ${item}`;
-}
-
-/**
- * `X-RateLimit-Reset`: the Unix time (s, rounded up) `seconds` from now. Read from the process's
- * monotonic clock and its start (`performance.timeOrigin`), not `Date.now()`, so it never jumps.
- */
-function unixSecondsIn(seconds: number): number {
-  return Math.ceil((performance.timeOrigin + performance.now()) / 1000) + seconds;
 }
 
 /** The 429 body of a refusal that may be retried in `seconds` (its `Retry-After`), by the policy named `policyName`. */

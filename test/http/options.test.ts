@@ -126,6 +126,7 @@ describe('values that would fail every request later are refused when the middle
     ['policyName', 5, /Expected `policyName` to be a non-empty string/],
     ['policyName', '', /Expected `policyName` to be a non-empty string/],
     ['clock', {}, /Expected `clock` to have now\(\)/],
+    ['wallClock', 1_767_225_600_000, /Expected `wallClock` to be a function returning milliseconds/],
   ])('%s: %j', (option, value, message) => {
     const error = refusal(() => rateLimit(loose({ rate: 1, burst: 2, [option]: value })), option);
     expect(error.message).toMatch(message);
