@@ -95,6 +95,14 @@ type Headers = Record<string, string | string[] | undefined>;
 type DispatchOptions = Dispatcher.DispatchOptions;
 type Dispatch = Dispatcher['dispatch'];
 
+/** A request on its way out: undici's options and the caller's handler, its controller and its origin. */
+interface Outgoing {
+  readonly opts: DispatchOptions;
+  readonly handler: DispatchHandler;
+  readonly controller: PacedController;
+  readonly state: OriginState;
+}
+
 const DEFAULT_MAX_PAUSE_MS = 300_000;
 const BODY_HIGH_WATER_MARK = 16 * 1024;
 const MAX_CACHED_ORIGINS = 1024;
@@ -243,14 +251,21 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   }
   const states = new OriginTable<OriginState>(maxOrigins, (origin) => {
     const limits = merge(defaults, overrideByOrigin.get(origin));
+    const { maxWait } = limits;
     if (adaptive === undefined) {
       const scheduler = new Scheduler(schedulerOptions(limits, clock));
-      return new OriginState(origin, scheduler, clock, limits.maxWait, settleMsOf(scheduler, limits));
+      return new OriginState({ origin, scheduler, clock, maxWait, settleMs: settleMsOf(scheduler, limits) });
     }
     const scheduler = new Scheduler(schedulerOptions({ ...limits, rate: adaptive.bounds.initial }, clock));
     const settleMs = Math.max(settleMsOf(scheduler, limits), adaptive.keepMs);
-    const state = new OriginState(origin, scheduler, clock, limits.maxWait, settleMs);
-    state.adaptive = new AdaptiveOrigin(origin, scheduler, adaptive, clock.now(), notifyRate);
+    const state = new OriginState({ origin, scheduler, clock, maxWait, settleMs });
+    state.adaptive = new AdaptiveOrigin({
+      origin,
+      scheduler,
+      settings: adaptive,
+      nowMs: clock.now(),
+      notify: notifyRate,
+    });
     return state;
   });
   const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
@@ -307,7 +322,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
                 } satisfies ClientStartMessage);
               }
               state.lastUseMs = clock.now();
-              send(dispatch, opts, handler, controller, state, () => {
+              send(dispatch, { opts, handler, controller, state }, () => {
                 state.lastUseMs = clock.now();
                 done();
               });
@@ -354,14 +369,8 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   }
 
   /** Sends the request and relays its response; `done` when the caller has it all (or an error). */
-  function send(
-    dispatch: Dispatch,
-    opts: DispatchOptions,
-    handler: DispatchHandler,
-    controller: PacedController,
-    state: OriginState,
-    done: () => void,
-  ): void {
+  function send(dispatch: Dispatch, outgoing: Outgoing, done: () => void): void {
+    const { opts, handler, controller, state } = outgoing;
     let finished = false;
     let throttle: Throttle | undefined;
     const adaptive = state.adaptive;
@@ -393,7 +402,14 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       onResponseStart(_connection, statusCode, headers, statusMessage) {
         const refused = pauseOn.has(statusCode);
         if (adaptive !== undefined) {
-          const holdMs = adaptive.answered(seq, clock.now(), statusCode, headers as Headers, refused, wallClock());
+          const holdMs = adaptive.answered({
+            seq,
+            nowMs: clock.now(),
+            statusCode,
+            headers: headers as Headers,
+            refused,
+            wallMs: wallClock(),
+          });
           if (holdMs > 0) hold(state, statusCode, holdMs, 'quota');
         }
         if (refused) {

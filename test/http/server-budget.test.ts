@@ -103,7 +103,15 @@ describe('ServerBudget', () => {
     const b = budget.sent(0, all);
     expect([a.holdMs, b.holdMs]).toEqual([0, 0]);
     // a's answer: 2 left for 1 s; b, sent after a, was not counted in it: 1 may go.
-    expect(budget.answered(a.seq, 100, 200, { remaining: 2, resetMs: 1000 }, undefined, all)).toBe(0);
+    expect(
+      budget.answered({
+        seq: a.seq,
+        nowMs: 100,
+        statusCode: 200,
+        quota: { remaining: 2, resetMs: 1000 },
+        localLeft: all,
+      }),
+    ).toBe(0);
     expect(budget.leftAt(100)).toBe(1);
     const c = budget.sent(150, all);
     expect(c.holdMs).toBe(950); // the last one: hold until the reset at 1100
@@ -114,24 +122,55 @@ describe('ServerBudget', () => {
     const budget = new ServerBudget();
     const a = budget.sent(0, all);
     const b = budget.sent(0, all);
-    expect(budget.answered(b.seq, 10, 200, { remaining: 0, resetMs: 500 }, undefined, 5)).toBe(500);
-    expect(budget.answered(a.seq, 20, 200, { remaining: 9, resetMs: 500 }, undefined, 5)).toBe(0);
+    expect(
+      budget.answered({ seq: b.seq, nowMs: 10, statusCode: 200, quota: { remaining: 0, resetMs: 500 }, localLeft: 5 }),
+    ).toBe(500);
+    expect(
+      budget.answered({ seq: a.seq, nowMs: 20, statusCode: 200, quota: { remaining: 9, resetMs: 500 }, localLeft: 5 }),
+    ).toBe(0);
     expect(budget.leftAt(20)).toBe(0);
   });
 
   it('holds only where its own window lets more start than the origin says is left', () => {
     const budget = new ServerBudget();
     const a = budget.sent(0, 0);
-    expect(budget.answered(a.seq, 10, 200, { remaining: 0, resetMs: 1000 }, undefined, 0)).toBe(0);
-    expect(budget.answered(budget.sent(20, 0).seq, 30, 200, { remaining: 0, resetMs: 1000 }, undefined, 3)).toBe(1000);
+    expect(
+      budget.answered({ seq: a.seq, nowMs: 10, statusCode: 200, quota: { remaining: 0, resetMs: 1000 }, localLeft: 0 }),
+    ).toBe(0);
+    expect(
+      budget.answered({
+        seq: budget.sent(20, 0).seq,
+        nowMs: 30,
+        statusCode: 200,
+        quota: { remaining: 0, resetMs: 1000 },
+        localLeft: 3,
+      }),
+    ).toBe(1000);
   });
 
   it('takes the advertised window as the reset when the answer gives none, else says nothing', () => {
     const budget = new ServerBudget();
     const a = budget.sent(0, all);
-    expect(budget.answered(a.seq, 0, 200, { remaining: 0, resetMs: undefined }, undefined, 1)).toBe(0);
+    expect(
+      budget.answered({
+        seq: a.seq,
+        nowMs: 0,
+        statusCode: 200,
+        quota: { remaining: 0, resetMs: undefined },
+        localLeft: 1,
+      }),
+    ).toBe(0);
     const b = budget.sent(0, 1);
-    expect(budget.answered(b.seq, 10, 200, { remaining: 0, resetMs: undefined }, 2000, 1)).toBe(2000);
+    expect(
+      budget.answered({
+        seq: b.seq,
+        nowMs: 10,
+        statusCode: 200,
+        quota: { remaining: 0, resetMs: undefined },
+        fallbackResetMs: 2000,
+        localLeft: 1,
+      }),
+    ).toBe(2000);
   });
 });
 
