@@ -268,7 +268,8 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     });
     return state;
   });
-  const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
+  // 'http://h:80/' as given -> 'http://h': each origin string is parsed as a URL once, not per request.
+  const originCache = new Map<string, string>();
 
   const interceptor = (dispatch: Dispatch): Dispatch => {
     return function throttleDispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {

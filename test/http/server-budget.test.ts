@@ -233,7 +233,7 @@ describe('throttleInterceptor adaptive: a quota shared with another client', () 
       `shared quota (30 per 2 s, fixed windows, another client taking 10 first in each), 6 s: pacing to the quota ${fixed.ok} ok, ` +
         `${(fixed.share * 100).toFixed(1)} % 429; adaptive spending what is left ${spent.ok} ok, ${(spent.share * 100).toFixed(1)} % 429`,
     );
-    expect(fixed.share).toBeGreaterThan(0.1); // measured 26 %
+    expect(fixed.share).toBeGreaterThan(0.1);
     expect(spent.share).toBeLessThan(0.05);
     // It still gets a real share of the quota: 3 windows of 30, a third of which the other client takes.
     expect(spent.ok).toBeGreaterThanOrEqual(25);
