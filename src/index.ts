@@ -57,11 +57,8 @@ export {
 export type {
   ClientPauseMessage,
   ClientRateMessage,
-  ClientRefusedMessage,
   ClientRejectedMessage,
   ClientStartMessage,
-  DecisionMessage,
-  ErrorMessage,
   HttpDecisionMessage,
   HttpErrorMessage,
 } from './http/messages.js';

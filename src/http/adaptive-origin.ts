@@ -35,6 +35,31 @@ export interface AdaptiveOptions {
   keep?: DurationInput;
 }
 
+/** An origin's answer, as {@link AdaptiveOrigin.answered} reads it. */
+export interface OriginAnswer {
+  /** The sequence number of the request it answers (from {@link AdaptiveOrigin.sent}). */
+  readonly seq: number;
+  /** When it arrived, ms (the interceptor's clock). */
+  readonly nowMs: number;
+  readonly statusCode: number;
+  readonly headers: Headers;
+  /** Its status is one of `pauseOn`. */
+  readonly refused: boolean;
+  /** The wall-clock time, ms since the Unix epoch: for a reset sent as a Unix time, on an answer without `Date`. */
+  readonly wallMs: number;
+}
+
+/** What one origin's learning is made of. */
+export interface AdaptiveOriginParts {
+  readonly origin: string;
+  readonly scheduler: Scheduler;
+  readonly settings: AdaptiveSettings;
+  /** When the origin is first used, ms. */
+  readonly nowMs: number;
+  /** Told every rate change. */
+  readonly notify: (info: RateChangeInfo) => void;
+}
+
 /** `adaptive`, parsed. @internal */
 export interface AdaptiveSettings {
   readonly bounds: AimdBounds;
@@ -85,13 +110,14 @@ export class AdaptiveOrigin {
   /** The advertised window, ms (`undefined`: no policy seen). */
   #policyWindowMs: number | undefined = undefined;
 
-  constructor(
-    readonly origin: string,
-    readonly scheduler: Scheduler,
-    settings: AdaptiveSettings,
-    nowMs: number,
-    readonly notify: (info: RateChangeInfo) => void,
-  ) {
+  readonly origin: string;
+  readonly scheduler: Scheduler;
+  readonly notify: (info: RateChangeInfo) => void;
+
+  constructor({ origin, scheduler, settings, nowMs, notify }: AdaptiveOriginParts) {
+    this.origin = origin;
+    this.scheduler = scheduler;
+    this.notify = notify;
     this.#aimd = new Aimd(settings.bounds, nowMs);
     this.#ownWindow = scheduler.window !== 0;
   }
@@ -111,19 +137,24 @@ export class AdaptiveOrigin {
   }
 
   /**
-   * The answer to request `seq` arrived at `nowMs`; `refused`: its status is one of `pauseOn`.
-   * Pushback is a refusal, or `RateLimit` with r=0 while no policy is known. Returns how long to
-   * hold the origin for its quota (ms, 0: none).
+   * An answer arrived. Pushback is a refusal, or `RateLimit` with r=0 while no policy is known.
+   * Returns how long to hold the origin for its quota (ms, 0: none).
    */
-  answered(seq: number, nowMs: number, statusCode: number, headers: Headers, refused: boolean, wallMs: number): number {
+  answered({ seq, nowMs, statusCode, headers, refused, wallMs }: OriginAnswer): number {
     const aimd = this.#aimd;
     let pushback = refused;
     if (!pushback && !aimd.policyKnown) {
       pushback = parseRateLimit(fieldValue(headers, 'ratelimit'))?.some((l) => l.remaining === 0) ?? false;
     }
     if (pushback || statusCode < 400) this.#learn(nowMs, headers, pushback);
-    const quota = quotaLeft(headers, wallMs);
-    return this.#budget.answered(seq, nowMs, statusCode, quota, this.#policyWindowMs, this.scheduler.windowRemaining);
+    return this.#budget.answered({
+      seq,
+      nowMs,
+      statusCode,
+      quota: quotaLeft(headers, wallMs),
+      fallbackResetMs: this.#policyWindowMs,
+      localLeft: this.scheduler.windowRemaining,
+    });
   }
 
   #learn(nowMs: number, headers: Headers, pushback: boolean): void {

@@ -58,7 +58,7 @@ export function compileTrust(trust: TrustProxy | undefined): TrustFn | undefined
   }
   if (typeof trust === 'function') return trust;
   if (Array.isArray(trust)) {
-    // Our own prefix match rather than node:net's BlockList, whose check() costs about 1 us a call.
+    // A prefix match over an address's 8 hextets, IPv4 in its mapped form: one rule for both families.
     const blocks = trust.map(trustedBlock);
     return (address) => {
       const hextets = hextetsOf(address);
@@ -106,20 +106,8 @@ function hextetsOf(address: string): number[] | undefined {
   const family = isIP(address);
   if (family === 6) return parseIPv6(address);
   if (family !== 4) return undefined;
-  // Four octets, read by hand (isIP has checked the form): split and map cost more than the match.
-  let word = 0; // the octets so far, as a number
-  let octet = 0;
-  for (let i = 0; i < address.length; i++) {
-    const code = address.charCodeAt(i);
-    if (code === 46) {
-      word = word * 256 + octet;
-      octet = 0;
-    } else {
-      octet = octet * 10 + code - 48;
-    }
-  }
-  word = word * 256 + octet;
-  return [0, 0, 0, 0, 0, 0xffff, Math.floor(word / 65536), word % 65536];
+  const [a = 0, b = 0, c = 0, d = 0] = address.split('.').map(Number); // four octets: isIP has checked the form
+  return [0, 0, 0, 0, 0, 0xffff, a * 256 + b, c * 256 + d];
 }
 
 function inBlock(hextets: readonly number[], block: Block): boolean {

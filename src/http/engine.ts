@@ -48,6 +48,25 @@ export type Outcome =
 const SKIP: Outcome = Object.freeze({ kind: 'skip' });
 const GONE: Outcome = Object.freeze({ kind: 'gone' });
 
+/**
+ * One request on its way to an outcome: the framework's request and response, node:http's (the
+ * same objects for node:http), and its key and cost, set as the steps find them.
+ */
+interface Pending<Req, Res> {
+  readonly req: Req;
+  readonly res: Res;
+  readonly raw: IncomingMessage;
+  readonly rawRes: ServerResponse;
+  key: string;
+  cost: number;
+}
+
+/** A held request's decision, and how long it was held. */
+interface Held {
+  readonly decision: Decision;
+  readonly waitedMs: number;
+}
+
 /** What an adapter tells the engine about its framework. */
 export interface EngineAdapter<Req, Res> {
   /** Reads a field set on the response so far (lowercase name): stacked limiters add to it. */
@@ -114,22 +133,22 @@ export function createEngine<Req, Res>(
   });
 
   /** Holds the request (with `maxWait`) until it conforms; `undefined` if the client went away meanwhile. */
-  const hold = async (key: string, cost: number, res: ServerResponse): Promise<[Decision, number] | undefined> => {
+  const hold = async ({ key, cost, rawRes }: Pending<Req, Res>): Promise<Held | undefined> => {
     held++;
     const abort = new AbortController();
     const onClose = (): void => abort.abort();
-    res.once('close', onClose);
+    rawRes.once('close', onClose);
     const startMs = clock.now();
     try {
       const decision = await limiter.take(key, cost, { signal: abort.signal, maxWait: maxWaitMs });
-      return [decision, clock.now() - startMs];
+      return { decision, waitedMs: clock.now() - startMs };
     } catch (error) {
       if (abort.signal.aborted) return undefined;
-      if (isTokenpaceError(error, 'ERR_WAIT_TOO_LONG')) return [refusedAfterWait(error.retryAfterMs), 0];
-      throw error;
+      if (!isTokenpaceError(error, 'ERR_WAIT_TOO_LONG')) throw error;
+      return { decision: refusedAfterWait(error.retryAfterMs), waitedMs: 0 };
     } finally {
       held--;
-      res.off('close', onClose);
+      rawRes.off('close', onClose);
     }
   };
 
@@ -141,14 +160,7 @@ export function createEngine<Req, Res>(
   };
 
   /** Once an admitted request's response is done: credits its cost back if its outcome says so. */
-  const watchOutcome = (
-    req: Req,
-    res: Res,
-    raw: IncomingMessage,
-    rawRes: ServerResponse,
-    key: string,
-    cost: number,
-  ) => {
+  const watchOutcome = ({ req, res, raw, rawRes, key, cost }: Pending<Req, Res>): void => {
     const { successful, failed: failedToo, wasSuccessful, credit } = giveBack as NonNullable<typeof giveBack>;
     rawRes.once('close', () => {
       const give = (success: boolean): void => {
@@ -167,17 +179,9 @@ export function createEngine<Req, Res>(
     });
   };
 
-  /** The outcome of a decision. */
-  const outcomeOf = (
-    req: Req,
-    res: Res,
-    raw: IncomingMessage,
-    rawRes: ServerResponse,
-    key: string,
-    cost: number,
-    decision: Decision,
-    waitedMs: number,
-  ): Outcome => {
+  /** The outcome of `pending`'s decision, `waitedMs` after it arrived (0 unless held). */
+  const outcomeOf = (pending: Pending<Req, Res>, decision: Decision, waitedMs: number): Outcome => {
+    const { req, res, raw, key, cost } = pending;
     if (decisionChannel.hasSubscribers) {
       decisionChannel.publish({ req: raw, key, cost, decision, waitedMs } satisfies HttpDecisionMessage);
     }
@@ -187,7 +191,6 @@ export function createEngine<Req, Res>(
     if (fields.marker === undefined || readField(res, fields.marker) === undefined) headers = fields.first(decision);
     else ({ name, fields: headers } = fields.stacked(decision, res, readField));
     if (requestProperty !== undefined) {
-      // Written out, not spread: a spread of the decision costs several times more per request.
       const info: RequestRateLimit = {
         allowed: decision.allowed,
         remaining: decision.remaining,
@@ -201,7 +204,7 @@ export function createEngine<Req, Res>(
       (req as unknown as Record<string, unknown>)[requestProperty] = info;
     }
     if (decision.allowed) {
-      if (giveBack !== undefined && cost > 0) watchOutcome(req, res, raw, rawRes, key, cost);
+      if (giveBack !== undefined && cost > 0) watchOutcome(pending);
       return { kind: 'allow', headers };
     }
     const seconds = retryAfterSeconds(decision.retryAfterMs);
@@ -210,43 +213,29 @@ export function createEngine<Req, Res>(
     return { kind: 'limit', info: { key, cost, decision, retryAfterSeconds: seconds, headers, problem } };
   };
 
-  // From a request to an outcome. Written as a chain of steps that stay synchronous as long as the
-  // user's functions return plain values, so the common path costs one promise: the limiter's.
+  // From a request to an outcome: skip?, key, cost, decide. Each step stays synchronous while the
+  // user's functions return plain values, and goes through a promise only when one returns one.
 
-  const decideNow = (
-    req: Req,
-    res: Res,
-    raw: IncomingMessage,
-    rawRes: ServerResponse,
-    key: string,
-    cost: number,
-  ): Outcome | Promise<Outcome> => {
+  /** Decides `pending` (its key and cost known): holds it with `maxWait`, else decides at once. */
+  const decide = (pending: Pending<Req, Res>): Outcome | Promise<Outcome> => {
     if (maxWaitMs > 0 && held < maxQueue) {
-      return hold(key, cost, rawRes).then(
-        (decided) =>
-          decided === undefined ? GONE : outcomeOf(req, res, raw, rawRes, key, cost, decided[0], decided[1]),
-        (error: unknown) => errorOutcome('limiter', error, raw),
+      return hold(pending).then(
+        (done) => (done === undefined ? GONE : outcomeOf(pending, done.decision, done.waitedMs)),
+        (error: unknown) => errorOutcome('limiter', error, pending.raw),
       );
     }
-    return decideAsync(req, res, raw, rawRes, key, cost);
+    return decideNow(pending);
   };
 
-  // An async function rather than .then() callbacks: no closure is made per request.
-  const decideAsync = async (
-    req: Req,
-    res: Res,
-    raw: IncomingMessage,
-    rawRes: ServerResponse,
-    key: string,
-    cost: number,
-  ): Promise<Outcome> => {
+  /** Decides `pending` at once (`tryTake`). */
+  const decideNow = async (pending: Pending<Req, Res>): Promise<Outcome> => {
     let decision: Decision;
     try {
-      decision = await limiter.tryTake(key, cost);
+      decision = await limiter.tryTake(pending.key, pending.cost);
     } catch (error) {
-      return errorOutcome('limiter', error, raw);
+      return errorOutcome('limiter', error, pending.raw);
     }
-    return outcomeOf(req, res, raw, rawRes, key, cost, decision, 0);
+    return outcomeOf(pending, decision, 0);
   };
 
   /** A user function's promise, rejected with a `TimeoutError` if it has not settled within `functionTimeout`. */
@@ -280,30 +269,29 @@ export function createEngine<Req, Res>(
     return value;
   };
 
-  const withKey = (
-    req: Req,
-    res: Res,
-    raw: IncomingMessage,
-    rawRes: ServerResponse,
-    key: string,
-  ): Outcome | Promise<Outcome> => {
-    if (costFn === undefined) return decideNow(req, res, raw, rawRes, key, 1);
+  /** Sets `pending`'s cost (1 without a `cost` function), then decides it. */
+  const withKey = (pending: Pending<Req, Res>): Outcome | Promise<Outcome> => {
+    if (costFn === undefined) return decide(pending);
     let result: number | Promise<number>;
     try {
-      result = costFn(req);
-      if (typeof result === 'number') return decideNow(req, res, raw, rawRes, key, checkCost(result));
+      result = costFn(pending.req);
+      if (typeof result === 'number') {
+        pending.cost = checkCost(result);
+        return decide(pending);
+      }
     } catch (error) {
-      return errorOutcome('cost', error, raw);
+      return errorOutcome('cost', error, pending.raw);
     }
     return bounded(result, 'cost').then(
       (cost) => {
         try {
-          return decideNow(req, res, raw, rawRes, key, checkCost(cost));
+          pending.cost = checkCost(cost);
+          return decide(pending);
         } catch (error) {
-          return errorOutcome('cost', error, raw);
+          return errorOutcome('cost', error, pending.raw);
         }
       },
-      (error: unknown) => errorOutcome('cost', error, raw),
+      (error: unknown) => errorOutcome('cost', error, pending.raw),
     );
   };
 
@@ -329,22 +317,30 @@ export function createEngine<Req, Res>(
     return errorOutcome('key', new TypeError(message), raw);
   };
 
-  const unskipped = (req: Req, res: Res, raw: IncomingMessage, rawRes: ServerResponse): Outcome | Promise<Outcome> => {
+  /** Sets `pending`'s key (the client's address without a `key` function), then goes on to its cost. */
+  const unskipped = (pending: Pending<Req, Res>): Outcome | Promise<Outcome> => {
+    const { req, raw } = pending;
     let result: string | Promise<string>;
     try {
       if (keyFn === undefined) {
         const key = addressOf(req, raw);
-        return key === '' ? unknownAddress(raw) : withKey(req, res, raw, rawRes, key);
+        if (key === '') return unknownAddress(raw);
+        pending.key = key;
+        return withKey(pending);
       }
       result = keyFn(req);
-      if (typeof result === 'string') return withKey(req, res, raw, rawRes, checkKey(result));
+      if (typeof result === 'string') {
+        pending.key = checkKey(result);
+        return withKey(pending);
+      }
     } catch (error) {
       return errorOutcome('key', error, raw);
     }
     return bounded(result, 'key').then(
       (key) => {
         try {
-          return withKey(req, res, raw, rawRes, checkKey(key));
+          pending.key = checkKey(key);
+          return withKey(pending);
         } catch (error) {
           return errorOutcome('key', error, raw);
         }
@@ -354,16 +350,17 @@ export function createEngine<Req, Res>(
   };
 
   const run = (req: Req, res: Res, raw: IncomingMessage, rawRes: ServerResponse): Outcome | Promise<Outcome> => {
-    if (skipFn === undefined) return unskipped(req, res, raw, rawRes);
+    const pending: Pending<Req, Res> = { req, res, raw, rawRes, key: '', cost: 1 };
+    if (skipFn === undefined) return unskipped(pending);
     let result: boolean | Promise<boolean>;
     try {
       result = skipFn(req);
     } catch (error) {
       return errorOutcome('skip', error, raw);
     }
-    if (typeof result === 'boolean') return result ? SKIP : unskipped(req, res, raw, rawRes);
+    if (typeof result === 'boolean') return result ? SKIP : unskipped(pending);
     return bounded(result, 'skip').then(
-      (skipped) => (skipped === true ? SKIP : unskipped(req, res, raw, rawRes)),
+      (skipped) => (skipped === true ? SKIP : unskipped(pending)),
       (error: unknown) => errorOutcome('skip', error, raw),
     );
   };

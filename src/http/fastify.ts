@@ -1,5 +1,5 @@
 /**
- * `rateLimit.fastify`: the rate limiter as a Fastify `onRequest` hook, over
+ * `rateLimitHook`: the rate limiter as a Fastify `onRequest` hook, over
  * the same engine as the node:http middleware (engine.ts). Fastify's types
  * are written structurally here, so fastify is not a dependency. The default
  * key is Fastify's `request.ip` (its own `trustProxy`) unless `trustProxy` is
@@ -45,13 +45,13 @@ export type RateLimitHook<Req extends FastifyRequestLike, Rep extends FastifyRep
 
 /**
  * The same limiter as a Fastify `onRequest` hook:
- * `fastify.addHook('onRequest', rateLimit.fastify({ rate: 20, burst: 40 }))`.
+ * `fastify.addHook('onRequest', rateLimitHook({ rate: 20, burst: 40 }))`.
  * `key`, `cost`, `skip`, `onLimit`, `onError` and `requestWasSuccessful`
  * receive Fastify's request and reply; the default key is `request.ip`
  * (Fastify's own `trustProxy`) unless `trustProxy` is given, and the decision
  * is on `request.rateLimit` (`requestPropertyName`).
  */
-export function fastifyHook<
+export function rateLimitHook<
   Req extends FastifyRequestLike = FastifyRequestLike,
   Rep extends FastifyReplyLike = FastifyReplyLike,
 >(options: RateLimitOptions<Req, Rep>): RateLimitHook<Req, Rep> {
@@ -127,6 +127,3 @@ export function fastifyHook<
     }
   };
 }
-
-/** Alias of `rateLimit.fastify`. */
-export const rateLimitHook = fastifyHook;

@@ -22,7 +22,10 @@
  * (RFC 9110 section 10.2.3; a date is taken relative to the response's `Date`
  * field when there is one, so the two machines' clocks need not agree), and
  * `RateLimit` items with `r=0`, whose `t` says how long nothing more is
- * available. Malformed fields are ignored, as the draft requires.
+ * available. Malformed fields are ignored, as the draft requires. Every
+ * reader of `RateLimit` (the client, and a stacked limiter reading an earlier
+ * one's field) goes through {@link parseRateLimit}, which takes the list form
+ * of drafts -08 to -11 and the dictionary form of draft -07.
  */
 
 import type { Decision } from './types.js';
@@ -111,43 +114,86 @@ export function parseRetryAfter(
   return Math.max(0, at - (Number.isNaN(reference) ? nowMs : reference));
 }
 
-/** One item of a `RateLimit` field. */
+/** One item of a `RateLimit` field: what is left of one quota. */
 export interface ServiceLimit {
+  /** The policy's name; `''` for draft -7's single unnamed item. */
   readonly policy: string;
-  /** Available quota units. */
+  /** Available quota units (`r`; draft -7's `remaining`). */
   readonly remaining: number;
-  /** Effective window, seconds (absent when the server gave none). */
-  readonly windowSeconds: number | undefined;
+  /** Seconds until the quota resets (`t`; draft -7's `reset`); `undefined` when the server gave none. */
+  readonly resetSeconds: number | undefined;
 }
 
+/** A Structured Fields list member or dictionary member: a name, an optional `=value`, parameters. */
+const MEMBER =
+  /^("(?:[^"\\]|\\.)*"|[A-Za-z*][\w:./*!#$%&'+^`|~-]*)(?:=([^;]*))?((?:\s*;\s*[a-z*][a-z0-9_.*-]*(?:=[^;]*)?)*)$/;
+/** A Structured Fields dictionary key. */
+const DICTIONARY_KEY = /^[a-z*][a-z0-9_.*-]*$/;
+
 /**
- * Parses a `RateLimit` field value (a Structured Fields list of strings or
- * tokens with integer parameters). Returns `undefined` if it is malformed:
- * the draft says to ignore such a field as a whole.
+ * The one reader of a `RateLimit` field value, in either structured form the drafts define:
+ *
+ *   "default";r=10;t=2, "daily";r=999     drafts -08 to -11: a list of policies, each with r and t
+ *   limit=40, remaining=10, reset=2       draft -07: a dictionary, read as one unnamed item
+ *
+ * `r`/`remaining` is required and `t`/`reset` optional, each an integer >= 0; other parameters and
+ * keys are ignored. Returns `undefined` if the field is absent or malformed: the drafts say to
+ * ignore such a field as a whole.
  */
 export function parseRateLimit(value: string | undefined): ServiceLimit[] | undefined {
   if (value === undefined) return undefined;
-  const items: ServiceLimit[] = [];
+  const members: Array<{ name: string; value: string | undefined; params: string }> = [];
   for (const member of splitList(value)) {
-    const match =
-      /^("(?:[^"\\]|\\.)*"|[A-Za-z*][\w:./*!#$%&'+^`|~-]*)((?:\s*;\s*[a-z*][a-z0-9_.*-]*(?:=[^;]*)?)*)$/.exec(member);
+    const match = MEMBER.exec(member);
     if (match === null) return undefined;
-    const [, rawName = '', rawParams = ''] = match;
-    const policy = rawName.startsWith('"') ? rawName.slice(1, -1).replace(/\\(.)/g, '$1') : rawName;
+    const [, name = '', memberValue, params = ''] = match;
+    members.push({ name, value: memberValue, params });
+  }
+  if (members.length === 0) return undefined;
+  // Only a dictionary member has a value of its own (`remaining=10`); a list item has parameters only.
+  if (members.some((m) => m.value !== undefined)) {
+    const fields = new Map<string, string | undefined>();
+    for (const { name, value: memberValue } of members) {
+      if (!DICTIONARY_KEY.test(name)) return undefined;
+      fields.set(name, memberValue); // a repeated key: the last one counts
+    }
+    const remaining = wholeNumber(fields.get('remaining'));
+    const reset = fields.get('reset');
+    const resetSeconds = wholeNumber(reset);
+    if (remaining === undefined || (reset !== undefined && resetSeconds === undefined)) return undefined;
+    return [{ policy: '', remaining, resetSeconds }];
+  }
+  const items: ServiceLimit[] = [];
+  for (const { name, params } of members) {
+    const policy = name.startsWith('"') ? name.slice(1, -1).replace(/\\(.)/g, '$1') : name;
     let remaining: number | undefined;
-    let windowSeconds: number | undefined;
-    for (const param of rawParams.split(';').slice(1)) {
+    let resetSeconds: number | undefined;
+    for (const param of params.split(';').slice(1)) {
       const [key = '', val] = param.trim().split('=');
       if (key === 'r' || key === 't') {
-        if (val === undefined || !/^\d{1,15}$/.test(val.trim())) return undefined;
-        if (key === 'r') remaining = Number(val);
-        else windowSeconds = Number(val);
+        const n = wholeNumber(val);
+        if (n === undefined) return undefined;
+        if (key === 'r') remaining = n;
+        else resetSeconds = n;
       }
     }
     if (remaining === undefined) return undefined;
-    items.push({ policy, remaining, windowSeconds });
+    items.push({ policy, remaining, resetSeconds });
   }
-  return items.length > 0 ? items : undefined;
+  return items;
+}
+
+/** The item of a parsed `RateLimit` field with the least remaining (the first of equals). */
+export function mostExhausted(items: readonly ServiceLimit[]): ServiceLimit | undefined {
+  let least: ServiceLimit | undefined;
+  for (const item of items) if (least === undefined || item.remaining < least.remaining) least = item;
+  return least;
+}
+
+/** A field value that is a whole number (`"39"`, digits only, up to 15), else `undefined`. */
+export function wholeNumber(text: string | undefined): number | undefined {
+  const trimmed = text?.trim();
+  return trimmed !== undefined && /^\d{1,15}$/.test(trimmed) ? Number(trimmed) : undefined;
 }
 
 /** Splits a Structured Fields list on the commas outside quoted strings. */
@@ -196,8 +242,8 @@ export function pauseRequested(
   if (limits === undefined) return undefined;
   let delayMs: number | undefined;
   for (const item of limits) {
-    if (item.remaining === 0 && item.windowSeconds !== undefined) {
-      delayMs = Math.max(delayMs ?? 0, item.windowSeconds * 1000);
+    if (item.remaining === 0 && item.resetSeconds !== undefined) {
+      delayMs = Math.max(delayMs ?? 0, item.resetSeconds * 1000);
     }
   }
   return delayMs === undefined ? undefined : { delayMs, source: 'ratelimit' };
@@ -255,46 +301,38 @@ export interface QuotaLeft {
 }
 
 /**
- * What is left of the quota, from the most exhausted item of `RateLimit` (`"p";r=5;t=2`, draft -8
- * to -11), the draft -7 form in one field (`limit=40, remaining=5, reset=2`), or the older pairs
- * `RateLimit-Remaining` / `RateLimit-Reset` and `X-RateLimit-Remaining` / `X-RateLimit-Reset`. A
- * reset above 10^9 is a Unix time (s, or ms above 10^12, as some APIs send), read against the
- * answer's `Date` (else `wallMs`); smaller, a number of seconds. `undefined`: the answer says nothing.
+ * What is left of the quota, from the most exhausted item of `RateLimit` (either form, see
+ * {@link parseRateLimit}), or the older pairs `RateLimit-Remaining` / `RateLimit-Reset` and
+ * `X-RateLimit-Remaining` / `X-RateLimit-Reset`. A reset above 10^9 is a Unix time (s, or ms above
+ * 10^12, as some APIs send), read against the answer's `Date` (else `wallMs`, the local wall-clock
+ * time); smaller, a number of seconds. `undefined`: the answer says nothing.
  */
 export function quotaLeft(
   headers: Record<string, string | string[] | undefined>,
   wallMs: number,
 ): QuotaLeft | undefined {
   const first = (name: string): string | undefined => fieldValue(headers, name);
-  const field = first('ratelimit');
-  const items = parseRateLimit(field);
-  if (items !== undefined) {
-    let least = items[0] as ServiceLimit;
-    for (const item of items) if (item.remaining < least.remaining) least = item;
-    return { remaining: least.remaining, resetMs: secondsMs(least.windowSeconds) };
-  }
-  const remainingOf = /(?:^|[,;]\s*)remaining=(\d{1,15})/.exec(field ?? '');
-  if (remainingOf !== null) {
-    const reset = /(?:^|[,;]\s*)reset=(\d{1,15})/.exec(field ?? '');
-    return { remaining: Number(remainingOf[1]), resetMs: resetMsOf(reset?.[1], first('date'), wallMs) };
+  const least = mostExhausted(parseRateLimit(first('ratelimit')) ?? []);
+  if (least !== undefined) {
+    return { remaining: least.remaining, resetMs: resetMsOf(least.resetSeconds, first('date'), wallMs) };
   }
   for (const prefix of ['ratelimit-', 'x-ratelimit-']) {
-    const remaining = first(`${prefix}remaining`)?.trim();
-    if (remaining === undefined || !/^\d{1,15}$/.test(remaining)) continue;
-    return { remaining: Number(remaining), resetMs: resetMsOf(first(`${prefix}reset`), first('date'), wallMs) };
+    const remaining = wholeNumber(first(`${prefix}remaining`));
+    if (remaining === undefined) continue;
+    return { remaining, resetMs: resetMsOf(resetNumber(first(`${prefix}reset`)), first('date'), wallMs) };
   }
   return undefined;
 }
 
-function secondsMs(seconds: number | undefined): number | undefined {
-  return seconds === undefined ? undefined : seconds * 1000;
+/** A reset field's number (whole, or with a fraction as some Unix times are sent), else `undefined`. */
+function resetNumber(text: string | undefined): number | undefined {
+  const trimmed = text?.trim();
+  return trimmed !== undefined && /^\d{1,15}(?:\.\d+)?$/.test(trimmed) ? Number(trimmed) : undefined;
 }
 
-/** A reset field's value as ms from now: seconds, or a Unix time (s or ms) read against `Date`. */
-function resetMsOf(value: string | undefined, dateHeader: string | undefined, wallMs: number): number | undefined {
-  const text = value?.trim();
-  if (text === undefined || !/^\d{1,15}(?:\.\d+)?$/.test(text)) return undefined;
-  const n = Number(text);
+/** A reset as ms from now: `n` seconds, or a Unix time (s or ms) read against `Date`, else `wallMs`. */
+function resetMsOf(n: number | undefined, dateHeader: string | undefined, wallMs: number): number | undefined {
+  if (n === undefined) return undefined;
   if (n <= 1e9) return n * 1000;
   const reference = dateHeader === undefined ? Number.NaN : Date.parse(dateHeader);
   const atMs = n > 1e12 ? n : n * 1000;

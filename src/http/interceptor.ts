@@ -32,6 +32,7 @@ import type { ClientPauseMessage, ClientRejectedMessage, ClientStartMessage } fr
 import { merge, type OriginLimits, OriginState, originOf, schedulerOptions, settleMsOf } from './origin-state.js';
 import { DEFAULT_MAX_ORIGINS, OriginTable } from './origins.js';
 import { PacedController } from './paced-controller.js';
+import { checkWallClock } from './wall-clock.js';
 
 export type { OriginLimits } from './origin-state.js';
 
@@ -65,7 +66,11 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
   maxPause?: DurationInput;
   /** The time source of the schedulers and pauses. @default systemClock */
   clock?: Clock;
-  /** Wall-clock milliseconds, for an HTTP-date `Retry-After` on a response without `Date`. @default Date.now */
+  /**
+   * Milliseconds since the Unix epoch, read only to convert the wall times an answer carries (an
+   * HTTP-date `Retry-After`, a Unix-time reset) when the answer has no `Date` field; pacing and
+   * pauses run on `clock`. @default () => Date.now()
+   */
   wallClock?: () => number;
   /**
    * The most origins whose state is kept. An idle origin whose bucket is full again (and window
@@ -89,6 +94,14 @@ type DispatchHandler = Dispatcher.DispatchHandler;
 type Headers = Record<string, string | string[] | undefined>;
 type DispatchOptions = Dispatcher.DispatchOptions;
 type Dispatch = Dispatcher['dispatch'];
+
+/** A request on its way out: undici's options and the caller's handler, its controller and its origin. */
+interface Outgoing {
+  readonly opts: DispatchOptions;
+  readonly handler: DispatchHandler;
+  readonly controller: PacedController;
+  readonly state: OriginState;
+}
 
 const DEFAULT_MAX_PAUSE_MS = 300_000;
 const BODY_HIGH_WATER_MARK = 16 * 1024;
@@ -182,7 +195,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
     checkKnownOptions(limits, ORIGIN_OPTIONS, `the limits of origin ${origin}`);
   }
   const clock = checkClock(options.clock);
-  const wallClock = options.wallClock ?? Date.now;
+  const wallClock = checkWallClock(options.wallClock);
   const pauseOn = new Set(options.pauseOn ?? [429, 503]);
   const maxPauseMs = options.maxPause === undefined ? DEFAULT_MAX_PAUSE_MS : parseDuration(options.maxPause);
   const { origins: overrides = {}, bandwidth } = options;
@@ -238,17 +251,25 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   }
   const states = new OriginTable<OriginState>(maxOrigins, (origin) => {
     const limits = merge(defaults, overrideByOrigin.get(origin));
+    const { maxWait } = limits;
     if (adaptive === undefined) {
       const scheduler = new Scheduler(schedulerOptions(limits, clock));
-      return new OriginState(origin, scheduler, clock, limits.maxWait, settleMsOf(scheduler, limits));
+      return new OriginState({ origin, scheduler, clock, maxWait, settleMs: settleMsOf(scheduler, limits) });
     }
     const scheduler = new Scheduler(schedulerOptions({ ...limits, rate: adaptive.bounds.initial }, clock));
     const settleMs = Math.max(settleMsOf(scheduler, limits), adaptive.keepMs);
-    const state = new OriginState(origin, scheduler, clock, limits.maxWait, settleMs);
-    state.adaptive = new AdaptiveOrigin(origin, scheduler, adaptive, clock.now(), notifyRate);
+    const state = new OriginState({ origin, scheduler, clock, maxWait, settleMs });
+    state.adaptive = new AdaptiveOrigin({
+      origin,
+      scheduler,
+      settings: adaptive,
+      nowMs: clock.now(),
+      notify: notifyRate,
+    });
     return state;
   });
-  const originCache = new Map<string, string>(); // 'http://h:80/' as given -> 'http://h' (URL parsing per request is slow)
+  // 'http://h:80/' as given -> 'http://h': each origin string is parsed as a URL once, not per request.
+  const originCache = new Map<string, string>();
 
   const interceptor = (dispatch: Dispatch): Dispatch => {
     return function throttleDispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
@@ -302,7 +323,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
                 } satisfies ClientStartMessage);
               }
               state.lastUseMs = clock.now();
-              send(dispatch, opts, handler, controller, state, () => {
+              send(dispatch, { opts, handler, controller, state }, () => {
                 state.lastUseMs = clock.now();
                 done();
               });
@@ -349,14 +370,8 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
   }
 
   /** Sends the request and relays its response; `done` when the caller has it all (or an error). */
-  function send(
-    dispatch: Dispatch,
-    opts: DispatchOptions,
-    handler: DispatchHandler,
-    controller: PacedController,
-    state: OriginState,
-    done: () => void,
-  ): void {
+  function send(dispatch: Dispatch, outgoing: Outgoing, done: () => void): void {
+    const { opts, handler, controller, state } = outgoing;
     let finished = false;
     let throttle: Throttle | undefined;
     const adaptive = state.adaptive;
@@ -388,7 +403,14 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       onResponseStart(_connection, statusCode, headers, statusMessage) {
         const refused = pauseOn.has(statusCode);
         if (adaptive !== undefined) {
-          const holdMs = adaptive.answered(seq, clock.now(), statusCode, headers as Headers, refused, wallClock());
+          const holdMs = adaptive.answered({
+            seq,
+            nowMs: clock.now(),
+            statusCode,
+            headers: headers as Headers,
+            refused,
+            wallMs: wallClock(),
+          });
           if (holdMs > 0) hold(state, statusCode, holdMs, 'quota');
         }
         if (refused) {

@@ -49,9 +49,8 @@ export interface ClientStartMessage {
 }
 
 /**
- * `tokenpace:http:client:refused`: a request failed before it was sent: its
- * origin's scheduler rejected it, or its origin's pause outlasts its `maxWait`.
- * (The channel keeps its first name; the act is a rejection.)
+ * `tokenpace:http:client:refused`: a request was rejected before it was sent:
+ * its origin's scheduler rejected it, or its origin's pause outlasts its `maxWait`.
  */
 export interface ClientRejectedMessage {
   readonly origin: string;
@@ -83,10 +82,3 @@ export interface ClientRateMessage {
   /** `'increase'`: answers without pushback; `'pushback'`: a 429/503 or RateLimit r=0; `'policy'`: an advertised quota. */
   readonly reason: 'increase' | 'pushback' | 'policy';
 }
-
-/** @deprecated The old name of {@link HttpDecisionMessage} (the message is HTTP's only). */
-export type DecisionMessage = HttpDecisionMessage;
-/** @deprecated The old name of {@link HttpErrorMessage} (the message is HTTP's only). */
-export type ErrorMessage = HttpErrorMessage;
-/** @deprecated The old name of {@link ClientRejectedMessage} ("reject" is the word for a request failed with an error). */
-export type ClientRefusedMessage = ClientRejectedMessage;

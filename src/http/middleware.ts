@@ -1,7 +1,7 @@
 /**
  * `rateLimit`: the 429 middleware for node:http, Connect and Express,
- * `(req, res, next) => void`; `rateLimit.fastify` is the same limiter as a
- * Fastify hook (fastify.ts). The decision is engine.ts's; this file applies
+ * `(req, res, next) => void`; `rateLimitHook` (fastify.ts) is the same
+ * limiter as a Fastify hook. The decision is engine.ts's; this file applies
  * it to a `ServerResponse`: an admitted request gets its rate-limit fields
  * (added to those of earlier limiters) and `req.rateLimit`, and goes on
  * (`next()`); a refused one gets a 429 with `Retry-After` and a problem body
@@ -20,7 +20,6 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createEngine, type Outcome } from './engine.js';
-import { fastifyHook } from './fastify.js';
 import type { RateLimitOptions } from './rate-limit-options.js';
 import { abandon, failureHeaders, salvage, sendProblem } from './response.js';
 
@@ -167,8 +166,6 @@ function nodeMiddleware(options: RateLimitOptions): RateLimitMiddleware {
     else settle(outcome, req, res, next);
   };
 }
-
-rateLimit.fastify = fastifyHook;
 
 /** Which user callback an outcome runs: what failed if applying it threw. */
 function stageOf(outcome: Outcome): 'onLimit' | 'onError' | 'next' {

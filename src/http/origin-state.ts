@@ -39,24 +39,37 @@ export interface OriginLimits {
   windowMargin?: DurationInput;
 }
 
+/** What one origin's state is made of. */
+export interface OriginParts {
+  readonly origin: string;
+  readonly scheduler: Scheduler;
+  readonly clock: Clock;
+  /** The longest a request may wait for it, the pause included (`undefined`: unbounded). */
+  readonly maxWait: DurationInput | undefined;
+  /** How long after its last use an idle origin's state equals a new one's (bucket refilled, window slid), ms. */
+  readonly settleMs: number;
+}
+
 /** One origin: its scheduler and its pause. */
 export class OriginState implements OriginEntry {
   pausedUntilMs = 0;
   adaptive: AdaptiveOrigin | undefined = undefined;
   #timer: unknown = undefined;
+  readonly origin: string;
+  readonly scheduler: Scheduler;
+  readonly clock: Clock;
   readonly maxWaitMs: number;
+  /** How long after its last use an idle origin's state equals a new one's, ms. */
+  readonly settleMs: number;
   /** When a request of it last started or finished, ms. */
   lastUseMs: number;
 
-  constructor(
-    readonly origin: string,
-    readonly scheduler: Scheduler,
-    readonly clock: Clock,
-    maxWait: DurationInput | undefined,
-    /** How long after its last use an idle origin's state equals a new one's (bucket refilled, window slid), ms. */
-    readonly settleMs: number,
-  ) {
+  constructor({ origin, scheduler, clock, maxWait, settleMs }: OriginParts) {
+    this.origin = origin;
+    this.scheduler = scheduler;
+    this.clock = clock;
     this.maxWaitMs = maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(maxWait);
+    this.settleMs = settleMs;
     this.lastUseMs = clock.now();
   }
 

@@ -30,6 +30,7 @@ import { type PolicyWindow, policyWindow } from './headers.js';
 import type { HttpErrorMessage } from './messages.js';
 import { type HeaderList, type HeaderStyle, type ProblemDetails, type RateFields, rateFields } from './response.js';
 import type { Decision, RateLimitDecider } from './types.js';
+import { checkWallClock } from './wall-clock.js';
 
 /** What `onLimit` is told about a refused request. */
 export interface LimitInfo {
@@ -64,7 +65,7 @@ export interface RequestRateLimit extends Decision {
   readonly cost: number;
 }
 
-/** Options for `rateLimit` and `rateLimit.fastify`. `Req`/`Res` are the framework's request and response types. */
+/** Options for `rateLimit` and `rateLimitHook`. `Req`/`Res` are the framework's request and response types. */
 export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   /**
    * The limiter that decides: a `KeyedLimiter` (any store) or any object with
@@ -85,6 +86,11 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   maxKeys?: number;
   /** With `rate`: the time source of the buckets; also times `maxWait` holds. @default systemClock */
   clock?: Clock;
+  /**
+   * Milliseconds since the Unix epoch, read only to write `X-RateLimit-Reset` (a Unix time) with
+   * `legacyHeaders`; the buckets run on `clock`. @default () => Date.now()
+   */
+  wallClock?: () => number;
   /**
    * The request's key, a non-empty string. @default the client's address
    * (see `trustProxy`), IPv6 grouped by `ipv6Subnet`
@@ -175,7 +181,7 @@ const DEFAULT_FUNCTION_TIMEOUT_MS = 5000;
 /** Every option's name: any other is refused when the middleware is made. */
 // biome-ignore format: a list of names
 const KNOWN = new Set([
-  'limiter', 'rate', 'burst', 'global', 'maxKeys', 'clock', 'key', 'cost', 'skip', 'functionTimeout',
+  'limiter', 'rate', 'burst', 'global', 'maxKeys', 'clock', 'wallClock', 'key', 'cost', 'skip', 'functionTimeout',
   'trustProxy', 'proxyHeader', 'ipv6Subnet', 'maxWait', 'maxQueue', 'policyName', 'policy', 'headers',
   'legacyHeaders', 'requestPropertyName', 'skipSuccessfulRequests', 'skipFailedRequests', 'requestWasSuccessful',
   'onLimit', 'onError',
@@ -218,7 +224,7 @@ const PEERS: Readonly<Record<string, string>> = {
   skipOnError: FAIL_OPEN,
   allowList: 'write `skip: (req) => ...`',
   groupId: 'write `key`: routes that share a limit share a key',
-  hook: "register the hook you want yourself: `fastify.addHook('preHandler', rateLimit.fastify(...))`",
+  hook: "register the hook you want yourself: `fastify.addHook('preHandler', rateLimitHook(...))`",
   onExceeding: 'subscribe to the `tokenpace:http:decision` diagnostics channel (every decision)',
   onExceeded: 'answer refusals with `onLimit`, or subscribe to `tokenpace:http:decision`',
   retryAfter: "`Retry-After` is the bucket's own wait, in whole seconds rounded up; set another in `onLimit`",
@@ -277,7 +283,7 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
       'global',
       options.global,
       "`global` is a bucket over all keys, `{ rate, burst }`; to limit every route (@fastify/rate-limit's " +
-        "`global: true`), register the hook on the instance: fastify.addHook('onRequest', rateLimit.fastify(...))",
+        "`global: true`), register the hook on the instance: fastify.addHook('onRequest', rateLimitHook(...))",
     );
   }
   let limiter: RateLimitDecider;
@@ -328,7 +334,13 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
   }
   const clock = checkClock(options.clock);
   const policyName = checkPolicyName(options.policyName);
-  const fields = rateFields(headerStyle(options.headers), options.legacyHeaders === true, policyName, policy);
+  const fields = rateFields({
+    style: headerStyle(options.headers),
+    legacy: options.legacyHeaders === true,
+    policyName,
+    policy,
+    wallClock: checkWallClock(options.wallClock),
+  });
   const maxWaitMs = options.maxWait === undefined ? 0 : parseDuration(options.maxWait);
   const algorithm = (limiter as { algorithm?: unknown }).algorithm;
   const windowed = algorithm === 'fixed-window' || algorithm === 'sliding-window';

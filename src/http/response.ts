@@ -18,10 +18,13 @@ import {
   formatPolicy,
   formatPolicyUnnamed,
   formatRateLimitQuoted,
+  mostExhausted,
   type PolicyWindow,
+  parseRateLimit,
   remainingOf,
   resetSecondsOf,
   sfString,
+  wholeNumber,
 } from './headers.js';
 import type { HttpErrorMessage } from './messages.js';
 import type { Decision } from './types.js';
@@ -67,13 +70,21 @@ export interface RateFields {
   stacked<Res>(decision: Decision, res: Res, read: FieldReader<Res>): { name: string; fields: Array<[string, string]> };
 }
 
+/** What a limiter's {@link RateFields} are made from. */
+export interface RateFieldsOptions {
+  /** The standard fields' style; `false`: none. */
+  readonly style: HeaderStyle | false;
+  /** Also the `X-RateLimit-*` trio. */
+  readonly legacy: boolean;
+  readonly policyName: string;
+  /** What `RateLimit-Policy` advertises (`undefined`: the field is left out). */
+  readonly policy: PolicyWindow | undefined;
+  /** Milliseconds since the Unix epoch, for `X-RateLimit-Reset` (see wall-clock.ts). */
+  readonly wallClock: () => number;
+}
+
 /** Makes a limiter's {@link RateFields}; validates the policy name once, here. */
-export function rateFields(
-  style: HeaderStyle | false,
-  legacy: boolean,
-  policyName: string,
-  policy: PolicyWindow | undefined,
-): RateFields {
+export function rateFields({ style, legacy, policyName, policy, wallClock }: RateFieldsOptions): RateFields {
   const quotedName = sfString(policyName); // validates, once
   const unnamedPolicy = policy === undefined ? undefined : formatPolicyUnnamed(policy);
   const namedPolicy = policy === undefined ? undefined : formatPolicy(policyName, policy);
@@ -88,8 +99,9 @@ export function rateFields(
     list.push([`${prefix}Remaining`, String(remainingOf(decision))]);
     list.push([`${prefix}Reset`, String(reset)]);
   };
+  // X-RateLimit-Reset: the Unix time (s, rounded up) at which the reset falls.
   const pushLegacy = (list: Array<[string, string]>, decision: Decision): void =>
-    pushTrio(list, 'X-RateLimit-', decision, unixSecondsIn(resetSecondsOf(decision)));
+    pushTrio(list, 'X-RateLimit-', decision, Math.ceil(wallClock() / 1000) + resetSecondsOf(decision));
 
   const first = (decision: Decision): Array<[string, string]> => {
     const list: Array<[string, string]> = [];
@@ -122,8 +134,8 @@ export function rateFields(
     } else if (style !== false) {
       if (unnamedPolicy !== undefined) list.push(['RateLimit-Policy', appendItem(policies, unnamedPolicy)]);
       if (style === 'draft-7') {
-        const earlier = /remaining=(\d+)/.exec(read(res, 'ratelimit') ?? '')?.[1];
-        if (remaining <= wholeOr(earlier)) list.push(['RateLimit', draft7(decision)]);
+        const earlier = mostExhausted(parseRateLimit(read(res, 'ratelimit')) ?? [])?.remaining;
+        if (remaining <= (earlier ?? Number.POSITIVE_INFINITY)) list.push(['RateLimit', draft7(decision)]);
       } else if (remaining <= wholeOr(read(res, 'ratelimit-remaining'))) {
         pushTrio(list, 'RateLimit-', decision, resetSecondsOf(decision));
       }
@@ -139,8 +151,7 @@ const LEGACY = 'x-ratelimit-remaining';
 
 /** A whole number of remaining units written by an earlier layer, or Infinity if there is none. */
 function wholeOr(text: string | undefined): number {
-  const value = text === undefined || text === '' ? Number.NaN : Number(text);
-  return Number.isFinite(value) ? value : Number.POSITIVE_INFINITY;
+  return wholeNumber(text) ?? Number.POSITIVE_INFINITY;
 }
 
 /** Whether a list field has an item named `quoted` (an sf-string, as sfString writes it). */
@@ -161,14 +172,6 @@ function hasItem(field: string | undefined, quoted: string): boolean {
 
 function appendItem(field: string | undefined, item: string): string {
   return field === undefined || field === '' ? item : `${field}, ${item}`;
-}
-
-/**
- * `X-RateLimit-Reset`: the Unix time (s, rounded up) `seconds` from now. Read from the process's
- * monotonic clock and its start (`performance.timeOrigin`), not `Date.now()`, so it never jumps.
- */
-function unixSecondsIn(seconds: number): number {
-  return Math.ceil((performance.timeOrigin + performance.now()) / 1000) + seconds;
 }
 
 /** The 429 body of a refusal that may be retried in `seconds` (its `Retry-After`), by the policy named `policyName`. */

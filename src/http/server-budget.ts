@@ -22,6 +22,21 @@
 
 import type { QuotaLeft } from './headers.js';
 
+/** An answer as the budget reads it. */
+export interface BudgetAnswer {
+  /** The sequence number of the request it answers (from {@link ServerBudget.sent}). */
+  readonly seq: number;
+  /** When it arrived, ms. */
+  readonly nowMs: number;
+  readonly statusCode: number;
+  /** What it says is left (`undefined`: nothing). */
+  readonly quota: QuotaLeft | undefined;
+  /** When the quota gives no reset, it resets within this (the advertised window, ms, if any). */
+  readonly fallbackResetMs?: number | undefined;
+  /** How many more requests the origin's own window lets start now. */
+  readonly localLeft: number;
+}
+
 /** One origin's budget; see the file's opening comment. */
 export class ServerBudget {
   /** Requests sent so far: a request's sequence number is the count before it. */
@@ -49,19 +64,8 @@ export class ServerBudget {
     return { seq, holdMs: this.#holdMs(nowMs, localLeft) };
   }
 
-  /**
-   * The answer (`statusCode`) to request `seq` arrived at `nowMs`, saying `quota` (`undefined`:
-   * nothing); a quota without a reset resets within `fallbackResetMs` (the advertised window, if
-   * any); its own window lets `localLeft` more start. Returns the ms to hold the origin (0: none).
-   */
-  answered(
-    seq: number,
-    nowMs: number,
-    statusCode: number,
-    quota: QuotaLeft | undefined,
-    fallbackResetMs: number | undefined,
-    localLeft: number,
-  ): number {
+  /** An answer arrived: returns the ms to hold the origin (0: none). */
+  answered({ seq, nowMs, statusCode, quota, fallbackResetMs, localLeft }: BudgetAnswer): number {
     if (quota === undefined || seq < this.#fromSeq) return 0;
     const resetMs = quota.resetMs ?? fallbackResetMs;
     if (resetMs === undefined || !(resetMs > 0)) return 0;

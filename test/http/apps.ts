@@ -12,7 +12,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
-import type { FastifyReplyLike, FastifyRequestLike } from '../../src/http/fastify.js';
+import { type FastifyReplyLike, type FastifyRequestLike, rateLimitHook } from '../../src/http/fastify.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import type { RateLimitOptions } from '../../src/http/rate-limit-options.js';
 
@@ -66,7 +66,7 @@ export async function startApp(framework: Framework, spec: AppSpec): Promise<App
       });
     }
     for (const layer of spec.layers) {
-      app.addHook('onRequest', rateLimit.fastify<FastifyRequestLike, FastifyReplyLike>(layer));
+      app.addHook('onRequest', rateLimitHook<FastifyRequestLike, FastifyReplyLike>(layer));
     }
     app.setErrorHandler((error, _request, reply) => {
       reply.code(599).header('content-type', 'application/json').send(handled(error));

@@ -81,7 +81,7 @@ describe('Fastify', () => {
     let routeRuns = 0;
     app.addHook(
       'onRequest',
-      rateLimit.fastify({ rate: 20, burst: 40, clock, key: (request) => String(request.headers['x-api-key']) }),
+      rateLimitHook({ rate: 20, burst: 40, clock, key: (request) => String(request.headers['x-api-key']) }),
     );
     app.get('/items', async () => {
       routeRuns++;
@@ -118,11 +118,11 @@ describe('Fastify', () => {
     app.addHook('onRequest', async (request, reply) => {
       const hook =
         request.url === '/open'
-          ? rateLimit.fastify({ limiter: { tryTake: failing, take: failing }, onError: (_e, _q, _r, next) => next() })
+          ? rateLimitHook({ limiter: { tryTake: failing, take: failing }, onError: (_e, _q, _r, next) => next() })
           : limited;
       return hook(request, reply);
     });
-    const limited = rateLimit.fastify({
+    const limited = rateLimitHook({
       rate: 1,
       burst: 1,
       clock,
@@ -145,7 +145,7 @@ describe('Fastify', () => {
     expect((await call(`${base}/open`, { dispatcher: client })).status).toBe(200);
   });
 
-  it('answers 503 when the limiter fails (alias rateLimitHook)', async () => {
+  it('answers 503 when the limiter fails', async () => {
     const app = Fastify();
     const fail = () => Promise.reject(new Error('store down'));
     app.addHook('onRequest', rateLimitHook({ limiter: { tryTake: fail, take: fail } }));

@@ -59,14 +59,43 @@ describe('RateLimit and Retry-After', () => {
 
   it('parses RateLimit lists and ignores malformed ones', () => {
     expect(parseRateLimit('"default";r=0;t=30, "daily";r=999')).toEqual([
-      { policy: 'default', remaining: 0, windowSeconds: 30 },
-      { policy: 'daily', remaining: 999, windowSeconds: undefined },
+      { policy: 'default', remaining: 0, resetSeconds: 30 },
+      { policy: 'daily', remaining: 999, resetSeconds: undefined },
     ]);
-    expect(parseRateLimit('"x";r=1;t=2;pk=:AAEC:')).toEqual([{ policy: 'x', remaining: 1, windowSeconds: 2 }]);
+    expect(parseRateLimit('"x";r=1;t=2;pk=:AAEC:')).toEqual([{ policy: 'x', remaining: 1, resetSeconds: 2 }]);
+    expect(parseRateLimit('p;r=3')).toEqual([{ policy: 'p', remaining: 3, resetSeconds: undefined }]);
     expect(parseRateLimit('"x";t=2')).toBeUndefined(); // r is required
     expect(parseRateLimit('"x";r=-1')).toBeUndefined();
     expect(parseRateLimit('"x";r=1.5')).toBeUndefined();
-    expect(parseRateLimit('limit=10')).toBeUndefined();
+    expect(parseRateLimit('"x";r=1;t=soon')).toBeUndefined();
+    expect(parseRateLimit('"x";r=1, "y"')).toBeUndefined(); // one bad item spoils the field
+    expect(parseRateLimit('')).toBeUndefined();
+    expect(parseRateLimit(undefined)).toBeUndefined();
+  });
+
+  // Draft -07's one-field form, which stacked draft-7 limiters and the adaptive client read.
+  it.each([
+    ['limit=40, remaining=39, reset=1', 39, 1],
+    ['limit=40,remaining=0,reset=12', 0, 12],
+    ['reset=5, remaining=7, limit=9', 7, 5],
+    ['remaining=3', 3, undefined],
+    ['limit=40, remaining=5;w=1, reset=2', 5, 2],
+    ['remaining=9, remaining=4', 4, undefined],
+    ['limit=40, remaining=5, reset=2, policy="x"', 5, 2],
+  ])('parses the draft -7 dictionary %j as one item', (field, remaining, resetSeconds) => {
+    expect(parseRateLimit(field)).toEqual([{ policy: '', remaining, resetSeconds }]);
+  });
+
+  it.each([
+    'limit=10', // remaining is required
+    'limit=40, remaining=-1, reset=1',
+    'limit=40, remaining=1.5',
+    'limit=40, remaining="5"',
+    'limit=40, remaining=5, reset=soon',
+    'Remaining=5', // a dictionary key is lowercase
+    '"p";r=1, remaining=5', // a list item beside a dictionary member
+  ])('ignores the malformed draft -7 field %j', (field) => {
+    expect(parseRateLimit(field)).toBeUndefined();
   });
 
   it('asks for a pause from Retry-After first, else from RateLimit items with r=0', () => {
@@ -79,6 +108,10 @@ describe('RateLimit and Retry-After', () => {
       source: 'ratelimit',
     });
     expect(pauseRequested({ ratelimit: '"a";r=3;t=4' }, 0)).toBeUndefined();
+    expect(pauseRequested({ ratelimit: 'limit=5, remaining=0, reset=4' }, 0)).toEqual({
+      delayMs: 4000,
+      source: 'ratelimit',
+    });
     expect(pauseRequested({}, 0)).toBeUndefined();
   });
 });

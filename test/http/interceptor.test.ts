@@ -178,6 +178,37 @@ describe('throttleInterceptor: pushback', () => {
     expect((await next).status).toBe(200);
   });
 
+  it('reads an HTTP-date Retry-After against wallClock when the answer has no Date field', async () => {
+    const s = await server((res, n) => {
+      if (n === 1) {
+        res.sendDate = false;
+        res.writeHead(429, { 'retry-after': 'Mon, 30 Nov 2026 12:00:05 GMT' });
+        res.end();
+      } else ok(res);
+    });
+    const wallClock = () => Date.parse('Mon, 30 Nov 2026 12:00:01 GMT');
+    const pauses: ClientPauseMessage[] = [];
+    const onPause = (m: unknown): void => {
+      pauses.push(m as ClientPauseMessage);
+    };
+    subscribe('tokenpace:http:client:pause', onPause);
+    try {
+      const dispatcher = client({ rate: 100, burst: 10, wallClock });
+      const refused = await get(s.url, dispatcher);
+      expect(refused.status).toBe(429);
+      expect(refused.headers.date).toBeUndefined();
+      expect(pauses.map((p) => p.delayMs)).toEqual([4000]);
+    } finally {
+      unsubscribe('tokenpace:http:client:pause', onPause);
+    }
+  });
+
+  it('refuses a wallClock that is not a function', () => {
+    expect(() => throttleInterceptor({ wallClock: 5 as unknown as () => number })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'wallClock' }),
+    );
+  });
+
   it('pauses for the t of a RateLimit item with r=0, and not for other statuses', async () => {
     const s = await server((res, n) => {
       if (n === 1) res.writeHead(200, { ratelimit: '"default";r=0;t=5' });

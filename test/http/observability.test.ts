@@ -34,7 +34,8 @@ afterEach(async () => {
 describe('observability', () => {
   it('exports the adapters and the channel names from the package root', () => {
     expect(typeof tokenpace.rateLimit).toBe('function');
-    expect(typeof tokenpace.rateLimit.fastify).toBe('function');
+    expect(typeof tokenpace.rateLimitHook).toBe('function');
+    expect(Object.keys(tokenpace.rateLimit)).toEqual([]); // nothing is assigned onto the function
     expect(typeof tokenpace.throttleInterceptor).toBe('function');
     expect(Object.values(tokenpace.channelNames).every((n) => n.startsWith('tokenpace:'))).toBe(true);
     const http = Object.values(tokenpace.channelNames).filter((n) => n.startsWith('tokenpace:http:'));

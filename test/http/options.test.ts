@@ -7,7 +7,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, NotSupportedError } from '../../src/errors.js';
-import type { FastifyReplyLike, FastifyRequestLike } from '../../src/http/fastify.js';
+import { type FastifyReplyLike, type FastifyRequestLike, rateLimitHook } from '../../src/http/fastify.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import type { RateLimitOptions } from '../../src/http/rate-limit-options.js';
 import type { Decision, RateLimitDecider } from '../../src/http/types.js';
@@ -58,7 +58,7 @@ describe('options brought from express-rate-limit and @fastify/rate-limit', () =
     expect(error.message).toMatch(new RegExp(`^Unknown option \`${name}\` for rateLimit options: `));
     expect(error.message).toMatch(hint);
     const options = { rate: 1, burst: 2, [name]: value } as RateLimitOptions<FastifyRequestLike, FastifyReplyLike>;
-    refusal(() => rateLimit.fastify(options), name);
+    refusal(() => rateLimitHook(options), name);
   });
 
   it("refuses @fastify/rate-limit's boolean `global`, saying how to limit every route", () => {
@@ -126,6 +126,7 @@ describe('values that would fail every request later are refused when the middle
     ['policyName', 5, /Expected `policyName` to be a non-empty string/],
     ['policyName', '', /Expected `policyName` to be a non-empty string/],
     ['clock', {}, /Expected `clock` to have now\(\)/],
+    ['wallClock', 1_767_225_600_000, /Expected `wallClock` to be a function returning milliseconds/],
   ])('%s: %j', (option, value, message) => {
     const error = refusal(() => rateLimit(loose({ rate: 1, burst: 2, [option]: value })), option);
     expect(error.message).toMatch(message);

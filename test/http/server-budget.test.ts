@@ -26,6 +26,12 @@ describe('quotaLeft', () => {
     ['the most exhausted item', { ratelimit: '"a";r=9;t=60, "b";r=2;t=1' }, { remaining: 2, resetMs: 1000 }],
     ['no t', { ratelimit: 'p;r=3' }, { remaining: 3, resetMs: undefined }],
     ['draft 7, one field', { ratelimit: 'limit=40, remaining=7, reset=3' }, { remaining: 7, resetMs: 3000 }],
+    ['draft 7, any order, no reset', { ratelimit: 'remaining=2,limit=10' }, { remaining: 2, resetMs: undefined }],
+    [
+      'a malformed RateLimit, then the older pair',
+      { ratelimit: 'limit=40, remaining=x', 'x-ratelimit-remaining': '3' },
+      { remaining: 3, resetMs: undefined },
+    ],
     ['draft 6', { 'ratelimit-remaining': '4', 'ratelimit-reset': '9' }, { remaining: 4, resetMs: 9000 }],
     [
       'X-RateLimit, seconds',
@@ -97,7 +103,15 @@ describe('ServerBudget', () => {
     const b = budget.sent(0, all);
     expect([a.holdMs, b.holdMs]).toEqual([0, 0]);
     // a's answer: 2 left for 1 s; b, sent after a, was not counted in it: 1 may go.
-    expect(budget.answered(a.seq, 100, 200, { remaining: 2, resetMs: 1000 }, undefined, all)).toBe(0);
+    expect(
+      budget.answered({
+        seq: a.seq,
+        nowMs: 100,
+        statusCode: 200,
+        quota: { remaining: 2, resetMs: 1000 },
+        localLeft: all,
+      }),
+    ).toBe(0);
     expect(budget.leftAt(100)).toBe(1);
     const c = budget.sent(150, all);
     expect(c.holdMs).toBe(950); // the last one: hold until the reset at 1100
@@ -108,24 +122,55 @@ describe('ServerBudget', () => {
     const budget = new ServerBudget();
     const a = budget.sent(0, all);
     const b = budget.sent(0, all);
-    expect(budget.answered(b.seq, 10, 200, { remaining: 0, resetMs: 500 }, undefined, 5)).toBe(500);
-    expect(budget.answered(a.seq, 20, 200, { remaining: 9, resetMs: 500 }, undefined, 5)).toBe(0);
+    expect(
+      budget.answered({ seq: b.seq, nowMs: 10, statusCode: 200, quota: { remaining: 0, resetMs: 500 }, localLeft: 5 }),
+    ).toBe(500);
+    expect(
+      budget.answered({ seq: a.seq, nowMs: 20, statusCode: 200, quota: { remaining: 9, resetMs: 500 }, localLeft: 5 }),
+    ).toBe(0);
     expect(budget.leftAt(20)).toBe(0);
   });
 
   it('holds only where its own window lets more start than the origin says is left', () => {
     const budget = new ServerBudget();
     const a = budget.sent(0, 0);
-    expect(budget.answered(a.seq, 10, 200, { remaining: 0, resetMs: 1000 }, undefined, 0)).toBe(0);
-    expect(budget.answered(budget.sent(20, 0).seq, 30, 200, { remaining: 0, resetMs: 1000 }, undefined, 3)).toBe(1000);
+    expect(
+      budget.answered({ seq: a.seq, nowMs: 10, statusCode: 200, quota: { remaining: 0, resetMs: 1000 }, localLeft: 0 }),
+    ).toBe(0);
+    expect(
+      budget.answered({
+        seq: budget.sent(20, 0).seq,
+        nowMs: 30,
+        statusCode: 200,
+        quota: { remaining: 0, resetMs: 1000 },
+        localLeft: 3,
+      }),
+    ).toBe(1000);
   });
 
   it('takes the advertised window as the reset when the answer gives none, else says nothing', () => {
     const budget = new ServerBudget();
     const a = budget.sent(0, all);
-    expect(budget.answered(a.seq, 0, 200, { remaining: 0, resetMs: undefined }, undefined, 1)).toBe(0);
+    expect(
+      budget.answered({
+        seq: a.seq,
+        nowMs: 0,
+        statusCode: 200,
+        quota: { remaining: 0, resetMs: undefined },
+        localLeft: 1,
+      }),
+    ).toBe(0);
     const b = budget.sent(0, 1);
-    expect(budget.answered(b.seq, 10, 200, { remaining: 0, resetMs: undefined }, 2000, 1)).toBe(2000);
+    expect(
+      budget.answered({
+        seq: b.seq,
+        nowMs: 10,
+        statusCode: 200,
+        quota: { remaining: 0, resetMs: undefined },
+        fallbackResetMs: 2000,
+        localLeft: 1,
+      }),
+    ).toBe(2000);
   });
 });
 
@@ -188,7 +233,7 @@ describe('throttleInterceptor adaptive: a quota shared with another client', () 
       `shared quota (30 per 2 s, fixed windows, another client taking 10 first in each), 6 s: pacing to the quota ${fixed.ok} ok, ` +
         `${(fixed.share * 100).toFixed(1)} % 429; adaptive spending what is left ${spent.ok} ok, ${(spent.share * 100).toFixed(1)} % 429`,
     );
-    expect(fixed.share).toBeGreaterThan(0.1); // measured 26 %
+    expect(fixed.share).toBeGreaterThan(0.1);
     expect(spent.share).toBeLessThan(0.05);
     // It still gets a real share of the quota: 3 windows of 30, a third of which the other client takes.
     expect(spent.ok).toBeGreaterThanOrEqual(25);

@@ -6,7 +6,7 @@
 import express from 'express';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { rateLimit } from '../../src/index.js';
+import { rateLimit, rateLimitHook } from '../../src/index.js';
 
 describe('rateLimit types (compiled by npm run typecheck)', () => {
   it('Express: key, cost, skip and onLimit see req.ip, req.path and res.status', () => {
@@ -30,7 +30,7 @@ describe('rateLimit types (compiled by npm run typecheck)', () => {
 
   it('Fastify: the hook fits addHook, and key sees request.ip', async () => {
     const app = Fastify();
-    app.addHook('onRequest', rateLimit.fastify({ rate: 10, burst: 20, key: (request) => request.ip ?? 'x' }));
+    app.addHook('onRequest', rateLimitHook({ rate: 10, burst: 20, key: (request) => request.ip ?? 'x' }));
     app.get('/', async () => 'ok');
     await app.ready();
     await app.close();
