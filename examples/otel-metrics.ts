@@ -16,11 +16,11 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Meter } from '@opentelemetry/api';
 import {
   type ClientPauseMessage,
-  type ClientRefusedMessage,
+  type ClientRejectedMessage,
   type ClientStartMessage,
   channelNames,
-  type DecisionMessage,
-  type ErrorMessage,
+  type HttpDecisionMessage,
+  type HttpErrorMessage,
   type KeyedRefusalMessage,
   type SchedulerRefusedMessage,
   type SchedulerStartMessage,
@@ -78,7 +78,7 @@ export function instrumentTokenpace(meter: Meter): () => void {
     [
       channelNames.decision,
       (m) => {
-        const { decision, waitedMs } = m as DecisionMessage;
+        const { decision, waitedMs } = m as HttpDecisionMessage;
         decisions.add(1, { outcome: decision.allowed ? 'admitted' : 'refused' });
         if (decision.allowed && waitedMs > 0) held.record(waitedMs);
       },
@@ -86,7 +86,7 @@ export function instrumentTokenpace(meter: Meter): () => void {
     [
       channelNames.error,
       (m) => {
-        const { stage, statusCode } = m as ErrorMessage;
+        const { stage, statusCode } = m as HttpErrorMessage;
         errors.add(1, { stage, status: statusCode });
       },
     ],
@@ -100,7 +100,7 @@ export function instrumentTokenpace(meter: Meter): () => void {
     [
       channelNames.clientRefused,
       (m) => {
-        const { origin, error } = m as ClientRefusedMessage;
+        const { origin, error } = m as ClientRejectedMessage;
         refused.add(1, { origin, code: String((error as { code?: unknown }).code ?? 'unknown') });
       },
     ],

@@ -5,9 +5,10 @@
  * time by hand (see `test/helpers/fake-clock.ts`) and production code reads a
  * monotonic source. Times are milliseconds and may be fractional.
  *
- * Wall-clock time (`Date.now()`) is never used: it jumps when NTP steps the
- * system clock, and a token bucket that sees time jump forward hands out a
- * burst it never earned.
+ * Wall-clock time (`Date.now()`) is never used for pacing: it jumps when NTP
+ * steps the system clock, and a token bucket that sees time jump forward hands
+ * out a burst it never earned. The HTTP adapters read it, through their own
+ * `wallClock` option, only to convert HTTP dates and Unix times.
  */
 
 import { describeValue, InvalidOptionError } from './errors.js';
