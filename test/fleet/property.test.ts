@@ -267,7 +267,7 @@ describe('fleet stores against a model', () => {
         const a = virtualTime(1_000_000);
         const memory = await run(new MemoryFleetStore({ clock: a.clock }), key, params, ops, a.time);
         const b = virtualTime(1_000_000);
-        const redis = new RedisFleetStore({ client, onError: 'deny', timeoutMs: 5000, now: () => b.clock.now() });
+        const redis = new RedisFleetStore({ client, onError: 'deny', timeout: 5000, now: () => b.clock.now() });
         const answers = await run(redis, key, params, ops, b.time);
         expect(answers.length).toBe(memory.length);
         for (const [i, r] of answers.entries()) {
