@@ -285,8 +285,8 @@ describe('fleet stores against a model', () => {
       {
         numRuns: 60,
         examples: [
-          // The script once computed its delay from the last update and nudged it from now: 2 + 2 ulp
-          // where bucket.ts says 2.
+          // A delay asked right after a small grant: the delay is bucket.ts's delayUntil from now, to the
+          // last bit (a delay computed from the last update and nudged from now is 2 ulp off).
           [
             { ratePerSecond: 5, capacity: 3, concurrency: 3 },
             [
