@@ -3,10 +3,10 @@
  * Redis, one script call (./script.ts) per operation, with an explicit
  * failure policy.
  *
- * The client is an ioredis or node-redis client, typed by the structural
- * client types of the keyed RedisStore (`src/keyed/redis-store.ts`); the
- * call plumbing (EVALSHA, EVAL on NOSCRIPT, a timeout per call, PING probes)
- * is a small adapter of its own here, so the keyed store needs no change.
+ * The client is an ioredis or node-redis client (src/redis/client.ts); the
+ * script runs the way every store in Redis runs its Lua
+ * (src/redis/lua-script.ts: `EVALSHA`, `EVAL` on `NOSCRIPT`, each call
+ * bounded by `timeout`), and failures follow src/redis/health.ts.
  * A worker batches on its own: one `exchange` call gives back the leases of
  * the jobs that ended and asks for several queued jobs (see ./store.ts), and
  * renewals of all its leases go in one call.
@@ -16,10 +16,10 @@
  * `{p:k}:q` and `{p:k}:c` (claims of jobs waiting for units). The hash tag
  * puts them in one cluster slot.
  *
- * Failure policy. Each call is bounded by `timeoutMs`. When Redis fails or
+ * Failure policy. Each call is bounded by `timeout`. When Redis fails or
  * does not answer in time the store is degraded (event `degraded`), answers
  * every call by `onError` at once, and probes Redis with PING every
- * `probeIntervalMs`; the first answer ends it (event `recovered`):
+ * `probeInterval`; the first answer ends it (event `recovered`):
  *
  * - `'deny'`: acquires answer `busy`; jobs wait, and `maxWait` rejects them;
  * - `'allow'`: each worker runs on the fleet's limits on its own (an
@@ -34,12 +34,11 @@
  * granted by the policy stay local and end with their jobs.
  */
 
-import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { type BucketState, bucketState } from '../meters/bucket.js';
-import { evalScript, type RedisClientLike } from '../redis/client.js';
+import type { BucketState } from '../meters/bucket.js';
+import type { RedisClientLike } from '../redis/client.js';
 import {
   errorOf,
   type FailurePolicy,
@@ -48,7 +47,9 @@ import {
   type RedisStoreEvents,
   SHARED_STORE_OPTIONS,
 } from '../redis/health.js';
-import { FLEET_SCRIPT } from './script.js';
+import { LuaScript } from '../redis/lua-script.js';
+import { type DurationInput, parseDuration } from '../units.js';
+import { FLEET_LUA } from './script.js';
 import {
   type AcquireOp,
   type AcquireResult,
@@ -74,12 +75,12 @@ export interface RedisFleetStoreOptions {
   onError: FailurePolicy;
   /** With `'local'`: how many workers share the limits (each gets 1/expectedWorkers). Required then. */
   expectedWorkers?: number;
-  /** The longest a call waits for Redis, ms. @default 200 */
-  timeoutMs?: number;
-  /** How often a failed Redis is probed, ms. @default 250 */
-  probeIntervalMs?: number;
-  /** Idle keys vanish after this long, ms. @default 86_400_000 (a day) */
-  idleTtlMs?: number;
+  /** The longest a call waits for Redis: ms, or a string such as `'100ms'`. @default 200 */
+  timeout?: DurationInput;
+  /** How often a failed Redis is probed: ms, or a string such as `'1s'`. @default 250 */
+  probeInterval?: DurationInput;
+  /** Idle keys vanish after this long: ms, or a string such as `'1h'`. @default '1d' */
+  idleTtl?: DurationInput;
   /** @default systemClock */
   clock?: Clock;
   /**
@@ -92,33 +93,27 @@ export interface RedisFleetStoreOptions {
 /** The events a RedisFleetStore emits: those of every store in Redis (redis/health.ts). */
 export type RedisFleetStoreEvents = RedisStoreEvents;
 
-const GRANT: Record<string, ExchangeGrant['status']> = {
-  '1': 'ok',
-  '0': 'waitTooLong',
-  '2': 'busy',
-  '3': 'tooLarge',
-  '4': 'later',
-};
-const SHA = createHash('sha1').update(FLEET_SCRIPT).digest('hex');
+/** A job's status in the script's reply. */
+const GRANT: readonly ExchangeGrant['status'][] = ['waitTooLong', 'ok', 'busy', 'tooLarge', 'later'];
 
-const REDIS_FLEET_STORE_OPTIONS: ReadonlySet<string> = new Set([
-  ...SHARED_STORE_OPTIONS,
-  'expectedWorkers',
-  'idleTtlMs',
-]);
+/** How long an idle fleet key lives in Redis by default, ms: a day. */
+const DEFAULT_IDLE_TTL_MS = 86_400_000;
+
+const REDIS_FLEET_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'expectedWorkers', 'idleTtl']);
 
 /** A fleet's shared state in Redis; see the file's opening comment. */
 export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> implements FleetStore {
   readonly prefix: string;
   readonly policy: FailurePolicy;
   readonly expectedWorkers: number;
+  /** The bound on one call to Redis, ms. */
   readonly timeoutMs: number;
+  /** The interval between probes of a failed Redis, ms. */
   readonly probeIntervalMs: number;
+  /** How long an idle fleet key lives in Redis, ms. */
   readonly idleTtlMs: number;
-  readonly #client: RedisClientLike;
-  readonly #nodeRedis: boolean;
   readonly #clock: Clock;
-  readonly #now: (() => number) | undefined;
+  readonly #script: LuaScript;
   /** The last parameters Redis gave per key: what the fallback uses. */
   readonly #known = new Map<string, FleetParams>();
   #fallback: MemoryFleetStore | undefined;
@@ -143,7 +138,6 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const failure = failureOptions(options);
     checkKnownOptions(options, REDIS_FLEET_STORE_OPTIONS, 'RedisFleetStore options');
     const { client } = options;
-    this.#nodeRedis = failure.nodeRedis;
     const expectedWorkers = options.expectedWorkers ?? (options.onError === 'local' ? Number.NaN : 1);
     if (!(Number.isSafeInteger(expectedWorkers) && expectedWorkers >= 1)) {
       throw new InvalidOptionError(
@@ -156,24 +150,30 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
       throw new InvalidOptionError('prefix', prefix, `Expected \`prefix\` to be a non-empty string without { or }`);
     }
-    const idleTtlMs = options.idleTtlMs;
-    if (idleTtlMs !== undefined && !(idleTtlMs >= 1 && idleTtlMs < Number.POSITIVE_INFINITY)) {
+    const idleTtlMs = options.idleTtl === undefined ? DEFAULT_IDLE_TTL_MS : parseDuration(options.idleTtl);
+    if (!(idleTtlMs >= 1 && idleTtlMs < Number.POSITIVE_INFINITY)) {
       throw new InvalidOptionError(
-        'idleTtlMs',
-        idleTtlMs,
-        `Expected \`idleTtlMs\` to be a finite number >= 1, got ${idleTtlMs}`,
+        'idleTtl',
+        options.idleTtl,
+        `Expected \`idleTtl\` to be a finite duration of at least 1 ms, as in \`idleTtl: '1d'\`, got ${String(options.idleTtl)}`,
       );
     }
-    this.#client = client;
     this.#clock = checkClock(options.clock);
-    this.#now = failure.now;
     this.prefix = prefix;
     this.policy = failure.policy;
     this.expectedWorkers = expectedWorkers;
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
-    this.idleTtlMs = idleTtlMs ?? 86_400_000;
+    this.idleTtlMs = idleTtlMs;
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), { failures: 0 });
+    this.#script = new LuaScript({
+      name: 'fleet',
+      lua: FLEET_LUA,
+      client,
+      nodeRedis: failure.nodeRedis,
+      health: this.#health,
+      now: failure.now,
+    });
     this.on('recovered', () => this.#resync());
   }
 
@@ -223,9 +223,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const grants: ExchangeGrant[] = [];
     for (let i = 0; i < op.acquire.length; i++) {
       const grant: ExchangeGrant = {
-        status: GRANT[reply.grants[3 * i] as string] ?? 'later',
-        delayMs: Number(reply.grants[3 * i + 1]),
-        readyAtMs: Number(reply.grants[3 * i + 2]),
+        status: GRANT[reply.grants[3 * i] as number] ?? 'later',
+        delayMs: reply.grants[3 * i + 1] as number,
+        readyAtMs: reply.grants[3 * i + 2] as number,
       };
       if (grant.status === 'ok') this.#hold(key, op.acquire[i] as ExchangeAcquire);
       grants.push(grant);
@@ -347,8 +347,8 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const part = whole !== undefined && whole.capacity > 0 ? share.capacity / whole.capacity : 1;
     const bucket =
       last === undefined || !Number.isFinite(last.tokens)
-        ? bucketState(share.capacity, this.#clock.now())
-        : bucketState(last.tokens * part, last.updatedAtMs);
+        ? { tokens: share.capacity, updatedAtMs: this.#clock.now() }
+        : { tokens: last.tokens * part, updatedAtMs: last.updatedAtMs };
     const leases: HeldLease[] = [];
     for (const [leaseId, cost] of this.#held.get(key) ?? []) leases.push({ leaseId, cost, source: 'store' });
     fallback.seed(key, share, bucket, leases, this.#leaseMs.get(key) ?? 60_000);
@@ -422,9 +422,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     key: string,
     defaults: FleetParams | undefined,
     opArgs: string[],
-  ): Promise<
-    { snapshot: FleetSnapshot; status: string; delayMs: number; readyAtMs: number; grants: unknown[] } | undefined
-  > {
+  ): Promise<{ snapshot: FleetSnapshot; grants: number[] } | undefined> {
     const d = defaults ??
       this.#known.get(key) ?? {
         ratePerSecond: Number.POSITIVE_INFINITY,
@@ -437,7 +435,6 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const offset = this.#offsetMs;
     const args = [
       opArgs[0] as string,
-      this.#now === undefined ? '' : String(this.#now()),
       String(this.idleTtlMs),
       num(d.ratePerSecond),
       String(d.capacity),
@@ -445,18 +442,16 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       offset === undefined ? '' : String(sentAt + offset + this.timeoutMs),
       ...opArgs.slice(1),
     ];
-    let reply: unknown;
+    let n: number[];
     try {
-      reply = await this.#health.withTimeout(this.#run(this.keysFor(key), args));
+      n = await this.#script.run(this.keysFor(key), args);
+      if (n.length < 10 || (n.length - 10) % 3 !== 0) {
+        throw new StoreUnavailableError(`unexpected reply from the fleet script: ${n.length} numbers`);
+      }
     } catch (error) {
       this.#failed(errorOf(error));
       return undefined;
     }
-    if (!Array.isArray(reply) || reply.length < 10 || (reply.length - 10) % 3 !== 0) {
-      this.#failed(new StoreUnavailableError(`unexpected reply from the fleet script: ${String(reply)}`));
-      return undefined;
-    }
-    const n = reply.slice(0, 10).map(Number);
     const params: FleetParams = {
       ratePerSecond: inf(n[6] as number),
       capacity: n[7] as number,
@@ -467,12 +462,9 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const receivedAt = this.#clock.now();
     // At most the true offset (the script ran before the answer came): deadlines err early.
     this.#offsetMs = nowMs - receivedAt;
-    this.#bucketSeen.set(key, bucketState(n[4] as number, receivedAt));
+    this.#bucketSeen.set(key, { tokens: n[4] as number, updatedAtMs: receivedAt });
     return {
-      status: String(reply[1]),
-      delayMs: n[2] as number,
-      readyAtMs: n[3] as number,
-      grants: reply.slice(10),
+      grants: n.slice(10),
       snapshot: {
         nowMs,
         tokens: params.ratePerSecond === Number.POSITIVE_INFINITY ? Number.POSITIVE_INFINITY : (n[4] as number),
@@ -482,11 +474,6 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
         source: 'store',
       },
     };
-  }
-
-  /** EVALSHA, and EVAL if the server does not know the script (see src/redis/client.ts). */
-  #run(keys: string[], args: string[]): Promise<unknown> {
-    return evalScript(this.#client, this.#nodeRedis, FLEET_SCRIPT, SHA, keys, args);
   }
 
   /** A call failed: a `failure`, and on the first one a fresh local state for the outage and `degraded`. */

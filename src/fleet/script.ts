@@ -29,10 +29,9 @@
  * KEYS[3] lease weights (hash), KEYS[4] claims by order of first refusal (sorted set),
  * KEYS[5] claims' "cost lastAskedMs" (hash).
  *
- * ARGV: op, now-or-empty (replaces `TIME`: tests on a virtual clock), idle TTL
- * ms, default rate (-1 = none), burst, concurrency (-1 = none), deadline
- * ('' = none: the store's time after which the caller has given the call
- * up), then per op:
+ * ARGV: (1: the time, src/redis/lua-script.ts), op, idle TTL ms, default
+ * rate (-1 = none), burst, concurrency (-1 = none), deadline ('' = none: the
+ * store's time after which the caller has given the call up), then per op:
  *
  * - `b` exchange: leaseMs, claimTtlMs, n, then n lease ids to release, then
  *   (cost, maxWaitMs (-1 = any), leaseId) per job: drops the n leases, then
@@ -67,21 +66,20 @@
  * cancel refunds only a lease it drops). So a lease id is counted once,
  * whatever is replayed.
  *
- * Reply (every op): now, status, delayMs, readyAtMs, tokens, in-flight weight,
- * rate, burst, concurrency, ms until the earliest lease expires (-1 = none);
- * for `b`, then status, delayMs, readyAtMs per job.
+ * Reply (every op), numbers written by `fmt`: now, status, delayMs, readyAtMs,
+ * tokens, in-flight weight, rate, burst, concurrency, ms until the earliest
+ * lease expires (-1 = none); for `b`, then status, delayMs, readyAtMs per job.
  */
 
 import { bucketLua } from '../redis/bucket-lua.js';
-import { luaNow } from '../redis/client.js';
 
-export const FLEET_SCRIPT = `
+/** The fleet store's Lua, after the prelude of src/redis/lua-script.ts. */
+export const FLEET_LUA = `
 local KS, KL, KW, KQ, KC = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local op = ARGV[1]
-${luaNow(2)}
+local op = ARGV[2]
 local TTL = tonumber(ARGV[3])
 local late = ARGV[7] ~= '' and now > tonumber(ARGV[7])
-${bucketLua('fmt', 'slack_for', 'tokens_at', 'rewind', 'delay_until', 'charge', 'refund', 'rebill', 'reconfigure', 'clamp_to_capacity')}
+${bucketLua('slack_for', 'tokens_at', 'rewind', 'delay_until', 'charge', 'refund', 'rebill', 'reconfigure', 'clamp_to_capacity')}
 
 -- the parameters, and the bucket b (rate -1: none; then b is kept but not used)
 local rate, burst, conc, b, inf
@@ -194,7 +192,7 @@ if op == 'b' then
         end
       end
     end
-    grants[#grants + 1] = tostring(st)
+    grants[#grants + 1] = fmt(st)
     grants[#grants + 1] = fmt(d)
     grants[#grants + 1] = fmt(r)
   end
@@ -256,7 +254,7 @@ if redis.call('EXISTS', KQ) == 1 then
 end
 local shown = b.tokens
 if rate >= 0 then shown = tokens_at(b, rate, burst, now) end
-local reply = { fmt(now), tostring(status), fmt(delay), fmt(ready), fmt(shown), fmt(inf), fmt(rate), fmt(burst), fmt(conc), fmt(untilexp) }
+local reply = { fmt(now), fmt(status), fmt(delay), fmt(ready), fmt(shown), fmt(inf), fmt(rate), fmt(burst), fmt(conc), fmt(untilexp) }
 for i = 1, #grants do reply[10 + i] = grants[i] end
 return reply
 `;

@@ -34,7 +34,6 @@ import { checkKnownOptions, checkOptions } from '../errors.js';
 import {
   type BucketParams,
   type BucketState,
-  bucketState,
   charge,
   clampToCapacity,
   delayUntil,
@@ -370,7 +369,7 @@ export class MemoryFleetStore implements FleetStore {
       reconfigure(state.bucket, before, now, next);
     } else {
       // A first rate: the bucket starts full (at the capacity it had), then takes the new one.
-      if (bucketOf(next) !== undefined) state.bucket = bucketState(state.params.capacity, now);
+      if (bucketOf(next) !== undefined) state.bucket = { tokens: state.params.capacity, updatedAtMs: now };
       clampToCapacity(state.bucket, next);
     }
     state.params = next;
@@ -387,7 +386,7 @@ export class MemoryFleetStore implements FleetStore {
     if (state === undefined) {
       state = {
         params: { ...defaults },
-        bucket: bucketState(defaults.capacity, now),
+        bucket: { tokens: defaults.capacity, updatedAtMs: now },
         leases: new Map(),
         inFlight: 0,
         claims: new Map(),

@@ -1,19 +1,20 @@
 /**
  * RedisStore: keyed buckets in Redis, shared by every instance of a fleet.
  *
- * One decision is one script call (`EVALSHA`; `EVAL` when Redis answers
- * `NOSCRIPT`, after a restart or a fail-over). The script (redis-script.ts) is
- * the meter's arithmetic in Lua with the time from Redis's `TIME`, so
- * instances with skewed clocks agree, and it expires each bucket when it would
- * be full again, so idle keys vanish. Redis runs a script atomically: two
- * concurrent decisions from any number of processes never spend the same token.
+ * One decision is one call of the keyed script (redis-script.ts), run the
+ * way every store in Redis runs its Lua (src/redis/lua-script.ts: `EVALSHA`,
+ * `EVAL` when Redis answers `NOSCRIPT`). The script is the meter's arithmetic
+ * in Lua with the time from Redis's `TIME`, so instances with skewed clocks
+ * agree, and it expires each bucket when it would be full again, so idle keys
+ * vanish. Redis runs a script atomically: two concurrent decisions from any
+ * number of processes never spend the same token.
  *
  * Batching. Decisions asked for while others are on the wire are collected
- * and sent together in script calls of up to 32 decisions (MAX_BATCH), so calls in
- * flight at once do not each pay a round trip and a script invocation. When
- * nothing is in flight a decision is sent at the next microtask, so a lone
- * call waits for nothing. In a cluster a batch holds only decisions for one
- * slot (the store computes Redis's slot rule itself).
+ * and sent together in calls of up to {@link MAX_BATCH} decisions, so calls
+ * in flight at once do not each pay a round trip and a script invocation.
+ * When nothing is in flight a decision is sent at the next microtask, so a
+ * lone call waits for nothing. In a cluster a batch holds only decisions for
+ * one slot (the store computes Redis's slot rule itself).
  *
  * Key layout (prefix `p`, default `tokenpace`):
  *
@@ -28,17 +29,18 @@
  *   and one slot go together; split traffic over several prefixes, each with
  *   its share of the global rate, to spread it.
  *
- * Failure policy. Each call is bounded by `timeoutMs`. When Redis fails or
- * does not answer in time, the store decides by `onError`: `'allow'` admits
- * (fail-open), `'deny'` refuses (fail-closed), `'local'` decides with an
- * in-memory bucket per instance (each instance then admits up to the full
- * limit on its own). The store then stops sending decisions to Redis (each
- * would wait out the timeout) and answers by the policy at once, while one
- * `PING` at a time probes Redis every `probeIntervalMs`; the first answer
- * restores normal service. Both transitions are events (`degraded`,
- * `recovered`), and every failed call is a `failure` event: never silent.
- * Each is also published on the `tokenpace:redis:*` diagnostics channels
- * (src/diagnostics.ts), for a subscriber that watches every store at once.
+ * Failure policy (src/redis/health.ts). Each call is bounded by `timeout`.
+ * When Redis fails or does not answer in time, the store decides by
+ * `onError`: `'allow'` admits (fail-open), `'deny'` refuses (fail-closed),
+ * `'local'` decides with an in-memory bucket per instance (each instance then
+ * admits up to the full limit on its own). The store then stops sending
+ * decisions to Redis (each would wait out the timeout) and answers by the
+ * policy at once, while one `PING` at a time probes Redis every
+ * `probeInterval`; the first answer restores normal service. Both transitions
+ * are events (`degraded`, `recovered`), and every failed call is a `failure`
+ * event: never silent. Each is also published on the `tokenpace:redis:*`
+ * diagnostics channels (src/diagnostics.ts), for a subscriber that watches
+ * every store at once.
  *
  * A call that timed out may still reach Redis later (a paused server
  * resumes, a client's offline queue flushes) and be counted there: that errs
@@ -48,10 +50,9 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { type BucketParams, bucketState, delayUntil, tokensAt } from '../meters/bucket.js';
-import { delKeys, type IoredisLikeClient, inBytes, type RedisClientLike, timeMs } from '../redis/client.js';
+import { type BucketParams, delayUntil, tokensAt } from '../meters/bucket.js';
+import { delKeys, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
-import { callProgram } from '../redis/functions.js';
 import {
   errorOf,
   type FailurePolicy,
@@ -60,8 +61,10 @@ import {
   type RedisStoreEvents,
   SHARED_STORE_OPTIONS,
 } from '../redis/health.js';
+import { LuaScript } from '../redis/lua-script.js';
+import type { DurationInput } from '../units.js';
 import { MemoryStore } from './memory-store.js';
-import { KEYED_PROGRAM, type KeyedEntry } from './redis-script.js';
+import { KEYED_LUA } from './redis-script.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../redis/client.js';
@@ -79,12 +82,13 @@ export interface RedisStoreOptions {
   /** Fail-open (`'allow'`), fail-closed (`'deny'`), or an in-memory bucket per instance (`'local'`). Required. */
   onError: FailurePolicy;
   /**
-   * The longest a decision waits for Redis before the policy decides, ms. Minimum 1.
+   * The longest a decision waits for Redis before the policy decides: ms, or a string such as
+   * `'100ms'`. From 1 ms to 2^31 - 1 ms.
    * @default 200
    */
-  timeoutMs?: number;
-  /** How often a failed Redis is probed with PING, ms. @default 250 */
-  probeIntervalMs?: number;
+  timeout?: DurationInput;
+  /** How often a failed Redis is probed with PING: ms, or a string such as `'1s'`. @default 250 */
+  probeInterval?: DurationInput;
   /** Whether `client` is a cluster (batches are then split by slot). @default detected from the client */
   cluster?: boolean;
   /** Timers (timeouts, probes) and the `'local'` policy's time. @default systemClock */
@@ -114,11 +118,9 @@ export interface RedisStoreStats {
 /** Retry-after given with a `'deny'` decision. */
 export const DENY_RETRY_AFTER_MS = 1000;
 /**
- * The most decisions in one script call. Not more: Redis runs a call's decisions
- * one after another (about 6 us each here) while the client waits, and the client
- * handles a reply while Redis waits, so 64 decisions in flight as one call of 64
- * leave each side idle half the time; as two calls of 32 they overlap, and 64 in
- * flight decide about 1.5x as fast (bench keyed-redis).
+ * The most decisions in one script call. Redis runs a call's decisions one after another while the
+ * client waits, and the client handles a reply while Redis waits: many decisions in flight go as
+ * several calls of this size, so each side works while the other does.
  */
 const MAX_BATCH = 32;
 
@@ -127,7 +129,7 @@ const MAX_BATCH = 32;
  * MemoryStore.decideAt's refusal, by the same steps on the same doubles.
  */
 function refusedTry(op: StoreOp, tokens: number, updatedAtMs: number, nowMs: number): StoreResult {
-  const state = bucketState(tokens, updatedAtMs);
+  const state = { tokens, updatedAtMs };
   const readyInMs = delayUntil(state, op.bucket, nowMs, op.cost);
   return {
     allowed: false,
@@ -145,20 +147,8 @@ interface Pending {
   op: StoreOp;
   /** Set for a cancel: the reservation whose tokens go back. */
   cancel: StoreResult | undefined;
-  resolve: (result: StoreResult) => void;
+  resolve: (result: StoreResult | Promise<StoreResult>) => void;
 }
-
-/** The keyed program's entry points by (global bucket) + 2 (virtual clock) + 4 (reply in bytes). */
-const ENTRIES: readonly KeyedEntry[] = [
-  'keyed',
-  'keyed_g',
-  'keyed_at',
-  'keyed_g_at',
-  'keyed_b',
-  'keyed_g_b',
-  'keyed_at_b',
-  'keyed_g_at_b',
-];
 
 const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'cluster', 'localMaxKeys']);
 
@@ -167,29 +157,26 @@ const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTION
  *
  * @example
  * import { Redis } from 'ioredis';
- * const store = new RedisStore({ client: new Redis(), onError: 'local', timeoutMs: 100 });
+ * const store = new RedisStore({ client: new Redis(), onError: 'local', timeout: '100ms' });
  * store.on('degraded', ({ error }) => log.warn({ error }, 'rate limits are per instance until Redis is back'));
  * const limiter = new KeyedLimiter({ rate: '100/min', burst: 20, store });
  */
 export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedStore {
   readonly prefix: string;
   readonly policy: FailurePolicy;
+  /** The bound on one call to Redis, ms. */
   readonly timeoutMs: number;
+  /** The interval between probes of a failed Redis, ms. */
   readonly probeIntervalMs: number;
   readonly stats: RedisStoreStats = { decisions: 0, calls: 0, byPolicy: 0, failures: 0 };
   readonly #client: RedisClientLike;
-  /** The client whose replies come in bytes (client.ts inBytes), for the `_b` entries; else the text ones. */
-  readonly #bytesClient: RedisClientLike | undefined;
   readonly #nodeRedis: boolean;
   readonly #cluster: boolean;
   readonly #clock: Clock;
-  readonly #now: (() => number) | undefined;
   readonly #local: MemoryStore | undefined;
   readonly #health: RedisHealth;
+  readonly #script: LuaScript;
   #pending: Pending[] = [];
-  /** The last bucket's `rate:capacity` as sent, and that bucket. */
-  #bucketText = '';
-  #bucketTextOf: BucketParams | undefined;
   #flushScheduled = false;
   #inFlight = 0;
   readonly #flushNow = (): void => this.#flush();
@@ -199,7 +186,6 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const failure = failureOptions(options);
     checkKnownOptions(options, REDIS_STORE_OPTIONS, 'RedisStore options');
     const { client } = options;
-    const nodeRedis = failure.nodeRedis;
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0 || /[{}]/.test(prefix)) {
       throw new InvalidOptionError(
@@ -209,8 +195,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       );
     }
     this.#client = client;
-    this.#bytesClient = inBytes(client, nodeRedis);
-    this.#nodeRedis = nodeRedis;
+    this.#nodeRedis = failure.nodeRedis;
     this.#cluster = options.cluster ?? isClusterClient(client);
     this.prefix = prefix;
     this.policy = failure.policy;
@@ -218,7 +203,14 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = checkClock(options.clock);
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
-    this.#now = failure.now;
+    this.#script = new LuaScript({
+      name: 'keyed',
+      lua: KEYED_LUA,
+      client,
+      nodeRedis: failure.nodeRedis,
+      health: this.#health,
+      now: failure.now,
+    });
     this.#local =
       this.policy === 'local' ? new MemoryStore({ clock: this.#clock, maxKeys: options.localMaxKeys }) : undefined;
   }
@@ -239,7 +231,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   }
 
   decide(op: StoreOp): Promise<StoreResult> {
-    if (!this.#health.usable) return Promise.resolve(this.#byPolicy(op));
+    if (!this.#health.usable) return this.#byPolicy(op);
     return new Promise<StoreResult>((resolve) => this.#enqueue({ op, cancel: undefined, resolve }));
   }
 
@@ -261,27 +253,23 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const hasGlobal = op.global !== undefined;
     const keys = hasGlobal ? [this.globalKey, this.keyFor(op.key, true)] : [this.keyFor(op.key, false)];
     // The call's layout is #send's (redis-script.ts), for one `a` operation.
-    const args = this.#header(op.bucket, op.global);
-    args.push(`a${op.cost}`);
+    const args = [paramsText(op.bucket), op.global === undefined ? '' : paramsText(op.global), `a${op.cost}`];
     this.stats.calls++;
-    const sent = new Promise<unknown>((resolve, reject) => this.#call(hasGlobal, keys, args, resolve, reject));
-    return this.#health.withTimeout(sent).then(
+    return this.#script.run(keys, args).then(
       () => undefined,
       (error: unknown) => this.#health.failed(errorOf(error), 1),
     );
   }
 
   async reset(key: string): Promise<void> {
-    this.#local?.resetKey(key);
+    await this.#local?.reset(key);
     const keys = [this.keyFor(key, false), this.keyFor(key, true)];
     await this.#health
       .withTimeout(this.#cluster ? Promise.all(keys.map((k) => this.#del([k]))) : this.#del(keys))
       .catch((error: unknown) => {
         throw new StoreUnavailableError(
           `could not reset key ${JSON.stringify(key)} in Redis: ${errorOf(error).message}`,
-          {
-            cause: error,
-          },
+          { cause: error },
         );
       });
   }
@@ -310,18 +298,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       return;
     }
     // One script call serves decisions that share their buckets' parameters (a live setRate makes
-    // new ones) and, in a cluster, their slot. Almost always that is every pending decision.
-    const first = all[0] as Pending;
-    let uniform = !this.#cluster;
-    for (let i = 1; uniform && i < all.length; i++) {
-      const { op } = all[i] as Pending;
-      uniform = op.bucket === first.op.bucket && op.global === first.op.global;
-    }
-    if (uniform) {
-      if (all.length <= MAX_BATCH) this.#send(all);
-      else for (let i = 0; i < all.length; i += MAX_BATCH) this.#send(all.slice(i, i + MAX_BATCH));
-      return;
-    }
+    // new ones) and, in a cluster, their slot.
     const groups = new Map<string, Pending[]>();
     const ids = new Map<object, number>();
     const id = (o: object | undefined) => {
@@ -352,160 +329,66 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const { bucket, global } = (batch[0] as Pending).op;
     const hasGlobal = global !== undefined;
     const keys: string[] = hasGlobal ? [this.globalKey] : [];
-    const args = this.#header(bucket, global);
+    const args = [paramsText(bucket), global === undefined ? '' : paramsText(global)];
     for (const { op, cancel } of batch) {
       keys.push(this.keyFor(op.key, hasGlobal));
       if (cancel !== undefined) {
         args.push(`c${op.cost}`, String(cancel.readyAtMs), String(cancel.globalReadyAtMs));
       } else if (op.mode === 'reserve') {
         args.push(`r${op.cost}`, op.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(op.maxWaitMs));
-      } else if (op.cost === 1) {
-        args.push(op.mode === 'try' ? 't1' : 'p1');
       } else {
         args.push(`${op.mode === 'try' ? 't' : 'p'}${op.cost}`);
       }
     }
     this.#inFlight++;
     this.stats.calls++;
-    const virtualNow = this.#now === undefined ? undefined : Number(args[0]);
-    // The first of reply, error and timeout settles the batch; a late reply or error is dropped.
-    let settled = false;
-    const health = this.#health;
-    const fail = (error: unknown) => {
-      if (settled) return;
-      settled = true;
-      health.clearDeadline(timer);
-      this.#inFlight--;
-      this.#failed(errorOf(error), batch);
-    };
-    const timer = health.deadline(fail);
-    this.#call(
-      hasGlobal,
-      keys,
-      args,
+    this.#script.run(keys, args).then(
       (reply) => {
-        if (settled) return;
-        settled = true;
-        health.clearDeadline(timer);
         this.#inFlight--;
-        this.#answer(batch, hasGlobal, virtualNow, reply);
+        this.#answer(batch, hasGlobal, reply);
       },
-      fail,
+      (error: unknown) => {
+        this.#inFlight--;
+        this.#failed(errorOf(error), batch);
+      },
     );
   }
 
-  /** A call's first arguments: now (on a virtual clock: the `_at` entries), the bucket, the global bucket. */
-  #header(bucket: BucketParams, global: BucketParams | undefined): string[] {
-    if (bucket !== this.#bucketTextOf) {
-      this.#bucketText = paramsText(bucket);
-      this.#bucketTextOf = bucket;
-    }
-    const args = [this.#bucketText];
-    if (global !== undefined) args.push(paramsText(global));
-    if (this.#now !== undefined) args.unshift(String(this.#now()));
-    return args;
-  }
-
   /** Resolves each decision of `batch` from the script's reply (redis-script.ts). */
-  #answer(batch: Pending[], hasGlobal: boolean, virtualNow: number | undefined, reply: unknown): void {
-    if (this.#bytesClient !== undefined) {
-      this.#answerBytes(batch, hasGlobal, reply);
-      return;
-    }
+  #answer(batch: Pending[], hasGlobal: boolean, reply: number[]): void {
     const perOp = hasGlobal ? 5 : 3;
-    const words = typeof reply === 'string' ? reply.split(' ') : Buffer.isBuffer(reply) ? String(reply).split(' ') : [];
-    if (words.length !== 2 + batch.length * perOp) {
-      const got = typeof reply === 'string' || Buffer.isBuffer(reply) ? `${words.length} words` : typeof reply;
+    if (reply.length !== 1 + batch.length * perOp) {
       this.#failed(
         new StoreUnavailableError(
-          `unexpected reply from the rate-limit script: expected ${2 + batch.length * perOp} words, got ${got}`,
+          `unexpected reply from the keyed script: expected ${1 + batch.length * perOp} numbers, got ${reply.length}`,
         ),
         batch,
       );
       return;
     }
     this.stats.decisions += batch.length;
-    const nowMs = virtualNow ?? timeMs(words[0] as string, words[1] as string);
-    for (let i = 0, at = 2; i < batch.length; i++, at += perOp) {
+    const nowMs = reply[0] as number;
+    for (let i = 0, at = 1; i < batch.length; i++, at += perOp) {
       const pending = batch[i] as Pending;
-      if (words[at] === '2') {
-        pending.resolve(refusedTry(pending.op, Number(words[at + 1]), Number(words[at + 2]), nowMs));
+      const flag = reply[at];
+      const x = reply[at + 1] as number;
+      const y = reply[at + 2] as number;
+      if (flag === 2) {
+        pending.resolve(refusedTry(pending.op, x, y, nowMs));
         continue;
       }
-      const readyInMs = Number(words[at + 2]);
-      const globalReadyInMs = hasGlobal ? Number(words[at + 4]) : 0;
+      const globalReadyInMs = hasGlobal ? (reply[at + 4] as number) : 0;
       pending.resolve({
-        allowed: words[at] === '1',
-        tokens: Number(words[at + 1]),
-        globalTokens: hasGlobal ? Number(words[at + 3]) : Number.POSITIVE_INFINITY,
-        waitMs: Math.max(readyInMs, globalReadyInMs),
+        allowed: flag === 1,
+        tokens: x,
+        globalTokens: hasGlobal ? (reply[at + 3] as number) : Number.POSITIVE_INFINITY,
+        waitMs: Math.max(y, globalReadyInMs),
         nowMs,
-        readyAtMs: nowMs + readyInMs,
+        readyAtMs: nowMs + y,
         globalReadyAtMs: nowMs + globalReadyInMs,
         source: 'store',
       });
     }
-  }
-
-  /** {@link #answer} for a reply in bytes: now, then per decision allowed (a byte) and doubles (redis-script.ts). */
-  #answerBytes(batch: Pending[], hasGlobal: boolean, reply: unknown): void {
-    const perOp = hasGlobal ? 33 : 17;
-    const size = 8 + batch.length * perOp;
-    if (!Buffer.isBuffer(reply) || reply.length !== size) {
-      const got = Buffer.isBuffer(reply) ? `${reply.length} bytes` : typeof reply;
-      this.#failed(
-        new StoreUnavailableError(`unexpected reply from the rate-limit script: expected ${size} bytes, got ${got}`),
-        batch,
-      );
-      return;
-    }
-    this.stats.decisions += batch.length;
-    const nowMs = reply.readDoubleLE(0);
-    for (let i = 0, at = 8; i < batch.length; i++, at += perOp) {
-      const pending = batch[i] as Pending;
-      if (reply[at] === 2) {
-        pending.resolve(refusedTry(pending.op, reply.readDoubleLE(at + 1), reply.readDoubleLE(at + 9), nowMs));
-        continue;
-      }
-      const readyInMs = reply.readDoubleLE(at + 9);
-      const globalReadyInMs = hasGlobal ? reply.readDoubleLE(at + 25) : 0;
-      pending.resolve({
-        allowed: reply[at] === 1,
-        tokens: reply.readDoubleLE(at + 1),
-        globalTokens: hasGlobal ? reply.readDoubleLE(at + 17) : Number.POSITIVE_INFINITY,
-        waitMs: Math.max(readyInMs, globalReadyInMs),
-        nowMs,
-        readyAtMs: nowMs + readyInMs,
-        globalReadyAtMs: nowMs + globalReadyInMs,
-        source: 'store',
-      });
-    }
-  }
-
-  /** One call of the keyed program: a Function, or a script where Redis has none (src/redis/functions.ts). */
-  #call(
-    hasGlobal: boolean,
-    keys: string[],
-    args: string[],
-    onReply: (reply: unknown) => void,
-    onError: (error: unknown) => void,
-  ): void {
-    const bytes = this.#bytesClient;
-    const entry = ENTRIES[(hasGlobal ? 1 : 0) + (this.#now === undefined ? 0 : 2) + (bytes === undefined ? 0 : 4)];
-    const client = bytes ?? this.#client;
-    const program = KEYED_PROGRAM;
-    callProgram(
-      client,
-      this.#nodeRedis,
-      this.#cluster,
-      program,
-      entry as KeyedEntry,
-      keys,
-      args,
-      onReply,
-      onError,
-      bytes !== undefined,
-    );
   }
 
   #del(keys: string[]): Promise<unknown> {
@@ -517,18 +400,15 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     for (const p of batch) p.resolve(p.cancel !== undefined ? p.cancel : this.#byPolicy(p.op));
   }
 
-  #byPolicy(op: StoreOp): StoreResult {
+  #byPolicy(op: StoreOp): Promise<StoreResult> {
     this.stats.byPolicy++;
     if (this.#health.usable) this.#health.degrade(new StoreUnavailableError('Redis failed'));
     if (this.policy === 'local') {
-      const local = this.#local as MemoryStore;
-      const result = local.decideNow(op.mode, op.key, op.cost, op.bucket, op.global, op.maxWaitMs);
-      result.source = 'local';
-      return result;
+      return (this.#local as MemoryStore).decide(op).then((result) => ({ ...result, source: 'local' }));
     }
     const now = this.#clock.now();
     const allowed = this.policy === 'allow';
-    return {
+    return Promise.resolve({
       allowed,
       tokens: allowed ? op.bucket.capacity : 0,
       globalTokens: Number.POSITIVE_INFINITY,
@@ -537,11 +417,11 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       readyAtMs: now,
       globalReadyAtMs: now,
       source: this.policy,
-    };
+    });
   }
 }
 
-/** A bucket's parameters as the keyed program reads them (redis-script.ts): `rate:capacity`, flat. */
+/** A bucket's parameters as the keyed script reads them (redis-script.ts): `rate:capacity`. */
 function paramsText(bucket: BucketParams): string {
   return `${bucket.ratePerSecond}:${bucket.capacity}`;
 }

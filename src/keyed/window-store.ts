@@ -1,18 +1,17 @@
 /**
  * Window counters per key, for a KeyedLimiter whose `algorithm` is
- * `'fixed-window'` or `'sliding-window'`: a path of its own, beside the token
- * bucket stores, so the buckets' hot path stays as it is.
+ * `'fixed-window'` or `'sliding-window'`: a store contract of its own, beside
+ * the token bucket stores'.
  *
  * The arithmetic is the meters' (`src/meters/windows.ts`): `fixedWindowTake`,
  * `slidingLogTake` and `slidingCounterTake` over one plain state per key.
- * In memory each decision is one synchronous call; in Redis it is one Lua
- * script (`WINDOW_SCRIPT`) that mirrors the fixed window's and the sliding
- * counter's step line by line, with the server's `TIME`. The exact sliding
- * log would need a sorted set per key in Redis: RedisWindowStore refuses it
- * (use `mode: 'counter'` there).
+ * In memory each decision is one synchronous call; in Redis it is one call of
+ * a Lua script (src/redis/window-lua.ts, the fixed window's and the sliding
+ * counter's steps in Lua, held to windows.ts's test tables), with the
+ * server's `TIME`. The exact sliding log would need a sorted set per key in
+ * Redis: RedisWindowStore refuses it (use `mode: 'counter'` there).
  */
 
-import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import {
@@ -34,7 +33,7 @@ import {
   slidingLogTake,
   type WindowParams,
 } from '../meters/windows.js';
-import { delKeys, evalScript, luaNow } from '../redis/client.js';
+import { delKeys } from '../redis/client.js';
 import {
   errorOf,
   type FailurePolicy,
@@ -43,6 +42,9 @@ import {
   type RedisStoreEvents,
   SHARED_STORE_OPTIONS,
 } from '../redis/health.js';
+import { LuaScript } from '../redis/lua-script.js';
+import { WINDOW_LUA } from '../redis/window-lua.js';
+import type { DurationInput } from '../units.js';
 import { MEMORY_STORE_OPTIONS } from './memory-store.js';
 import { DENY_RETRY_AFTER_MS, type RedisClientLike } from './redis-store.js';
 
@@ -160,77 +162,6 @@ export class MemoryWindowStore implements WindowStore {
   }
 }
 
-/**
- * The fixed window's and the sliding counter's steps (`fixedWindowTake`, `slidingCounterTake`
- * in src/meters/windows.ts) in Lua, for one decision. It reads the key, rolls the windows and
- * counts the cost when it fits (`try`), then returns what it read, so the caller runs the same
- * step in JavaScript on that state for the Decision's numbers, and the time it used.
- *
- * KEYS[1] = the key. ARGV = kind ('f' fixed, 'c' counter), mode ('t' try, 'p' peek), cost,
- * limit, windowMs, now-or-empty (Redis TIME when empty), least TTL ms.
- * State: fixed `"<windowStartMs> <count>"`; counter `"<windowStartMs> <previous> <current>"`,
- * written with PX until it can no longer count (the end of its window, or of the next for the counter).
- * Reply: { nowMs, allowed (1/0), the state read (empty strings when absent) ... } as strings.
- */
-export const WINDOW_SCRIPT = `
-local kind = ARGV[1]
-local mode = ARGV[2]
-local cost = tonumber(ARGV[3])
-local limit = tonumber(ARGV[4])
-local w = tonumber(ARGV[5])
-${luaNow(6)}
-local MIN_TTL = tonumber(ARGV[7])
-local function fmt(x) return string.format('%.17g', x) end
-local raw = redis.call('GET', KEYS[1])
-local a, b, c
-if raw then
-  local i = 0
-  for part in string.gmatch(raw, '%S+') do
-    i = i + 1
-    if i == 1 then a = tonumber(part) elseif i == 2 then b = tonumber(part) else c = tonumber(part) end
-  end
-end
-local start0 = a or -math.huge
-local allowed = 0
-local out
-if kind == 'f' then
-  -- fixedRoll + fixedWindowTake
-  local count = b or 0
-  local t = math.max(now, start0)
-  local start = math.floor(t / w) * w
-  local ws = start0
-  if start > ws then ws = start; count = 0 end
-  if count + cost <= limit then allowed = 1; count = count + cost end
-  if allowed == 1 and mode == 't' then
-    local ttl = math.max(MIN_TTL, math.ceil(ws + w - t) + 1)
-    redis.call('SET', KEYS[1], fmt(ws) .. ' ' .. fmt(count), 'PX', ttl)
-  end
-  out = { raw and fmt(a) or '', raw and fmt(b) or '' }
-else
-  -- rollCounter + counterEstimate + slidingCounterTake
-  local prev = b or 0
-  local cur = c or 0
-  local t = math.max(now, start0)
-  local start = math.floor(t / w) * w
-  local ws = start0
-  if start > ws then
-    if start - ws == w then prev = cur else prev = 0 end
-    cur = 0
-    ws = start
-  end
-  local elapsed = (t - ws) / w
-  if prev * (1 - elapsed) + cur + cost <= limit then allowed = 1; cur = cur + cost end
-  if allowed == 1 and mode == 't' then
-    local ttl = math.max(MIN_TTL, math.ceil(ws + 2 * w - t) + 1)
-    redis.call('SET', KEYS[1], fmt(ws) .. ' ' .. fmt(prev) .. ' ' .. fmt(cur), 'PX', ttl)
-  end
-  out = { raw and fmt(a) or '', raw and fmt(b) or '', raw and fmt(c) or '' }
-end
-local reply = { fmt(now), tostring(allowed) }
-for i = 1, #out do reply[#reply + 1] = out[i] end
-return reply
-`;
-
 /** Options for {@link RedisWindowStore}. */
 export interface RedisWindowStoreOptions {
   /** A connected ioredis or node-redis client (single node or cluster: one key per decision). */
@@ -238,14 +169,17 @@ export interface RedisWindowStoreOptions {
   /** Namespace of the keys. Use one per limiter. @default 'tokenpace' */
   prefix?: string;
   /**
-   * When Redis fails or does not answer within `timeoutMs`: admit (`'allow'`, fail-open), refuse
+   * When Redis fails or does not answer within `timeout`: admit (`'allow'`, fail-open), refuse
    * (`'deny'`, fail-closed), or count in memory per instance (`'local'`). Required.
    */
   onError: FailurePolicy;
-  /** The longest a decision waits for Redis before the policy decides, ms. Minimum 1. @default 200 */
-  timeoutMs?: number;
-  /** How often a failed Redis is probed with PING, ms. @default 250 */
-  probeIntervalMs?: number;
+  /**
+   * The longest a decision waits for Redis before the policy decides: ms, or a string such as
+   * `'100ms'`. From 1 ms to 2^31 - 1 ms. @default 200
+   */
+  timeout?: DurationInput;
+  /** How often a failed Redis is probed with PING: ms, or a string such as `'1s'`. @default 250 */
+  probeInterval?: DurationInput;
   /** Timers (timeouts, probes) and the `'local'` policy's time. @default systemClock */
   clock?: Clock;
   /** The most keys the `'local'` policy keeps. @default 100_000 */
@@ -256,8 +190,6 @@ export interface RedisWindowStoreOptions {
    */
   now?: () => number;
 }
-
-let windowSha: string | undefined;
 
 /** Counters a RedisWindowStore keeps. */
 export interface RedisWindowStoreStats {
@@ -275,7 +207,7 @@ export interface RedisWindowStoreStats {
  * The exact sliding log is not offered here (it would need a sorted set per key): use
  * `mode: 'counter'`.
  *
- * Failure policy: RedisStore's (src/redis/health.ts). Each call is bounded by `timeoutMs`;
+ * Failure policy: RedisStore's (src/redis/health.ts). Each call is bounded by `timeout`;
  * when Redis fails or does not answer in time, `onError` decides (`'allow'`, `'deny'`, or
  * `'local'`: a MemoryWindowStore per instance), later decisions follow it at once while a PING
  * probes Redis, and the events `failure`, `degraded`, `recovered` (also on the
@@ -288,13 +220,14 @@ export interface RedisWindowStoreStats {
 export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements WindowStore {
   readonly prefix: string;
   readonly policy: FailurePolicy;
+  /** The bound on one call to Redis, ms. */
   readonly timeoutMs: number;
+  /** The interval between probes of a failed Redis, ms. */
   readonly probeIntervalMs: number;
   readonly stats: RedisWindowStoreStats = { decisions: 0, byPolicy: 0, failures: 0 };
   readonly #client: RedisClientLike;
   readonly #nodeRedis: boolean;
-  readonly #now: (() => number) | undefined;
-  readonly #sha: string;
+  readonly #script: LuaScript;
   readonly #clock: Clock;
   readonly #health: RedisHealth;
   readonly #local: MemoryWindowStore | undefined;
@@ -315,15 +248,20 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#client = client;
     this.#nodeRedis = nodeRedis;
-    this.#now = failure.now;
     this.#clock = checkClock(options.clock);
     this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
+    this.#script = new LuaScript({
+      name: 'window',
+      lua: WINDOW_LUA,
+      client,
+      nodeRedis,
+      health: this.#health,
+      now: failure.now,
+    });
     this.#local =
       failure.policy === 'local'
         ? new MemoryWindowStore({ clock: this.#clock, maxKeys: options.localMaxKeys })
         : undefined;
-    windowSha ??= createHash('sha1').update(WINDOW_SCRIPT).digest('hex');
-    this.#sha = windowSha;
   }
 
   /** False while decisions follow the failure policy. */
@@ -348,42 +286,27 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
           'with a RedisWindowStore, or a MemoryWindowStore for the exact log',
       );
     }
+    if (!this.#health.usable) return this.#byPolicy(op);
     const args = [
       op.kind === 'fixed' ? 'f' : 'c',
       op.mode === 'try' ? 't' : 'p',
       String(op.cost),
       String(op.params.limit),
       String(op.params.windowMs),
-      this.#now === undefined ? '' : String(this.#now()),
-      this.#now === undefined ? '0' : '60000',
     ];
-    if (!this.#health.usable) return this.#byPolicy(op);
-    let reply: string[];
+    let reply: number[];
     try {
-      reply = (await this.#health.withTimeout(this.#run([this.keyFor(op.key)], args))) as string[];
-      if (!Array.isArray(reply) || reply.length !== (op.kind === 'fixed' ? 4 : 5)) {
-        const got = Array.isArray(reply) ? `${(reply as unknown[]).length} values` : typeof reply;
-        throw new StoreUnavailableError(`unexpected reply from the window script: got ${got}`);
+      reply = await this.#script.run([this.keyFor(op.key)], args);
+      if (reply.length !== 4) {
+        throw new StoreUnavailableError(`unexpected reply from the window script: ${reply.length} numbers`);
       }
     } catch (error) {
       this.#health.failed(errorOf(error), 1);
       return this.#byPolicy(op);
     }
     this.stats.decisions++;
-    const nowMs = Number(reply[0]);
-    const read = (i: number, absent: number): number => (reply[i] === '' ? absent : Number(reply[i]));
-    const state: AnyWindowState =
-      op.kind === 'fixed'
-        ? { windowStartMs: read(2, Number.NEGATIVE_INFINITY), count: read(3, 0) }
-        : { windowStartMs: read(2, Number.NEGATIVE_INFINITY), previous: read(3, 0), current: read(4, 0) };
-    // The same step on the state the script read, at the script's time: the Decision's numbers.
-    const decision = windowStep(op.kind, state, op.params, nowMs, op.cost);
-    if (decision.allowed !== (reply[1] === '1')) {
-      throw new Error(
-        `the window script and windows.ts disagree for key ${JSON.stringify(op.key)}: a bug, please report`,
-      );
-    }
-    return decision;
+    const [allowed, remaining, retryAfterMs, resetAfterMs] = reply as [number, number, number, number];
+    return { allowed: allowed === 1, remaining, retryAfterMs, resetAfterMs, limit: op.params.limit };
   }
 
   async reset(key: string): Promise<void> {
@@ -393,9 +316,7 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     await this.#health.withTimeout(del).catch((error: unknown) => {
       throw new StoreUnavailableError(
         `could not reset key ${JSON.stringify(key)} in Redis: ${errorOf(error).message}`,
-        {
-          cause: error,
-        },
+        { cause: error },
       );
     });
   }
@@ -414,10 +335,5 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
       resetAfterMs: DENY_RETRY_AFTER_MS,
       limit,
     };
-  }
-
-  /** EVALSHA, and EVAL if the server does not know the script (see src/redis/client.ts). */
-  #run(keys: string[], args: string[]): Promise<unknown> {
-    return evalScript(this.#client, this.#nodeRedis, WINDOW_SCRIPT, this.#sha, keys, args);
   }
 }

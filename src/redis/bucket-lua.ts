@@ -2,8 +2,8 @@
  * The Lua twin of src/meters/bucket.ts: the same steps, in the same order of
  * float operations, for the scripts that keep buckets in Redis (the keyed
  * store's, src/keyed/redis-script.ts, and the fleet's, src/fleet/script.ts).
- * Each script concatenates the steps it uses ({@link bucketLua}) into its own
- * text; no script writes a bucket sum of its own.
+ * Each step is one Lua local function, written once here; a script takes the
+ * steps it calls with {@link bucketLua}, and writes no bucket sum of its own.
  *
  * Lua's numbers are IEEE doubles like JavaScript's and + - * / round the
  * same way, so a step here and its bucket.ts namesake agree to the last bit
@@ -16,89 +16,24 @@
  * (BucketState; `upd` is `updatedAtMs`); `r` and `c` are its rate per second
  * and capacity (BucketParams); `at` is a time in ms. A step that takes "next
  * params" in bucket.ts takes the next capacity here (the only part it reads).
- * Numbers cross to and from Redis as strings written by `fmt` (`%.17g`, which
- * round-trips a double). No step reads a global when its code loads (only
- * when it runs), so the steps also serve in a Redis Function library.
- *
- * A few steps also come as Lua written in place ({@link bucketInline}) over
- * names the caller gives, locals or fields, for a script's hot path: a Lua
- * call, or a table's field, costs about as much as the step itself. Those
- * steps' functions are made from the same text, so each step is written once.
  */
 
 interface Step {
-  /** The Lua local it defines. */
+  /** The Lua local it defines: bucket.ts's name in snake case. */
   name: string;
   /** The steps its body calls (defined before it). */
   uses: readonly string[];
   lua: string;
 }
 
-/** The names an in-place step reads and writes: Lua locals, or fields such as `b.tokens`. */
-type Names<K extends string> = Readonly<Record<K, string>>;
-
-/**
- * Steps as Lua statements in place (expressions for `conforms`), over the names given: the
- * outputs (`out`, `ok`, or the state's `tokens` and `upd`) must be names the caller declared,
- * distinct from the inputs; temporaries live in a `do` block of their own. The steps below of the
- * same names are these texts inside a function, so both forms do the same float operations.
- */
-export const bucketInline = {
-  /** bucket.ts conforms, as an expression. */
-  conforms: (v: Names<'available' | 'cost' | 'c'>): string => `${v.available} + ${v.c} * SLACK >= ${v.cost}`,
-  /** bucket.ts tokensAt into `out`. */
-  tokensAt: (v: Names<'out' | 'tokens' | 'upd' | 'r' | 'c' | 'at'>): string => `do
-  local elapsed = ${v.at} - ${v.upd}
-  if elapsed > 0 then
-    ${v.out} = ${v.tokens} + (elapsed * ${v.r}) / 1000
-    if ${v.c} < ${v.out} then ${v.out} = ${v.c} end -- math.min, without the call
-  else
-    ${v.out} = ${v.tokens}
-  end
-end`,
-  /** bucket.ts tryCharge: `ok`, and on success the charged `tokens` and `upd`. */
-  tryCharge: (v: Names<'ok' | 'tokens' | 'upd' | 'r' | 'c' | 'at' | 'cost'>): string => `do
-  local available
-  ${bucketInline.tokensAt({ out: 'available', tokens: v.tokens, upd: v.upd, r: v.r, c: v.c, at: v.at })}
-  ${v.ok} = ${bucketInline.conforms({ available: 'available', cost: v.cost, c: v.c })}
-  if ${v.ok} then
-    ${v.tokens} = available - ${v.cost}
-    if ${v.at} > ${v.upd} then ${v.upd} = ${v.at} end
-  end
-end`,
-  /** bucket.ts timeToFullMs into `out`. */
-  timeToFullMs: (v: Names<'out' | 'tokens' | 'r' | 'c'>): string => `do
-  local missing = ${v.c} - ${v.tokens}
-  if missing > 0 then ${v.out} = (missing * 1000) / ${v.r} else ${v.out} = 0 end
-end`,
-  /** bucket.ts clampToCapacity. */
-  clampToCapacity: (v: Names<'tokens' | 'c'>): string => `if ${v.tokens} > ${v.c} then ${v.tokens} = ${v.c} end`,
-  /** bucket.ts rewind. */
-  rewind: (v: Names<'upd' | 'at'>): string => `if ${v.at} < ${v.upd} then ${v.upd} = ${v.at} end`,
-};
-
-/** A bucket's fields, for the steps' functions over `b`. */
-const B = { tokens: 'b.tokens', upd: 'b.upd' } as const;
-
 /** Every step, each after the ones it uses. */
 const STEPS = [
   {
-    name: 'fmt',
-    uses: [],
-    // string.format is looked up at each call, not kept in a local when the code loads: a Redis
-    // Function library (src/redis/functions.ts) may read no global while it loads.
-    lua: `-- a double as a string that round-trips ('%.17g'); +0, by far the most common wait, without
--- string.format ('%.17g' writes it '0' too; not -0: 1 / -0 < 0)
-local function fmt(x) if x == 0 and 1 / x > 0 then return '0' end return string.format('%.17g', x) end`,
-  },
-  {
     name: 'slack_for',
     uses: [],
-    lua: `-- bucket.ts slackFor (SLACK: its factor, so that the steps below multiply by it without a call:
--- a Lua call costs about as much as the rest of a step)
-local SLACK = 2 ^ -36
+    lua: `-- bucket.ts slackFor
 local function slack_for(c)
-  return c * SLACK
+  return c * 2 ^ -36
 end`,
   },
   {
@@ -106,7 +41,7 @@ end`,
     uses: ['slack_for'],
     lua: `-- bucket.ts conforms
 local function conforms(available, cost, c)
-  return ${bucketInline.conforms({ available: 'available', cost: 'cost', c: 'c' })}
+  return available + slack_for(c) >= cost
 end`,
   },
   {
@@ -114,7 +49,7 @@ end`,
     uses: ['slack_for'],
     lua: `-- bucket.ts largestConforming
 local function largest_conforming(available, c)
-  return available + c * SLACK
+  return available + slack_for(c)
 end`,
   },
   {
@@ -122,8 +57,10 @@ end`,
     uses: [],
     lua: `-- bucket.ts tokensAt
 local function tokens_at(b, r, c, at)
-  local tokens
-  ${bucketInline.tokensAt({ out: 'tokens', ...B, r: 'r', c: 'c', at: 'at' })}
+  local elapsed = at - b.upd
+  if not (elapsed > 0) then return b.tokens end
+  local tokens = b.tokens + (elapsed * r) / 1000
+  if c < tokens then return c end
   return tokens
 end`,
   },
@@ -141,7 +78,7 @@ end`,
     uses: [],
     lua: `-- bucket.ts rewind
 local function rewind(b, at)
-  ${bucketInline.rewind({ upd: B.upd, at: 'at' })}
+  if at < b.upd then b.upd = at end
 end`,
   },
   {
@@ -150,7 +87,7 @@ end`,
     lua: `-- bucket.ts msUntil
 local function ms_until(tokens, cost, r, c)
   local deficit = cost - tokens
-  if deficit > c * SLACK then return (deficit * 1000) / r end
+  if deficit > slack_for(c) then return (deficit * 1000) / r end
   return 0
 end`,
   },
@@ -166,11 +103,10 @@ end`,
   {
     name: 'first_conforming',
     uses: ['conforms', 'tokens_at'],
-    lua: `-- bucket.ts firstConforming
-local EPSILON = 2 ^ -52 -- Number.EPSILON
+    lua: `-- bucket.ts firstConforming (2^-52: Number.EPSILON)
 local function first_conforming(b, r, c, cost, from, estimate)
   local delay = estimate
-  local nudge = math.max(math.abs(from), delay) * EPSILON
+  local nudge = math.max(math.abs(from), delay) * 2 ^ -52
   local i = 0
   while i < 64 and not conforms(tokens_at(b, r, c, from + delay), cost, c) do
     delay = delay + nudge
@@ -217,12 +153,14 @@ end`,
   },
   {
     name: 'try_charge',
-    uses: ['slack_for'],
+    uses: ['conforms', 'tokens_at'],
     lua: `-- bucket.ts tryCharge
 local function try_charge(b, r, c, at, cost)
-  local ok
-  ${bucketInline.tryCharge({ ok: 'ok', ...B, r: 'r', c: 'c', at: 'at', cost: 'cost' })}
-  return ok
+  local tokens = tokens_at(b, r, c, at)
+  if not conforms(tokens, cost, c) then return false end
+  b.tokens = tokens - cost
+  if at > b.upd then b.upd = at end
+  return true
 end`,
   },
   {
@@ -272,7 +210,7 @@ end`,
     uses: [],
     lua: `-- bucket.ts clampToCapacity
 local function clamp_to_capacity(b, c)
-  ${bucketInline.clampToCapacity({ tokens: B.tokens, c: 'c' })}
+  if b.tokens > c then b.tokens = c end
 end`,
   },
   {
@@ -288,9 +226,9 @@ end`,
     uses: [],
     lua: `-- bucket.ts timeToFullMs
 local function time_to_full_ms(tokens, r, c)
-  local out
-  ${bucketInline.timeToFullMs({ out: 'out', tokens: 'tokens', r: 'r', c: 'c' })}
-  return out
+  local missing = c - tokens
+  if missing > 0 then return (missing * 1000) / r end
+  return 0
 end`,
   },
   {
@@ -308,16 +246,15 @@ end`,
   },
 ] as const satisfies readonly Step[];
 
-/** The name of a Lua step: bucket.ts's in snake case (and `fmt`). */
+/** The name of a Lua step: bucket.ts's in snake case. */
 export type BucketLuaStep = (typeof STEPS)[number]['name'];
 
-/** Every step's name, in order (the test harness includes them all). */
+/** Every step's name, in order. */
 export const BUCKET_LUA_STEPS: readonly BucketLuaStep[] = STEPS.map((s) => s.name);
 
 /**
  * The Lua that defines the steps `names` and the steps they use, each once, in dependency order:
- * a script includes only what it calls, since Redis runs a script's body (and makes its closures)
- * on every call (a Function library makes them once, when it loads).
+ * a script includes what it calls.
  */
 export function bucketLua(...names: readonly BucketLuaStep[]): string {
   const wanted = new Set<string>();

@@ -1,14 +1,13 @@
 /**
- * The Redis clients tokenpace accepts, and running a Lua script on either: `EVALSHA`, and `EVAL` when the
- * server does not know the script (a restart, a fail-over, a new node). One
- * copy for every store that keeps its state in Redis (`RedisStore`,
- * `RedisWindowStore`, `RedisFleetStore`); each passes its own script.
+ * The Redis clients tokenpace accepts (ioredis and node-redis, single node or
+ * cluster), as the stores in Redis use them; src/redis/lua-script.ts runs
+ * their scripts on either.
  *
  * Keys are sent faithfully: a string that is not well-formed UTF-16 (a lone
  * surrogate) goes as its WTF-8 bytes (a Buffer), which differ for different
  * strings, where UTF-8 would turn every lone surrogate into U+FFFD and merge
  * `'user-\uD800'` with `'user-\uDBFF'`. A well-formed string goes as itself
- * (WTF-8 and UTF-8 agree on it), so keys written before are the same keys.
+ * (WTF-8 and UTF-8 agree on it).
  */
 
 import { InvalidOptionError } from '../errors.js';
@@ -19,14 +18,6 @@ export interface IoredisLikeClient {
   eval(script: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   del(...keys: (string | Buffer)[]): Promise<unknown>;
   ping(): Promise<unknown>;
-  /** `FCALL` (Redis 7 Functions, src/redis/functions.ts); without it the stores run scripts. */
-  fcall?(fn: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
-  /** Any command (`FUNCTION LOAD`). */
-  call?(command: string, ...args: (string | Buffer)[]): Promise<unknown>;
-  /** `FCALL`, `EVALSHA` and `EVAL` with bulk replies as Buffers (a program's reply in bytes, {@link inBytes}). */
-  fcallBuffer?(fn: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
-  evalshaBuffer?(sha: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
-  evalBuffer?(script: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   /** `true` on an ioredis `Cluster`. */
   isCluster?: boolean;
 }
@@ -37,91 +28,10 @@ export interface NodeRedisLikeClient {
   eval(script: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
   del(keys: string | Buffer | (string | Buffer)[]): Promise<unknown>;
   ping(): Promise<unknown>;
-  /** `FCALL` (Redis 7 Functions, src/redis/functions.ts); without it the stores run scripts. */
-  fCall?(fn: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
-  /** `FUNCTION LOAD`. */
-  functionLoad?(code: string): Promise<unknown>;
-  /** node-redis 5: the same client with other reply types (bulk strings as Buffers, {@link inBytes}). */
-  withTypeMapping?(mapping: { [type: number]: unknown }): unknown;
-  /** node-redis 5: the same client with other command options (reply types, no timeout of its own: {@link inBytes}). */
-  withCommandOptions?(options: { typeMapping?: { [type: number]: unknown }; timeout?: number }): unknown;
-}
-
-/** RESP's bulk string type, as node-redis numbers it (`RESP_TYPES.BLOB_STRING`, the byte `$`). */
-const RESP_BULK_STRING = 36;
-const byteClients = new WeakMap<object, RedisClientLike>();
-
-/**
- * `client` as one whose bulk replies are Buffers: for ioredis the client itself (its `*Buffer`
- * methods, which {@link evalScript} and src/redis/functions.ts call when `bytes` is set), for
- * node-redis its twin with bulk strings mapped to Buffers, made once; `undefined` when the client
- * has neither, and its program replies must be text. node-redis's twin also has no timeout of its
- * own per command (node-redis 5 arms an `AbortSignal.timeout`, 5 s by default, for every command:
- * several microseconds a call): every call the stores make through it is bounded by the store's
- * `timeoutMs` already (src/redis/health.ts), as with ioredis, which arms none by default.
- */
-export function inBytes(client: RedisClientLike, nodeRedis: boolean): RedisClientLike | undefined {
-  if (!nodeRedis) {
-    const c = client as IoredisLikeClient;
-    const ok =
-      typeof c.fcallBuffer === 'function' &&
-      typeof c.evalshaBuffer === 'function' &&
-      typeof c.evalBuffer === 'function';
-    return ok ? client : undefined;
-  }
-  let twin = byteClients.get(client);
-  if (twin === undefined) {
-    const c = client as NodeRedisLikeClient;
-    const typeMapping = { [RESP_BULK_STRING]: Buffer };
-    if (typeof c.withCommandOptions === 'function') {
-      twin = c.withCommandOptions({ typeMapping, timeout: 0 }) as RedisClientLike;
-    } else if (typeof c.withTypeMapping === 'function') {
-      twin = c.withTypeMapping(typeMapping) as RedisClientLike;
-    } else {
-      return undefined;
-    }
-    byteClients.set(client, twin);
-  }
-  return twin;
 }
 
 /** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */
 export type RedisClientLike = IoredisLikeClient | NodeRedisLikeClient;
-
-/**
- * The Lua that sets `now` (ms) in every script: Redis's own `TIME`, so instances with skewed clocks
- * agree, unless `ARGV[arg]` carries a time (tests on a virtual clock pass one). `declare: false`
- * assigns a `now` declared outside; `parts: true` also keeps TIME's two integers as Redis wrote them
- * in `now_sec` and `now_usec` (`'-'` on a virtual clock), for a reply that {@link timeMs} turns into
- * the same double; `keep: true` (a Function library, whose upvalues outlive a call) parses TIME's
- * seconds only when they change, into `now_sec_text` and `now_sec_ms` declared outside: the same
- * operations in the same order, so the same double. `given` replaces the test for a time in
- * `ARGV[arg]` (a Lua expression: true when there is one); `call` is the name `redis.call` is kept
- * under, where a library keeps it in a local.
- */
-export function luaNow(
-  arg: number,
-  options: { declare?: boolean; parts?: boolean; keep?: boolean; given?: string; call?: string } = {},
-): string {
-  const { declare = true, parts = false, keep = false, given = `ARGV[${arg}] ~= ''`, call = 'redis.call' } = options;
-  // with parts, TIME's two strings are read from the table once, into now_sec and now_usec
-  const [sec, usec] = parts ? ['now_sec', 'now_usec'] : ['t[1]', 't[2]'];
-  const fromTime = keep
-    ? `if ${sec} ~= now_sec_text then now_sec_text = ${sec}; now_sec_ms = tonumber(${sec}) * 1000 end
-  now = now_sec_ms + ${usec} / 1000 -- the string read by arithmetic: tonumber's strtod, without the call`
-    : `now = tonumber(${sec}) * 1000 + tonumber(${usec}) / 1000`;
-  return `${declare ? 'local now\n' : ''}${parts ? "local now_sec, now_usec = '-', '-'\n" : ''}if ${given} then
-  now = tonumber(ARGV[${arg}])
-else
-  local t = ${call}('TIME')
-  ${parts ? 'now_sec, now_usec = t[1], t[2]\n  ' : ''}${fromTime}
-end`;
-}
-
-/** luaNow's `now` from TIME's seconds and microseconds as Redis wrote them: the same operations, so the same double. */
-export function timeMs(seconds: string, microseconds: string): number {
-  return Number(seconds) * 1000 + Number(microseconds) / 1000;
-}
 
 /** Whether `client` is a node-redis client (`evalSha`) rather than ioredis (`evalsha`); neither is an option error. */
 export function isNodeRedis(client: IoredisLikeClient | NodeRedisLikeClient): boolean {
@@ -132,27 +42,6 @@ export function isNodeRedis(client: IoredisLikeClient | NodeRedisLikeClient): bo
     client,
     'Expected `client` to be an ioredis client (with evalsha) or a node-redis client (with evalSha)',
   );
-}
-
-/**
- * Runs `script` (known by `sha`) with `keys` and `args` on an ioredis or a node-redis client; with
- * `bytes`, on a client from {@link inBytes}, a bulk reply comes as a Buffer.
- */
-export async function evalScript(
-  client: IoredisLikeClient | NodeRedisLikeClient,
-  nodeRedis: boolean,
-  script: string,
-  sha: string,
-  keys: string[],
-  args: string[],
-  bytes = false,
-): Promise<unknown> {
-  try {
-    return await evalOnce(client, nodeRedis, script, sha, true, keys, args, bytes);
-  } catch (error) {
-    if (!/NOSCRIPT/.test(error instanceof Error ? error.message : String(error))) throw error;
-    return evalOnce(client, nodeRedis, script, sha, false, keys, args, bytes);
-  }
 }
 
 /** `text`'s WTF-8 bytes: UTF-8, with each lone surrogate as its own three bytes. */
@@ -199,30 +88,4 @@ export function delKeys(
 ): Promise<unknown> {
   const sent = faithful(keys);
   return nodeRedis ? (client as NodeRedisLikeClient).del(sent) : (client as IoredisLikeClient).del(...sent);
-}
-
-function evalOnce(
-  client: IoredisLikeClient | NodeRedisLikeClient,
-  nodeRedis: boolean,
-  script: string,
-  sha: string,
-  bySha: boolean,
-  keyTexts: string[],
-  texts: string[],
-  bytes: boolean,
-): Promise<unknown> {
-  const keys = faithful(keyTexts);
-  const args = faithful(texts);
-  if (nodeRedis) {
-    const c = client as NodeRedisLikeClient;
-    const options = { keys, arguments: args };
-    return bySha ? c.evalSha(sha, options) : c.eval(script, options);
-  }
-  const c = client as Required<IoredisLikeClient>;
-  if (bytes) {
-    return bySha
-      ? c.evalshaBuffer(sha, keys.length, ...keys, ...args)
-      : c.evalBuffer(script, keys.length, ...keys, ...args);
-  }
-  return bySha ? c.evalsha(sha, keys.length, ...keys, ...args) : c.eval(script, keys.length, ...keys, ...args);
 }

@@ -7,24 +7,19 @@
 
 import { wellFormed, wtf8 } from './client.js';
 
-const encoder = new TextEncoder();
-const TABLE = new Uint16Array(256);
-for (let i = 0; i < 256; i++) {
-  let crc = i << 8;
-  for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-  TABLE[i] = crc;
-}
-
+/** CRC16/XMODEM (polynomial 0x1021, initial 0) of `bytes[start..end)`, a bit at a time. */
 function crc16(bytes: Uint8Array, start: number, end: number): number {
   let crc = 0;
-  for (let i = start; i < end; i++)
-    crc = ((crc << 8) & 0xffff) ^ (TABLE[((crc >> 8) ^ (bytes[i] as number)) & 0xff] as number);
+  for (let i = start; i < end; i++) {
+    crc ^= (bytes[i] as number) << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
   return crc;
 }
 
 /** The cluster slot (0..16383) Redis assigns to `key`, as sent (WTF-8: ./client.ts). */
 export function clusterSlot(key: string): number {
-  const bytes = wellFormed(key) ? encoder.encode(key) : wtf8(key);
+  const bytes = wellFormed(key) ? Buffer.from(key, 'utf8') : wtf8(key);
   const open = bytes.indexOf(0x7b); // {
   if (open !== -1) {
     const close = bytes.indexOf(0x7d, open + 1); // }

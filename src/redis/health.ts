@@ -1,11 +1,12 @@
 /**
- * The failure policy of a store in Redis, one copy for RedisStore and
- * RedisWindowStore: every call is bounded by `timeoutMs`; a call that fails or
- * times out is a `failure`, and the first one makes the store `degraded`, so
- * later decisions follow `onError` at once (none waits out the timeout again)
- * while one `PING` at a time probes Redis every `probeIntervalMs`; the first
- * answer makes it `recovered`. Each transition is an event on the store and a
- * message on the `tokenpace:redis:*` channels (src/diagnostics.ts).
+ * The failure policy of a store in Redis, one copy for RedisStore,
+ * RedisWindowStore and RedisFleetStore: every call is bounded by the store's
+ * `timeout`; a call that fails or times out is a `failure`, and the first one
+ * makes the store `degraded`, so later decisions follow `onError` at once
+ * (none waits out the timeout again) while one `PING` at a time probes Redis
+ * every `probeInterval`; the first answer makes it `recovered`. Each
+ * transition is an event on the store and a message on the `tokenpace:redis:*`
+ * channels (src/diagnostics.ts).
  *
  * The store keeps its decisions; this keeps its health.
  */
@@ -14,12 +15,13 @@ import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
 import { storeDegradedChannel, storeFailureChannel, storeRecoveredChannel } from '../diagnostics.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
+import { type DurationInput, parseDuration } from '../units.js';
 import { isNodeRedis, type RedisClientLike } from './client.js';
 
-/** What to do when Redis fails or does not answer within `timeoutMs`. */
+/** What to do when Redis fails or does not answer within the store's `timeout`. */
 export type FailurePolicy = 'allow' | 'deny' | 'local';
 
-/** The events a store in Redis emits (RedisStore, RedisWindowStore). */
+/** The events a store in Redis emits (RedisStore, RedisWindowStore, RedisFleetStore). */
 export interface RedisStoreEvents {
   /** Redis stopped answering: decisions now follow the policy. */
   degraded: [{ error: Error; policy: FailurePolicy }];
@@ -29,9 +31,9 @@ export interface RedisStoreEvents {
   failure: [{ error: Error; operations: number }];
 }
 
-/** The default bound on one call to Redis. */
+/** The default bound on one call to Redis, ms. */
 export const DEFAULT_TIMEOUT_MS = 200;
-/** The default interval between probes of a failed Redis. */
+/** The default interval between probes of a failed Redis, ms. */
 export const DEFAULT_PROBE_INTERVAL_MS = 250;
 
 /** The longest delay a Node timer honours: a longer one fires after 1 ms. */
@@ -42,23 +44,24 @@ export const SHARED_STORE_OPTIONS: readonly string[] = [
   'client',
   'prefix',
   'onError',
-  'timeoutMs',
-  'probeIntervalMs',
+  'timeout',
+  'probeInterval',
   'clock',
   'now',
 ];
 
 /**
  * The options every store in Redis shares, checked once here (RedisStore, RedisWindowStore,
- * RedisFleetStore): a connected `client` (ioredis or node-redis), `onError`, `timeoutMs` and
- * `probeIntervalMs` (numbers from 1 ms to 2^31 - 1 ms, what a Node timer honours), and `now` (a
- * function, if given). Each bad one is an InvalidOptionError saying what to write. @internal
+ * RedisFleetStore): a connected `client` (ioredis or node-redis), `onError`, `timeout` and
+ * `probeInterval` (durations from 1 ms to 2^31 - 1 ms, what a Node timer honours: a number of ms
+ * or a string such as `'250ms'`), and `now` (a function, if given). Each bad one is an
+ * InvalidOptionError saying what to write (a string that is no duration: InvalidDurationError). @internal
  */
 export function failureOptions(options: {
   client?: unknown;
   onError: unknown;
-  timeoutMs?: unknown;
-  probeIntervalMs?: unknown;
+  timeout?: DurationInput;
+  probeInterval?: DurationInput;
   now?: unknown;
 }): {
   policy: FailurePolicy;
@@ -91,8 +94,8 @@ export function failureOptions(options: {
       `Expected \`onError\` to be 'allow' (fail-open), 'deny' (fail-closed) or 'local' (in-memory per instance), got ${String(policy)}`,
     );
   }
-  const timeoutMs = timerOption('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
-  const probeIntervalMs = timerOption('probeIntervalMs', options.probeIntervalMs, DEFAULT_PROBE_INTERVAL_MS);
+  const timeoutMs = timerOption('timeout', options.timeout, DEFAULT_TIMEOUT_MS);
+  const probeIntervalMs = timerOption('probeInterval', options.probeInterval, DEFAULT_PROBE_INTERVAL_MS);
   const { now } = options;
   if (now !== undefined && typeof now !== 'function') {
     throw new InvalidOptionError(
@@ -104,17 +107,18 @@ export function failureOptions(options: {
   return { policy, timeoutMs, probeIntervalMs, nodeRedis, now: now as (() => number) | undefined };
 }
 
-/** A duration option for a timer: a number of ms from 1 to 2^31 - 1, or the default when absent. */
-function timerOption(name: string, value: unknown, fallback: number): number {
+/** A duration option for a timer, in ms: from 1 to 2^31 - 1, or the default when absent. */
+function timerOption(name: string, value: DurationInput | undefined, fallback: number): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !(value >= 1 && value <= MAX_TIMER_MS)) {
+  const ms = typeof value === 'string' ? parseDuration(value) : value;
+  if (typeof ms !== 'number' || !(ms >= 1 && ms <= MAX_TIMER_MS)) {
     throw new InvalidOptionError(
       name,
       value,
-      `Expected \`${name}\` to be a number of ms from 1 to ${MAX_TIMER_MS} (2^31 - 1, the longest a Node timer waits; a longer one fires after 1 ms), as in \`${name}: ${fallback}\``,
+      `Expected \`${name}\` to be a duration from 1 ms to ${MAX_TIMER_MS} ms (2^31 - 1, the longest a Node timer waits; a longer one fires after 1 ms), as in \`${name}: ${fallback}\` or \`${name}: '${fallback}ms'\`, got ${String(value)}`,
     );
   }
-  return value;
+  return ms;
 }
 
 /** A store in Redis as the health keeper sees it: an emitter of the store events, on the channels. */
@@ -280,7 +284,7 @@ export class RedisHealth {
     this.#deadlineHead = head;
     // after the queue is set right: a callback may set or clear deadlines
     for (const onTimeout of due) {
-      onTimeout(new StoreUnavailableError(`Redis did not answer within timeoutMs (${this.timeoutMs} ms)`));
+      onTimeout(new StoreUnavailableError(`Redis did not answer within the store's timeout (${this.timeoutMs} ms)`));
     }
   }
 

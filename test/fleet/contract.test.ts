@@ -13,7 +13,7 @@ describe('MemoryFleetStore', () => {
 describe('RedisFleetStore (ioredis)', () => {
   const client = new Redis({ port: inject('redisPort'), host: '127.0.0.1' });
   afterAll(() => client.disconnect());
-  fleetContract({ make: () => new RedisFleetStore({ client, onError: 'deny', timeoutMs: 2000 }) });
+  fleetContract({ make: () => new RedisFleetStore({ client, onError: 'deny', timeout: 2000 }) });
 });
 
 describe('RedisFleetStore (node-redis)', () => {
@@ -22,5 +22,5 @@ describe('RedisFleetStore (node-redis)', () => {
     await client.connect();
   });
   afterAll(() => client.destroy());
-  fleetContract({ make: () => new RedisFleetStore({ client, onError: 'deny', timeoutMs: 2000 }) });
+  fleetContract({ make: () => new RedisFleetStore({ client, onError: 'deny', timeout: 2000 }) });
 });

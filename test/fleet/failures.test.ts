@@ -1,6 +1,6 @@
 /**
  * Redis paused (SIGSTOP) or killed and restarted empty, under load, with each
- * failure policy: the failure is decided within timeoutMs and observable as
+ * failure policy: the failure is decided within its timeout and observable as
  * events, jobs follow the policy while Redis is away (deny: none start; allow:
  * the fleet's limits locally; local: 1/expectedWorkers of them), and the
  * scheduler converges back to the shared limit. An unhandled rejection would
@@ -35,8 +35,8 @@ async function outage(policy: FailurePolicy, kind: 'pause' | 'restart') {
     client,
     onError: policy,
     expectedWorkers: 4,
-    timeoutMs: TIMEOUT_MS,
-    probeIntervalMs: 50,
+    timeout: TIMEOUT_MS,
+    probeInterval: 50,
   });
   const key = `outage-${policy}-${kind}-${Date.now()}`;
   const scheduler = new Scheduler({
@@ -125,7 +125,7 @@ describe.each(['deny', 'allow', 'local'] as const)("onError '%s'", (policy) => {
       const r = await outage(policy, kind);
       expect(r.events).toBe('degraded,recovered');
       expect(r.published).toBe('degraded,recovered');
-      // decided within timeoutMs (plus the gap to the next decision at 100/s and scheduling slack)
+      // decided within its timeout (plus the gap to the next decision at 100/s and scheduling slack)
       expect(r.decidedAfterMs).toBeLessThanOrEqual(TIMEOUT_MS + 150);
       expect(r.recoveredAfterMs).toBeLessThan(1500);
       if (policy === 'deny') expect(r.downRate).toBe(0);

@@ -5,7 +5,7 @@
  * once mid-run. Every run asserts: the fleet's in-flight weight never above
  * the budget under 'deny' and never above the documented bound under 'local'
  * and 'allow' (docs/fleets.md, "Faults"); every job settles; under 'deny' the
- * first start after Redis is back comes within probeIntervalMs plus one
+ * first start after Redis is back comes within the probe interval plus one
  * exchange; once every job has ended, Redis holds no weight (nothing stays
  * counted that no running job holds).
  */
@@ -88,8 +88,8 @@ async function run(fault: Fault, policy: FailurePolicy) {
   const options = {
     onError: policy,
     expectedWorkers: WORKERS,
-    timeoutMs: TIMEOUT_MS,
-    probeIntervalMs: PROBE_MS,
+    timeout: TIMEOUT_MS,
+    probeInterval: PROBE_MS,
     rate: RATE,
     burst: 5,
     concurrency: CONCURRENCY,

@@ -40,7 +40,7 @@ function op(key: string, ids: string[], release: string[] = []): ExchangeOp {
 function newStore(): { store: RedisFleetStore; client: Redis } {
   const client = new Redis({ port: server.port, host: '127.0.0.1' });
   client.on('error', () => {});
-  const store = new RedisFleetStore({ client, onError: 'deny', timeoutMs: 100, probeIntervalMs: 50 });
+  const store = new RedisFleetStore({ client, onError: 'deny', timeout: 100, probeInterval: 50 });
   return { store, client };
 }
 
@@ -78,7 +78,7 @@ describe('exchanges are idempotent per lease id', () => {
     let t = 1_000_000;
     let local = 0;
     const clock = { now: () => local, setTimeout, clearTimeout } as never;
-    const store = new RedisFleetStore({ client, onError: 'deny', timeoutMs: 100, clock, now: () => t });
+    const store = new RedisFleetStore({ client, onError: 'deny', timeout: 100, clock, now: () => t });
     const key = `deadline-${Date.now()}`;
     expect((await store.exchange(op(key, ['a']))).grants[0]?.status).toBe('ok'); // offset: t - local
     t += 101; // the script runs 101 ms of store time after the call was sent: given up on

@@ -267,7 +267,7 @@ describe('fleet stores against a model', () => {
         const a = virtualTime(1_000_000);
         const memory = await run(new MemoryFleetStore({ clock: a.clock }), key, params, ops, a.time);
         const b = virtualTime(1_000_000);
-        const redis = new RedisFleetStore({ client, onError: 'deny', timeoutMs: 5000, now: () => b.clock.now() });
+        const redis = new RedisFleetStore({ client, onError: 'deny', timeout: 5000, now: () => b.clock.now() });
         const answers = await run(redis, key, params, ops, b.time);
         expect(answers.length).toBe(memory.length);
         for (const [i, r] of answers.entries()) {
@@ -285,8 +285,8 @@ describe('fleet stores against a model', () => {
       {
         numRuns: 60,
         examples: [
-          // The script once computed its delay from the last update and nudged it from now: 2 + 2 ulp
-          // where bucket.ts says 2.
+          // A delay asked right after a small grant: the delay is bucket.ts's delayUntil from now, to the
+          // last bit (a delay computed from the last update and nudged from now is 2 ulp off).
           [
             { ratePerSecond: 5, capacity: 3, concurrency: 3 },
             [

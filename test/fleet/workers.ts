@@ -1,7 +1,7 @@
 /**
  * Worker processes for the fleet tests: test/fleet/fixtures/fleet-child.ts
- * bundled once per file (starts far faster than a TypeScript loader per
- * process, as test/keyed/race.test.ts), spawned against a Redis port, and the
+ * bundled once per file (a plain .mjs starts without a TypeScript loader
+ * per process, as test/keyed/race.test.ts's children do), spawned against a Redis port, and the
  * window counts their start times are checked with.
  */
 

@@ -56,11 +56,11 @@ async function keysPerNode(pattern: string): Promise<number[]> {
 
 storeContract(
   'RedisStore (ioredis Cluster)',
-  (now) => new RedisStore({ client: ioCluster, prefix: `cc-io-${++n}`, onError: 'deny', now, timeoutMs: 1000 }),
+  (now) => new RedisStore({ client: ioCluster, prefix: `cc-io-${++n}`, onError: 'deny', now, timeout: 1000 }),
 );
 storeContract(
   'RedisStore (node-redis cluster)',
-  (now) => new RedisStore({ client: nodeCluster, prefix: `cc-nr-${++n}`, onError: 'deny', now, timeoutMs: 1000 }),
+  (now) => new RedisStore({ client: nodeCluster, prefix: `cc-nr-${++n}`, onError: 'deny', now, timeout: 1000 }),
 );
 
 describe('RedisStore on a three-node cluster', () => {
@@ -87,7 +87,7 @@ describe('RedisStore on a three-node cluster', () => {
   ] as const) {
     it(`${name}: without a global limit, keys spread over every node; 300 concurrent decisions are exact`, async () => {
       const prefix = `spread-${name}`;
-      const store = new RedisStore({ client: client(), prefix, onError: 'deny', timeoutMs: 2000 });
+      const store = new RedisStore({ client: client(), prefix, onError: 'deny', timeout: 2000 });
       const failures: string[] = [];
       store.on('failure', ({ error }) => failures.push(error.message));
       const limiter = new KeyedLimiter({ rate: 0.001, burst: 2, store });
@@ -101,7 +101,7 @@ describe('RedisStore on a three-node cluster', () => {
 
     it(`${name}: with a global limit, every key and the global bucket share one slot; the global is exact`, async () => {
       const prefix = `global-${name}`;
-      const store = new RedisStore({ client: client(), prefix, onError: 'deny', timeoutMs: 2000 });
+      const store = new RedisStore({ client: client(), prefix, onError: 'deny', timeout: 2000 });
       const limiter = new KeyedLimiter({ rate: 0.001, burst: 5, global: { rate: 0.001, burst: 120 }, store });
       const decisions = await Promise.all(Array.from({ length: 400 }, (_, i) => limiter.tryTake(`user:${i % 50}`)));
       expect(decisions.filter((d) => d.allowed)).toHaveLength(120);
@@ -113,7 +113,7 @@ describe('RedisStore on a three-node cluster', () => {
     it(`${name}: per-key windows (fixed, sliding counter) spread over every node; 300 concurrent decisions are exact`, async () => {
       for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
         const prefix = `window-${algorithm}-${name}`;
-        const store = new RedisWindowStore({ client: client(), prefix, onError: 'deny', timeoutMs: 2000 });
+        const store = new RedisWindowStore({ client: client(), prefix, onError: 'deny', timeout: 2000 });
         const limiter = new KeyedLimiter({ algorithm, limit: 2, window: '1 h', store });
         const decisions = await Promise.all(Array.from({ length: 300 }, (_, i) => limiter.tryTake(`user:${i % 100}`)));
         expect(decisions.filter((d) => d.allowed)).toHaveLength(200);
@@ -128,11 +128,11 @@ describe('RedisStore on a three-node cluster', () => {
 });
 
 describe('RedisFleetStore (ioredis Cluster)', () => {
-  fleetContract({ make: () => new RedisFleetStore({ client: ioCluster, onError: 'deny', timeoutMs: 2000 }) });
+  fleetContract({ make: () => new RedisFleetStore({ client: ioCluster, onError: 'deny', timeout: 2000 }) });
 });
 
 describe('RedisFleetStore (node-redis cluster)', () => {
-  fleetContract({ make: () => new RedisFleetStore({ client: nodeCluster, onError: 'deny', timeoutMs: 2000 }) });
+  fleetContract({ make: () => new RedisFleetStore({ client: nodeCluster, onError: 'deny', timeout: 2000 }) });
 });
 
 describe('fleet keys on a three-node cluster', () => {
@@ -142,7 +142,7 @@ describe('fleet keys on a three-node cluster', () => {
   ] as const) {
     it(`${name}: each fleet key's five keys share one slot; fleets spread over the nodes; the budget holds`, async () => {
       const prefix = `fleet-${name}`;
-      const store = new RedisFleetStore({ client: client(), prefix, onError: 'deny', timeoutMs: 2000 });
+      const store = new RedisFleetStore({ client: client(), prefix, onError: 'deny', timeout: 2000 });
       const failures: string[] = [];
       store.on('failure', ({ error }) => failures.push(error.message));
       const fleets = Array.from({ length: 12 }, (_, i) => {

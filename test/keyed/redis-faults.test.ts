@@ -83,8 +83,8 @@ describe.each(Object.entries(clients))('RedisStore failures with %s', (_name, co
         client,
         prefix: `faults-${policy}-${_name}`,
         onError: policy,
-        timeoutMs: TIMEOUT_MS,
-        probeIntervalMs: 50,
+        timeout: TIMEOUT_MS,
+        probeInterval: 50,
       });
       const events: string[] = [];
       store.on('degraded', ({ policy: p }) => events.push(`degraded:${p}`));
@@ -146,8 +146,8 @@ describe.each(Object.entries(clients))('RedisWindowStore failures with %s', (_na
         client,
         prefix: `wfaults-${policy}-${_name}`,
         onError: policy,
-        timeoutMs: TIMEOUT_MS,
-        probeIntervalMs: 50,
+        timeout: TIMEOUT_MS,
+        probeInterval: 50,
       });
       const events: string[] = [];
       store.on('degraded', ({ policy: p }) => events.push(`degraded:${p}`));
@@ -224,8 +224,8 @@ describe('KeyedLimiter on a RedisStore under CLIENT PAUSE, DEBUG SLEEP and SCRIP
           client,
           prefix: `faults2-${policy}-${fault.replace(' ', '')}`,
           onError: policy,
-          timeoutMs: TIMEOUT_MS,
-          probeIntervalMs: 50,
+          timeout: TIMEOUT_MS,
+          probeInterval: 50,
         });
         const limiter = new KeyedLimiter({ rate: 1000, burst: 1000, store });
         const latencies: number[] = [];

@@ -38,13 +38,13 @@ const stores: [string, Factory, WindowKind[]][] = [
   [
     'redis (ioredis)',
     (clock) =>
-      new RedisWindowStore({ client: ioredis, prefix: prefix(), now: clock.now, onError: 'deny', timeoutMs: 2000 }),
+      new RedisWindowStore({ client: ioredis, prefix: prefix(), now: clock.now, onError: 'deny', timeout: 2000 }),
     ['fixed', 'counter'],
   ],
   [
     'redis (node-redis)',
     (clock) =>
-      new RedisWindowStore({ client: nodeRedis, prefix: prefix(), now: clock.now, onError: 'deny', timeoutMs: 2000 }),
+      new RedisWindowStore({ client: nodeRedis, prefix: prefix(), now: clock.now, onError: 'deny', timeout: 2000 }),
     ['fixed', 'counter'],
   ],
 ];
@@ -191,7 +191,7 @@ describe('KeyedLimiter with a window algorithm', () => {
       prefix: prefix(),
       now: clock.now,
       onError: 'deny',
-      timeoutMs: 2000,
+      timeout: 2000,
     });
     const counter = new KeyedLimiter({ algorithm: 'sliding-window', limit: 3, window: '1s', store });
     expect((await counter.tryTake('k')).allowed).toBe(true);
@@ -203,12 +203,10 @@ describe('KeyedLimiter with a window algorithm', () => {
     const invalid = expect.objectContaining({ code: 'ERR_INVALID_OPTION' });
     // @ts-expect-error onError is required
     expect(() => new RedisWindowStore({ client: ioredis })).toThrow(invalid);
-    expect(() => new RedisWindowStore({ client: ioredis, onError: 'deny', timeoutMs: 0 })).toThrow(invalid);
-    expect(() => new RedisWindowStore({ client: ioredis, onError: 'deny', probeIntervalMs: Infinity })).toThrow(
-      invalid,
-    );
-    const store = new RedisWindowStore({ client: ioredis, onError: 'local' });
-    expect([store.policy, store.timeoutMs, store.healthy]).toEqual(['local', 200, true]);
+    expect(() => new RedisWindowStore({ client: ioredis, onError: 'deny', timeout: 0 })).toThrow(invalid);
+    expect(() => new RedisWindowStore({ client: ioredis, onError: 'deny', probeInterval: Infinity })).toThrow(invalid);
+    const store = new RedisWindowStore({ client: ioredis, onError: 'local', timeout: '150ms' });
+    expect([store.policy, store.timeoutMs, store.probeIntervalMs, store.healthy]).toEqual(['local', 150, 250, true]);
     store.close();
   });
 
@@ -251,7 +249,7 @@ describe('KeyedLimiter with a window algorithm', () => {
           const client = steps.length % 2 === 0 ? ioredis : nodeRedis;
           const redis = limiterFor(
             kind,
-            new RedisWindowStore({ client, prefix: prefix(), now: clock.now, onError: 'deny', timeoutMs: 2000 }),
+            new RedisWindowStore({ client, prefix: prefix(), now: clock.now, onError: 'deny', timeout: 2000 }),
             limit,
             windowMs,
           );

@@ -6,7 +6,8 @@
  * one step per call and answers with its value and the bucket's state), and
  * must give bucket.ts's answers exactly: the same doubles, sign of zero
  * included. Numbers go in as JavaScript's shortest round-trip strings and come
- * back as `%.17g`, both exact, so no ulp is lost in transit.
+ * back as the stores' replies do (src/redis/lua-script.ts: `fmt`, `fromLua`),
+ * both exact, so no ulp is lost in transit.
  */
 
 import fc from 'fast-check';
@@ -15,6 +16,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { BucketParams, BucketState } from '../../src/meters/bucket.js';
 import * as bucket from '../../src/meters/bucket.js';
 import { BUCKET_LUA_STEPS, bucketLua } from '../../src/redis/bucket-lua.js';
+import { fromLua, LUA_FMT } from '../../src/redis/lua-script.js';
 import { type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
 
 type StepResult = unknown; // a number, a boolean, or undefined (a step that only changes the state)
@@ -64,6 +66,7 @@ const NOT_STEPS = [
 
 /** Every Lua step, then a dispatcher: ARGV per call is step, number of args, tokens, upd, rate, capacity, args. */
 const HARNESS = `
+${LUA_FMT}
 ${bucketLua(...BUCKET_LUA_STEPS)}
 
 local function num(s)
@@ -71,7 +74,7 @@ local function num(s)
   return tonumber(s)
 end
 local function out_num(x)
-  if x ~= x then return 'nan' elseif x == math.huge then return 'inf' elseif x == -math.huge then return '-inf' end
+  if x ~= x then return 'nan' end
   return fmt(x)
 end
 local steps = {
@@ -123,10 +126,10 @@ function str(x: number): string {
 }
 
 function parse(s: string): number {
-  if (s === 'inf') return Number.POSITIVE_INFINITY;
-  if (s === '-inf') return Number.NEGATIVE_INFINITY;
-  if (s === 'nan' || s === '-nan') return Number.NaN;
-  return Number(s);
+  const n = fromLua(s);
+  if (n !== undefined) return n;
+  if (s === 'nan') return Number.NaN;
+  throw new Error(`not a number from the harness: ${JSON.stringify(s)}`);
 }
 
 interface Answer {

@@ -38,7 +38,7 @@ describe('RedisHealth deadlines', () => {
     expect(fired).toEqual([]);
     timers.tick(51); // 1250
     expect(fired.map(([, at]) => at)).toEqual([1250]);
-    expect(fired[0]?.[0]).toMatch(/^b: Redis did not answer within timeoutMs \(200 ms\)/);
+    expect(fired[0]?.[0]).toMatch(/^b: Redis did not answer within the store's timeout \(200 ms\)/);
     h.clearDeadline(b); // late: ignored
     timers.tick(29);
     expect(fired).toHaveLength(1);
