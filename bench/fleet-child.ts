@@ -32,7 +32,7 @@ let run: Run;
 let stop: () => Promise<void>;
 
 if (library === 'fleet') {
-  const store = new RedisFleetStore({ client, onError: 'deny', timeoutMs: 5000 });
+  const store = new RedisFleetStore({ client, onError: 'deny', timeout: 5000 });
   const s = new Scheduler({
     store,
     key: key as string,

@@ -16,15 +16,19 @@
  *   `expiration` 1500, which its README recommends for exactly this);
  * - Redis killed (SIGKILL) under load and restarted empty on the same port
  *   after 3 s: how long from its first PONG until the store answers again and
- *   until the fleet (leaseMs 10 s, onError 'deny', the default timeoutMs and
- *   probeIntervalMs) starts its next job, with the client's offline queue on.
+ *   until the fleet (lease 10 s, onError 'deny', the default timeout and
+ *   probeInterval) starts its next job, with the client's offline queue on.
  */
 
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { RedisFleetStore } from '../src/fleet/redis-fleet-store.js';
-import { FLEET_SCRIPT } from '../src/fleet/script.js';
+import { FLEET_LUA } from '../src/fleet/script.js';
+import { LUA_PRELUDE } from '../src/redis/lua-script.js';
+
+const FLEET_SCRIPT = `${LUA_PRELUDE}\n${FLEET_LUA}`;
+
 import { Scheduler } from '../src/scheduler/scheduler.js';
 import { startRedis } from '../test/helpers/redis-server.js';
 import { bundledProbe, formatOps, type Section, table } from './harness.js';
@@ -69,8 +73,8 @@ function redisBenchmark(port: number): Promise<number | string> {
     // an exchange asking for one job of cost 1, no limit that binds, one lease each (the lease set
     // grows, to at most its 1 s lease's worth: an upper bound on a worker's single-job call)
     args.push(
-      'b',
       '',
+      'b',
       '86400000',
       '1000000000',
       '1000000000',

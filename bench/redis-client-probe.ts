@@ -34,7 +34,7 @@ if (which.startsWith('ours')) {
   const limiter = new KeyedLimiter({
     rate: 0.001,
     burst,
-    store: new RedisStore({ client, prefix, onError: 'deny', timeoutMs: 60_000 }),
+    store: new RedisStore({ client, prefix, onError: 'deny', timeout: 60_000 }),
   });
   for (const key of keys.filter((k) => k.startsWith('drained:'))) await limiter.tryTake(key, burst);
   decide = () => limiter.tryTake(next());
@@ -53,7 +53,7 @@ if (which.startsWith('ours')) {
       return false;
     });
 } else if (which.startsWith('store')) {
-  const store = new RedisStore({ client, prefix, onError: 'deny', timeoutMs: 60_000 });
+  const store = new RedisStore({ client, prefix, onError: 'deny', timeout: 60_000 });
   const bucket = { ratePerSecond: 0.001, capacity: burst };
   const op = (key: string, cost: number) => ({
     mode: 'try' as const,
@@ -65,11 +65,6 @@ if (which.startsWith('ours')) {
   });
   for (const key of keys.filter((k) => k.startsWith('drained:'))) await store.decide(op(key, burst));
   decide = () => store.decide(op(next(), 1));
-} else if (which.startsWith('fcall')) {
-  const { KEYED_PROGRAM } = await import('../src/keyed/redis-script.js');
-  await (client as Redis).call('FUNCTION', 'LOAD', 'REPLACE', KEYED_PROGRAM.library);
-  const fn = KEYED_PROGRAM.entries.keyed.fn;
-  decide = () => (client as Redis).fcall(fn, 1, `${prefix}:${next()}`, '0.001:1000000000', 't1');
 } else if (which.startsWith('ping')) {
   decide = () => client.ping();
 } else {

@@ -40,7 +40,7 @@ interface Tick {
 
 async function worker(port: number, id: number): Promise<void> {
   const client = new Redis({ port, host: '127.0.0.1' });
-  const store = new RedisFleetStore({ client, onError: 'local', expectedWorkers: WORKERS, timeoutMs: 200 });
+  const store = new RedisFleetStore({ client, onError: 'local', expectedWorkers: WORKERS, timeout: 200 });
   const api = new Scheduler({ store, key: 'api', rate: '50/s', burst: 5 });
   const db = new Scheduler({ store, key: 'db', concurrency: 8, leaseMs: 1500, pollMs: 10 });
   let apiCalls = 0;

@@ -58,7 +58,7 @@ async function worker(port: number, id: number): Promise<void> {
   client.on('error', () => {}); // the store reports failures through its own events
   const send = (message: unknown) => process.send?.(message);
   process.on('message', async (command: RunCommand) => {
-    const store = new RedisStore({ client, prefix: command.label, onError: command.policy, timeoutMs: 100 });
+    const store = new RedisStore({ client, prefix: command.label, onError: command.policy, timeout: 100 });
     const startMs = performance.now();
     const events: string[] = [];
     const at = () => `${((performance.now() - startMs) / 1000).toFixed(2)} s`;

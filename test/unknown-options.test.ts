@@ -89,8 +89,8 @@ describe('unknown option names: buckets and stores', () => {
       (o: Record<string, unknown>) => new RedisWindowStore(loose(o)),
       (o: Record<string, unknown>) => new RedisFleetStore(loose(o)),
     ]) {
-      const error = refused(() => make({ client, onError: 'deny', timeout: 100 }), 'timeout');
-      expect(error.message).toContain('did you mean `timeoutMs`?');
+      const error = refused(() => make({ client, onError: 'deny', timeoutMs: 100 }), 'timeoutMs');
+      expect(error.message).toContain('did you mean `timeout`?');
     }
   });
 });

@@ -1,7 +1,7 @@
 /**
  * rateLimit on a KeyedLimiter with a RedisStore, against a real redis-server
  * that this file starts, pauses (SIGSTOP), kills and restarts: every request
- * is answered by the store's `onError` policy within its `timeoutMs`, the
+ * is answered by the store's `onError` policy within its `timeout`, the
  * server never crashes and no promise rejection goes unhandled. Times are
  * real, so the bounds are generous.
  */
@@ -79,8 +79,8 @@ describe('rateLimit on a RedisStore when Redis fails', () => {
           client: redisClient,
           prefix: `http-${policy}-${held}-${process.pid}`,
           onError: policy,
-          timeoutMs: TIMEOUT_MS,
-          probeIntervalMs: 50,
+          timeout: TIMEOUT_MS,
+          probeInterval: 50,
         });
         const limiter = new KeyedLimiter({ rate: 0.01, burst: 3, store });
         const errors: unknown[] = [];

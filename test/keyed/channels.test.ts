@@ -91,7 +91,7 @@ describe('RedisStore channels', () => {
     const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
     client.on('error', () => {});
     await new Promise<void>((resolve) => client.once('ready', () => resolve()));
-    const store = new RedisStore({ client, prefix: `channels-${process.pid}`, onError: 'deny', timeoutMs: 100 });
+    const store = new RedisStore({ client, prefix: `channels-${process.pid}`, onError: 'deny', timeout: 100 });
     const events: string[] = [];
     store.on('degraded', () => events.push('degraded'));
     store.on('recovered', () => events.push('recovered'));

@@ -20,22 +20,22 @@ const PUBLIC = ['KeyedLimiter', 'MemoryStore', 'MemoryWindowStore', 'RedisStore'
  */
 const INTERNAL = [
   'DEFAULT_MAX_KEYS', // memory-store.ts
-  'KEYED_PROGRAM', // redis-script.ts
+  'KEYED_LUA', // redis-script.ts
   'DENY_RETRY_AFTER_MS', // redis-store.ts
   'DEFAULT_TIMEOUT_MS', // redis/health.ts, re-exported by redis-store.ts
   'windowStep', // window-store.ts
-  'WINDOW_SCRIPT',
   'RedisHealth', // redis/health.ts
   'failureOptions',
   'errorOf',
   'DEFAULT_PROBE_INTERVAL_MS',
-  'evalScript', // redis/client.ts
-  'luaNow',
-  'isNodeRedis',
+  'isNodeRedis', // redis/client.ts
   'clusterSlot', // redis/cluster-slot.ts
-  'redisProgram', // redis/functions.ts
-  'callProgram',
-  'timeMs', // redis/client.ts
+  'WINDOW_LUA', // redis/window-lua.ts
+  'WINDOW_STEPS',
+  'LuaScript', // redis/lua-script.ts
+  'LUA_PRELUDE',
+  'LUA_FMT',
+  'fromLua',
 ];
 
 /** Every runtime export of every module in the keyed part: module (relative to src/) -> its namespace. */
