@@ -4,7 +4,7 @@
  * on the same port, CLIENT PAUSE, DEBUG SLEEP and SCRIPT FLUSH, each applied
  * once mid-run. Every run asserts: the fleet's in-flight weight never above
  * the budget under 'deny' and never above the documented bound under 'local'
- * and 'allow' (docs/fleets.md, "Faults"); every job settles; under 'deny' the
+ * and 'allow' (docs/fleets.md, "Redis faults"); every job settles; under 'deny' the
  * first start after Redis is back comes within the probe interval plus one
  * exchange; once every job has ended, Redis holds no weight (nothing stays
  * counted that no running job holds).

@@ -1,7 +1,7 @@
 /**
  * Real worker processes sharing one Scheduler (fleet form) through one real
  * Redis: the weighted concurrency budget (never exceeded), and a worker killed
- * with SIGKILL mid-job. The shared rate over 60 s is ./long-run.test.ts.
+ * with SIGKILL mid-job. The shared rate over 60 s is ./rate-4-processes-60s.test.ts.
  */
 
 import { Redis } from 'ioredis';

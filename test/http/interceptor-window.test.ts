@@ -1,7 +1,6 @@
 /**
  * throttleInterceptor's window limit against a real server that allows 50 in any 1 s (real time):
- * 300 calls at concurrency 8 draw no 429 and use at least 90 % of the limit. Beside it, the same
- * calls paced by a token bucket at exactly 50/s draw 429s (the reason for the window limit).
+ * 300 calls at concurrency 8 draw no 429 and use at least 90 % of the limit.
  */
 
 import { Agent, request } from 'undici';

@@ -14,7 +14,7 @@ import { Workers, worstWindows } from './workers.js';
 
 /**
  * The allowance for network and timer lateness in the window bound, ms: how unevenly the workers
- * act on the bucket, which is exact in Redis's time (see the README's fleet section). It leaves
+ * act on the bucket, which is exact in Redis's time (docs/fleets.md). It leaves
  * room for a loaded machine running other suites at the same time.
  */
 const ALLOWANCE_MS = 50;
