@@ -69,6 +69,12 @@ export type {
 const EMPTY: ScheduleOptions = Object.freeze({});
 
 /**
+ * `Symbol.asyncDispose` (every runtime the package supports has it), typed as a plain symbol so that
+ * the declarations need no `esnext.disposable` lib in a consumer's tsconfig.
+ */
+const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose as symbol;
+
+/**
  * Runs jobs under a token-bucket rate and a weighted concurrency limit, with a
  * bounded priority queue that rejects when full. With `store` and `key`, the
  * limits are shared by every scheduler on that store and key (a fleet).
@@ -418,6 +424,11 @@ export class Scheduler {
     });
   }
 
+  /** `await using scheduler = new Scheduler(...)`: {@link close} at the end of the scope. */
+  [asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   /**
    * Changes the rate from now on: tokens earned so far are kept (capped at the burst). Without a rate,
    * adds a bucket (full, burst 1). In a fleet the change goes to the store, for every worker: the
@@ -580,19 +591,3 @@ export class Scheduler {
     this.#pump(now);
   }
 }
-
-// `await using`: Symbol.asyncDispose where the runtime has it (Node 20 does), defined at run time so
-// that the types need no `esnext.disposable` lib in a consumer's tsconfig.
-const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
-if (asyncDispose !== undefined) {
-  const value = function (this: Scheduler): Promise<void> {
-    return this.close();
-  };
-  Object.defineProperty(Scheduler.prototype, asyncDispose, { value, writable: true, configurable: true });
-}
-
-/** @internal V8 keeps an object layout (hidden class) only while an object has it, and compiled code is
- * specialised to the layouts it saw: with no scheduler alive a full collection drops them, and the next
- * scheduler's new ones throw that code away mid-burst (docs/internals/scheduler.md). This idle one keeps a
- * layout of each part for the process's life; it holds no timer and publishes nothing. */
-export const layoutKeeper = new Scheduler({ rate: 1, concurrency: 1 });
