@@ -4,7 +4,7 @@
  * are two workers of one fleet.
  */
 
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { type FleetStore, MemoryFleetStore } from '../../src/fleet/store.js';
 import { Scheduler, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
 import { fakeClock } from '../helpers/fake-clock.js';
@@ -28,6 +28,28 @@ async function advance(timers: ReturnType<typeof fakeClock>['timers'], ms: numbe
 }
 
 describe('Scheduler with a fleet store', () => {
+  it('names its leases with a random worker id, not a time: workers made at one instant never collide', async () => {
+    const { store, workers } = fleet({ concurrency: 4 }, 2);
+    const leaseIds: string[] = [];
+    const exchange = store.exchange.bind(store);
+    store.exchange = (op) => {
+      leaseIds.push(...op.acquire.map((a) => a.leaseId));
+      return exchange(op);
+    };
+    const now = vi.spyOn(Date, 'now').mockImplementation(() => {
+      throw new Error('Date.now() read');
+    });
+    try {
+      const third = new Scheduler({ store, key: 'api', concurrency: 4 });
+      await Promise.all([...workers, third].map((w) => w.schedule(() => 1)));
+    } finally {
+      now.mockRestore();
+    }
+    expect(leaseIds).toHaveLength(3);
+    for (const id of leaseIds) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:0$/);
+    expect(new Set(leaseIds.map((id) => id.split(':')[0])).size).toBe(3);
+  });
+
   it("a job's ctx.adjust changes its charge in the shared bucket: the other worker's next job waits for it", async () => {
     const { clock, timers, store, workers } = fleet({ rate: 10, burst: 5 });
     const [a, b] = workers as [Scheduler, Scheduler];
