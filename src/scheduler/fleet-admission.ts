@@ -86,9 +86,9 @@ export class FleetAdmission implements Admission {
   /** Leases of jobs that ended, for the next call. */
   #releases: HeldLease[] = [];
   #pumpQueued = false;
-  /** Asks again after `pollMs` while the budget is full. */
+  /** Asks again after the poll interval while the budget is full. */
   readonly #retry: Watchdog;
-  /** Renews the leases held, every `leaseMs / 3`. */
+  /** Renews the leases held, every third of the lease. */
   readonly #renewal: Watchdog;
   readonly #storeListeners: [string, (info: never) => void][] = [];
 
@@ -462,7 +462,7 @@ export class FleetAdmission implements Admission {
     if (this.#leased.size === 0) this.#renewal.disarm();
   }
 
-  /** Pushes the expiry of every lease held to `leaseMs` from now, and renews again `leaseMs / 3` later. */
+  /** Pushes the expiry of every lease held to a lease from now, and renews again a third of a lease later. */
   #renew(): void {
     if (this.#leased.size === 0) return;
     const leases = [...this.#leased].map((ticket) => ticket.lease as HeldLease);

@@ -124,13 +124,17 @@ export interface SchedulerOptions extends WindowLimitOptions {
   key?: string;
   /**
    * With `store`: how long a running job's lease on the shared concurrency lives without renewal,
-   * the longest a crashed worker's units stay taken. Renewed every `leaseMs / 3` while the job runs.
-   * At least 30 ms.
-   * @default 10_000
+   * the longest a crashed worker's units stay taken: milliseconds or a string such as `'15s'`.
+   * Renewed every third of it while the job runs. At least 30 ms.
+   * @default '10s'
    */
-  leaseMs?: DurationInput;
-  /** With `store`: how often a worker asks again while the shared concurrency is full, ms. @default 20 */
-  pollMs?: number;
+  lease?: DurationInput;
+  /**
+   * With `store`: how often a worker asks again while the shared concurrency is full: milliseconds
+   * or a string such as `'50ms'`. At least 1 ms.
+   * @default 20 (ms)
+   */
+  pollInterval?: DurationInput;
   /** With `store`: jobs of this worker holding a reservation in the shared bucket without having started. @default 1 */
   reserveAhead?: number;
 }
@@ -407,7 +411,7 @@ export function parseOptionalDuration(value: DurationInput | undefined, fallback
   return value === undefined ? fallback : parseDuration(value);
 }
 
-/** The default lease of a fleet job, ms (see {@link SchedulerOptions.leaseMs}). */
+/** The default lease of a fleet job, ms (see {@link SchedulerOptions.lease}). */
 export const DEFAULT_LEASE_MS = 10_000;
 /** The default interval a fleet worker asks again at while the shared concurrency is full, ms. */
 export const DEFAULT_POLL_MS = 20;
@@ -484,7 +488,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
 function parseFleet(options: SchedulerOptions): FleetSettings | undefined {
   const { store, key } = options;
   if (store === undefined && key === undefined) {
-    for (const name of ['leaseMs', 'pollMs', 'reserveAhead'] as const) {
+    for (const name of ['lease', 'pollInterval', 'reserveAhead'] as const) {
       if (options[name] !== undefined) {
         throw new InvalidOptionError(name, options[name], `\`${name}\` is for a fleet: give \`store\` and \`key\` too`);
       }
@@ -510,20 +514,20 @@ function parseFleet(options: SchedulerOptions): FleetSettings | undefined {
       "`catchUp` does not apply to a fleet: a start is charged when the store reserves it, in the store's time, so timer lateness loses no rate",
     );
   }
-  const leaseMs = parseOptionalDuration(options.leaseMs, DEFAULT_LEASE_MS);
+  const leaseMs = parseOptionalDuration(options.lease, DEFAULT_LEASE_MS);
   if (!(leaseMs >= 30 && leaseMs < Number.POSITIVE_INFINITY)) {
     throw new InvalidOptionError(
-      'leaseMs',
-      options.leaseMs,
-      `Expected \`leaseMs\` to be a finite duration >= 30 ms, got ${describeValue(options.leaseMs)}`,
+      'lease',
+      options.lease,
+      `Expected \`lease\` to be a finite duration >= 30 ms, got ${describeValue(options.lease)}`,
     );
   }
-  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
-  if (!(typeof pollMs === 'number' && pollMs >= 1 && pollMs < Number.POSITIVE_INFINITY)) {
+  const pollMs = parseOptionalDuration(options.pollInterval, DEFAULT_POLL_MS);
+  if (!(pollMs >= 1 && pollMs < Number.POSITIVE_INFINITY)) {
     throw new InvalidOptionError(
-      'pollMs',
-      pollMs,
-      `Expected \`pollMs\` to be a finite number >= 1, got ${describeValue(pollMs)}`,
+      'pollInterval',
+      options.pollInterval,
+      `Expected \`pollInterval\` to be a finite duration >= 1 ms, got ${describeValue(options.pollInterval)}`,
     );
   }
   const reserveAhead = options.reserveAhead ?? 1;

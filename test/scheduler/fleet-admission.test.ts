@@ -162,8 +162,8 @@ describe('Scheduler with a fleet store', () => {
     expect(clock.now()).toBe(1050);
   });
 
-  it('leases are renewed while a job runs; a dead worker’s lease expires after leaseMs', async () => {
-    const { timers, store, workers } = fleet({ concurrency: 2, leaseMs: 300 }, 2);
+  it('leases are renewed while a job runs; a dead worker’s lease expires after `lease`', async () => {
+    const { timers, store, workers } = fleet({ concurrency: 2, lease: 300 }, 2);
     const [a, b] = workers as [Scheduler, Scheduler];
     const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
     let finish: () => void = () => {};
@@ -256,7 +256,7 @@ describe('Scheduler with a fleet store', () => {
         throw new Error('unavailable');
       },
     };
-    const s = new Scheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollMs: 20, clock });
+    const s = new Scheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollInterval: '20ms', clock });
     const errors: Error[] = [];
     s.on('storeError', (error) => errors.push(error));
     s.setRate(20); // sync; the failure is told by the event
@@ -270,7 +270,7 @@ describe('Scheduler with a fleet store', () => {
     const rejected = expect(job).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG' });
     await advance(timers, 499, 1);
     expect(ran).toBe(false);
-    expect(asked).toBeGreaterThanOrEqual(20); // asked again every pollMs
+    expect(asked).toBeGreaterThanOrEqual(20); // asked again every poll interval
     expect(asked).toBeLessThanOrEqual(27);
     await advance(timers, 2, 1);
     await rejected;
@@ -354,8 +354,8 @@ describe('Scheduler with a fleet store', () => {
     expect(() => new Scheduler({ store, key: 'k', rate: 10, catchUp: 5 })).toThrow(
       expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
     );
-    expect(() => new Scheduler({ rate: 10, leaseMs: 1000 })).toThrow(
-      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'leaseMs' }),
+    expect(() => new Scheduler({ rate: 10, lease: 1000 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'lease' }),
     );
     expect(() => new Scheduler({ key: 'k', rate: 10 })).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'store' }),

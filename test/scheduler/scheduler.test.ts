@@ -256,7 +256,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
     });
 
     // In a fleet, a job that waited for the shared concurrency leaves its claim in the store until the claim
-    // lapses (5 * pollMs, at least 100 ms): the next job waits that much longer, so that small jobs of other
+    // lapses (5 poll intervals, at least 100 ms): the next job waits that much longer, so that small jobs of other
     // workers cannot starve a large one.
     it.skipIf(form.fleet)(
       'rejects at its deadline a job held back by the concurrency, and then starts the next',
@@ -610,7 +610,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
       await Promise.all(queued);
     });
 
-    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least pollMs while the
+    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least the poll interval while the
     // shared concurrency is full), the same for callers rejected together: no spreading, no finish-gap estimate.
     it.skipIf(form.fleet)(
       'jobs turned away in one burst are told when there is room for each: spread, not one instant',
@@ -633,7 +633,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
       },
     );
 
-    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least pollMs while the
+    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least the poll interval while the
     // shared concurrency is full), the same for callers rejected together: no spreading, no finish-gap estimate.
     it.skipIf(form.fleet)('retryAfterMs is when the head will start under a rate', async () => {
       const { scheduler, timers } = setup({ rate: 10, maxQueue: 1 });
@@ -645,7 +645,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
       await waiting;
     });
 
-    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least pollMs while the
+    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least the poll interval while the
     // shared concurrency is full), the same for callers rejected together: no spreading, no finish-gap estimate.
     it.skipIf(form.fleet)('retryAfterMs follows the gap between finishes under a concurrency', async () => {
       const { scheduler, timers, sleep } = setup({ concurrency: 1, maxQueue: 2 });
@@ -854,7 +854,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
       return { ...fake, clock, armed: () => armed };
     }
 
-    // On Redis, a month of fake time is some 780,000 lease renewals (every leaseMs / 3), each a round trip;
+    // On Redis, a month of fake time is some 780,000 lease renewals (every third of the lease), each a round trip;
     // in memory they are timers, and the two month-long cases get 30 s.
     it.skipIf(form.redis)(
       "timeout: '30d' does not reject at once, and rejects after 30 days",
@@ -888,7 +888,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
       expect(armed()).toBe(2); // a step of 2^31 - 1 ms, then the rest
     });
 
-    // On Redis, a month of fake time is some 780,000 lease renewals (every leaseMs / 3), each a round trip.
+    // On Redis, a month of fake time is some 780,000 lease renewals (every third of the lease), each a round trip.
     it.skipIf(form.redis)(
       'a monthly rate waits the month for the next token',
       async () => {
