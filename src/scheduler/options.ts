@@ -13,7 +13,7 @@ import { type BucketParams, bucketParams } from '../meters/bucket.js';
 import type { FailurePolicy } from '../redis/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
-import { noWindowOnFleet, type WindowLimitOptions, type WindowSettings, windowOrInterval } from './window-limit.js';
+import { noWindowOnFleet, parseWindowLimit, type WindowLimitOptions, type WindowSettings } from './window-limit.js';
 
 /** Options for {@link Scheduler}. At least one of `rate`, `concurrency` and `limit`/`window` must be given. */
 export interface SchedulerOptions extends WindowLimitOptions {
@@ -86,30 +86,12 @@ export interface SchedulerOptions extends WindowLimitOptions {
   onTimeout?: 'release' | 'hold';
   /**
    * Start jobs as soon as they may. With false, the scheduler starts paused
-   * until {@link Scheduler.resume} (p-queue's `autoStart`).
+   * until {@link Scheduler.resume}.
    * @default true
    */
   autoStart?: boolean;
   /** The time source. @default systemClock */
   clock?: Clock;
-  /**
-   * p-queue's rate window, mapped onto the bucket: `intervalCap` jobs per
-   * `interval` milliseconds becomes `rate: intervalCap / interval` (per ms) and
-   * `burst: intervalCap`. A token bucket admits at most burst + rate * T in any
-   * window of T, so in any window of `interval` up to 2 * intervalCap may start
-   * (p-queue's fixed windows allow the same at a window boundary). Give either
-   * these two or `rate`/`burst`, not both. p-queue's defaults (`interval: 0`,
-   * `intervalCap: Infinity`) mean no rate limit, as there.
-   */
-  interval?: number;
-  /** See {@link SchedulerOptions.interval}. */
-  intervalCap?: number;
-  /**
-   * p-queue's `strict`: with `interval`/`intervalCap`, a sliding window instead of the bucket, as
-   * `limit: intervalCap, window: interval, windowMargin: 0` (see {@link WindowLimitOptions.limit}).
-   * @default false
-   */
-  strict?: boolean;
   /**
    * A fleet store: a `RedisFleetStore` (or a `MemoryFleetStore`, the same within one process).
    * With `key`, the rate, burst and concurrency are shared by every scheduler on the same store
@@ -257,8 +239,6 @@ export interface RejectedJob {
 
 /** Each event's listener arguments. */
 export interface SchedulerEvents {
-  /** A job was added: admitted, to start at once or to wait (as p-queue's, on every add). */
-  add: [];
   /** A job started. */
   active: [job: ActiveJob];
   /** A job's function fulfilled. */
@@ -271,8 +251,6 @@ export interface SchedulerEvents {
   idle: [];
   /** A job was turned away or removed before it started. */
   rejected: [job: RejectedJob];
-  /** A job's function settled (fulfilled or not): its slot is free for the next one (as p-queue's). */
-  next: [];
   /** With `store`: the store stopped answering; its `onError` policy decides until it answers again. */
   degraded: [info: { error: Error; policy: FailurePolicy }];
   /** With `store`: the store answers again. */
@@ -289,14 +267,12 @@ export type EventName = keyof SchedulerEvents;
 
 /** Every event name, for the check in `on`/`once`/`off`. */
 export const EVENT_NAMES: ReadonlySet<string> = new Set<EventName>([
-  'add',
   'active',
   'completed',
   'error',
   'empty',
   'idle',
   'rejected',
-  'next',
   'degraded',
   'recovered',
   'storeError',
@@ -318,41 +294,6 @@ export function checkListener(event: unknown, listener: unknown): void {
       `Expected the listener for '${event}' to be a function, got ${describeValue(listener)}`,
     );
   }
-}
-
-/**
- * p-queue's `interval`/`intervalCap` as `rate`/`burst` (see {@link SchedulerOptions.interval}),
- * or `undefined` when they ask for no rate limit (absent, or p-queue's defaults).
- */
-export function intervalRate(options: SchedulerOptions): { rate: number; burst: number } | undefined {
-  const { interval, intervalCap } = options;
-  if (interval === undefined && intervalCap === undefined) return undefined;
-  if (options.rate !== undefined || options.burst !== undefined) {
-    throw new InvalidOptionError(
-      'interval',
-      interval,
-      "give either `rate`/`burst` or p-queue's `interval`/`intervalCap`, not both: `intervalCap` jobs per `interval` ms " +
-        'is `rate: intervalCap * 1000 / interval` (per second) with `burst: intervalCap`',
-    );
-  }
-  const ms = interval ?? 0;
-  const cap = intervalCap ?? Number.POSITIVE_INFINITY;
-  if (!(typeof ms === 'number' && ms >= 0 && ms < Number.POSITIVE_INFINITY)) {
-    throw new InvalidOptionError(
-      'interval',
-      interval,
-      `Expected \`interval\` to be a finite number of ms >= 0, got ${describeValue(interval)}; or give \`rate\` and \`burst\``,
-    );
-  }
-  if (!(typeof cap === 'number' && cap >= 1 && (Number.isInteger(cap) || cap === Number.POSITIVE_INFINITY))) {
-    throw new InvalidOptionError(
-      'intervalCap',
-      intervalCap,
-      `Expected \`intervalCap\` to be an integer >= 1, got ${describeValue(intervalCap)}; or give \`rate\` and \`burst\``,
-    );
-  }
-  if (ms === 0 || cap === Number.POSITIVE_INFINITY) return undefined; // p-queue: no rate limit
-  return { rate: (cap * 1000) / ms, burst: cap };
 }
 
 /** A listener for event `E`. */
@@ -442,7 +383,7 @@ export interface SchedulerSettings {
   readonly paused: boolean;
   /** With `store` and `key`: the fleet's settings. */
   readonly fleet: FleetSettings | undefined;
-  /** The window limit (`limit`, `window`, or p-queue's `strict`); `undefined` without one. */
+  /** The window limit (`limit`, `window`); `undefined` without one. */
   readonly window: WindowSettings | undefined;
 }
 
@@ -454,8 +395,8 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
   checkOptions(options, 'Scheduler options ({ rate, burst, concurrency, maxQueue, ... })', true);
   checkKnownOptions(options, SCHEDULER_OPTIONS, 'Scheduler options', SCHEDULER_PEER_OPTIONS);
   const clock = checkClock(options.clock);
-  const [fromInterval, window] = windowOrInterval(options, intervalRate(options));
-  const rate = fromInterval?.rate ?? options.rate;
+  const window = parseWindowLimit(options);
+  const rate = options.rate;
   const hasRate = rate !== undefined;
   if (!hasRate && options.concurrency === undefined && window === undefined) {
     throw new InvalidOptionError(
@@ -466,7 +407,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
   }
   let params: BucketParams | undefined;
   if (hasRate) {
-    params = bucketParams(rate, fromInterval?.burst ?? options.burst ?? 1);
+    params = bucketParams(rate, options.burst ?? 1);
   } else if (options.burst !== undefined) {
     throw new InvalidOptionError('burst', options.burst, '`burst` needs a `rate`: give the rate the bucket refills at');
   }

@@ -128,8 +128,7 @@ export class Scheduler {
       releaseOnTimeout: settings.releaseOnTimeout,
       adjuster: (bill, deltaCost) => this.#admission.adjust(bill, deltaCost),
       onFinish: (job) => {
-        // A job's concurrency freed: `next`, then the admission starts what may start.
-        if (this.#events.has('next')) this.#events.emit('next');
+        // A job's concurrency freed: the admission starts what may start.
         this.#empty.ended();
         this.#admission.finished(job);
       },
@@ -189,10 +188,6 @@ export class Scheduler {
     return this.#admission.concurrency;
   }
 
-  set concurrency(concurrency: number) {
-    this.setConcurrency(concurrency);
-  }
-
   /** The default timeout of new jobs, ms (Infinity: none); set (`5000`, `'5s'`), it applies to later jobs. */
   get timeout(): number {
     return this.#timeoutMs;
@@ -202,7 +197,7 @@ export class Scheduler {
     this.#timeoutMs = parseTimeout(timeout);
   }
 
-  /** True when jobs wait for the concurrency: every slot the head needs is taken (p-queue's `isSaturated`). */
+  /** True when jobs wait for the concurrency: every slot the head needs is taken. */
   get isSaturated(): boolean {
     return this.#waiting.queue.size !== 0 && this.#admission.saturated;
   }
@@ -299,7 +294,6 @@ export class Scheduler {
     if (held >= 0) {
       this.#counters.admitted++;
       this.#idleOwed = true;
-      if (this.#events.has('add')) this.#events.emit('add');
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
         return this.#runner.run(fn as JobFunction<unknown>, cost, priority, held) as Promise<R>;
       }
@@ -329,21 +323,9 @@ export class Scheduler {
     this.#counters.admitted++;
     this.#empty.queued();
     this.#idleOwed = true;
-    if (this.#events.has('add')) this.#events.emit('add');
     if (queue.peek() === job) this.#pump(now);
     else admission.queued();
     return promise;
-  }
-
-  /** p-queue's name for {@link schedule}. */
-  add<R>(fn: JobFunction<R>, options?: ScheduleOptions): Promise<R> {
-    return this.schedule(fn, options);
-  }
-
-  /** Schedules every function with the same options; resolves with their results in order (p-queue's `addAll`). */
-  addAll<R>(fns: readonly JobFunction<R>[], options?: ScheduleOptions): Promise<R[]> {
-    if (!Array.isArray(fns)) return rejectOption('fns', fns, 'an array of job functions');
-    return Promise.all(fns.map((fn) => this.schedule<R>(fn, options)));
   }
 
   /**
@@ -375,12 +357,6 @@ export class Scheduler {
     const now = this.#clock.now();
     this.#admission.resumed(now);
     this.#pump(now, true);
-  }
-
-  /** p-queue's name for {@link resume}. */
-  start(): this {
-    this.resume();
-    return this;
   }
 
   /**
@@ -481,7 +457,7 @@ export class Scheduler {
     return this.#events.when('idle');
   }
 
-  /** Resolves when no job runs (jobs may still wait: paused, or waiting for tokens), as p-queue's. */
+  /** Resolves when no job runs (jobs may still wait: paused, or waiting for tokens). */
   onPendingZero(): Promise<void> {
     if (this.#runner.pending === 0) return Promise.resolve();
     return this.#events.when('changed', () => this.#runner.pending === 0);

@@ -113,40 +113,6 @@ export function parseWindowLimit(options: WindowLimitOptions): WindowSettings | 
   return { limit: params.limit, windowMs: params.windowMs, marginMs, untilFinish };
 }
 
-/** p-queue's interval and `strict`, as the Scheduler gives them. */
-interface IntervalOptions extends WindowLimitOptions {
-  interval?: number;
-  strict?: boolean;
-}
-
-/**
- * The bucket of p-queue's interval (`fromInterval`, parsed) or, with `strict`, its window; or the
- * window options (`limit`/`window`). Refuses both at once. @internal
- */
-export function windowOrInterval<B extends { burst: number }>(
-  options: IntervalOptions,
-  fromInterval: B | undefined,
-): [B | undefined, WindowSettings | undefined] {
-  const strict = options.strict;
-  if (strict !== undefined && typeof strict !== 'boolean') {
-    throw new InvalidOptionError('strict', strict, `Expected \`strict\` to be a boolean, got ${describeValue(strict)}`);
-  }
-  const window = parseWindowLimit(options);
-  if (fromInterval !== undefined && window !== undefined) {
-    throw new InvalidOptionError(
-      'limit',
-      options.limit,
-      "give either `limit`/`window` or p-queue's `interval`/`intervalCap` with `strict: true`, not both",
-    );
-  }
-  if (strict !== true || fromInterval === undefined) return [fromInterval, window];
-  const windowMs = options.interval ?? 0;
-  return [
-    undefined,
-    parseWindowLimit({ limit: fromInterval.burst, window: windowMs, windowMargin: options.windowMargin ?? 0 }),
-  ];
-}
-
 const WINDOW_OPTIONS: ReadonlySet<string> = new Set(['limit', 'window', 'windowMargin', 'windowCounts']);
 
 /**
@@ -176,7 +142,7 @@ export function parseWindowChange(options: WindowLimitOptions, current: WindowSe
 export function noWindowOnFleet<F>(fleet: F | undefined, window: WindowSettings | undefined): F | undefined {
   if (fleet === undefined || window === undefined) return fleet;
   throw new NotSupportedError(
-    'a window limit (`limit`/`window`, or `strict`) does not apply to a fleet yet: the fleet store keeps a bucket and a ' +
+    'a window limit (`limit`/`window`) does not apply to a fleet yet: the fleet store keeps a bucket and a ' +
       "concurrency, not a sliding log; give the fleet a `rate` with `burst: 1` below the window's limit, or use a " +
       'Scheduler without `store`',
   );
