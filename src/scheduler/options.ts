@@ -65,7 +65,7 @@ export interface SchedulerOptions extends WindowLimitOptions {
    * starts, and the strict `burst + rate * T` when `(burst - cost) / rate >= catchUp`.
    * 0 charges every job at the moment it starts (strict windows, but with a
    * burst below `rate * lateness` every late wake loses rate).
-   * @default 5 (ms: Node's timers fire about 1.15 ms late, plus up to 1 ms of rounding)
+   * @default 5 (ms: a timer's usual lateness and its 1 ms rounding, with room to spare)
    */
   catchUp?: DurationInput;
   /**

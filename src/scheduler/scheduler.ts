@@ -274,7 +274,7 @@ export class Scheduler {
     if (typeof priority !== 'number' || !Number.isFinite(priority)) return rejectPriority(priority);
     if (signal?.aborted) return rejections.reject('aborted', signal.reason, cost, priority);
     const queue = this.#waiting.queue;
-    // The flood path first: a full queue (with a head, so nothing could start now) rejects at once.
+    // A full queue first: with a job waiting at its head nothing could start now, so this one is rejected.
     if (queue.size >= this.#maxQueue && queue.size !== 0) {
       return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, priority));
     }
