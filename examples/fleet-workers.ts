@@ -15,7 +15,7 @@
  * Every second each worker prints its API calls and reports, and the
  * fleet-wide DB load read from a counter in Redis that every report adds its
  * cost to while it runs. At 3 s worker 4 is killed with SIGKILL in the middle
- * of its reports: its DB units stay taken until their leases expire (leaseMs
+ * of its reports: its DB units stay taken until their leases expire (`lease`
  * 1.5 s), then the other three use them; the API limit is shared by three.
  *
  * Requires redis-server (`apt-get install redis-server`).
@@ -42,7 +42,7 @@ async function worker(port: number, id: number): Promise<void> {
   const client = new Redis({ port, host: '127.0.0.1' });
   const store = new RedisFleetStore({ client, onError: 'local', expectedWorkers: WORKERS, timeout: 200 });
   const api = new Scheduler({ store, key: 'api', rate: '50/s', burst: 5 });
-  const db = new Scheduler({ store, key: 'db', concurrency: 8, leaseMs: 1500, pollMs: 10 });
+  const db = new Scheduler({ store, key: 'db', concurrency: 8, lease: '1.5s', pollInterval: 10 });
   let apiCalls = 0;
   let reports = 0;
   const callApi = async (): Promise<void> => {
@@ -152,7 +152,7 @@ async function main(): Promise<void> {
       children.delete(WORKERS);
       await new Promise((r) => setTimeout(r, 150)); // in the middle of its reports
       victim.kill('SIGKILL');
-      console.log(`  -- worker ${WORKERS} killed with SIGKILL; its leases expire within leaseMs (1.5 s) --`);
+      console.log(`  -- worker ${WORKERS} killed with SIGKILL; its leases expire within the lease (1.5 s) --`);
     }
   }
   await Promise.all(

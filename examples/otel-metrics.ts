@@ -22,7 +22,7 @@ import {
   type HttpDecisionMessage,
   type HttpErrorMessage,
   type KeyedRefusalMessage,
-  type SchedulerRefusedMessage,
+  type SchedulerRejectedMessage,
   type SchedulerStartMessage,
   type StoreDegradedMessage,
   type StreamWaitMessage,
@@ -73,7 +73,7 @@ export function instrumentTokenpace(meter: Meter): () => void {
     [channelNames.keyedRefusal, (m) => keyedRefusals.add(1, { reason: (m as KeyedRefusalMessage).reason })],
     [channelNames.storeDegraded, (m) => storeDegraded.add(1, { policy: (m as StoreDegradedMessage).policy })],
     [channelNames.schedulerStart, (m) => jobWait.record((m as SchedulerStartMessage).job.waitedMs)],
-    [channelNames.schedulerRefused, (m) => jobRefusals.add(1, { reason: (m as SchedulerRefusedMessage).job.reason })],
+    [channelNames.schedulerRefused, (m) => jobRefusals.add(1, { reason: (m as SchedulerRejectedMessage).job.reason })],
     [channelNames.streamWait, (m) => streamWaits.record((m as StreamWaitMessage).waitMs)],
     [
       channelNames.decision,

@@ -41,11 +41,13 @@ export class TokenpaceError extends Error {
     super(message, options);
     this.code = code;
   }
+
+  static {
+    // The brand every copy of the package recognises (see isTokenpaceError): on the prototype,
+    // non-enumerable, so it is inherited by every error and shows in no listing of its fields.
+    Object.defineProperty(TokenpaceError.prototype, brand, { value: true });
+  }
 }
-// The brand lives on the prototype (non-enumerable), so every instance carries it without a
-// per-instance property: a flood of refusals builds one QueueFullError each, and defining a symbol
-// property on each one cost more than the rest of the error.
-Object.defineProperty(TokenpaceError.prototype, brand, { value: true });
 
 /** A rate that is not a positive finite number or a string {@link parseRate} understands. */
 export class InvalidRateError extends TokenpaceError {
@@ -142,35 +144,15 @@ export class QueueFullError extends TokenpaceError {
   /** An estimate of when a slot frees up, in milliseconds. */
   readonly retryAfterMs: number;
   constructor(maxQueue: number, retryAfterMs: number) {
-    super('ERR_QUEUE_FULL', queueFullMessage(maxQueue, retryAfterMs));
+    super(
+      'ERR_QUEUE_FULL',
+      `queue full: ${maxQueue} jobs are already waiting (maxQueue ${maxQueue}); ` +
+        `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxQueue if the backlog is expected`,
+    );
     this.maxQueue = maxQueue;
     this.retryAfterMs = retryAfterMs;
   }
 }
-function queueFullMessage(maxQueue: number, retryAfterMs: number): string {
-  return (
-    `queue full: ${maxQueue} jobs are already waiting (maxQueue ${maxQueue}); ` +
-    `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxQueue if the backlog is expected`
-  );
-}
-// The scheduler's flood path makes QueueFullErrors without Error's native constructor (see
-// src/scheduler/reject.ts): for those, the name and the message come from the prototype.
-Object.defineProperties(QueueFullError.prototype, {
-  name: { value: 'QueueFullError', writable: true, configurable: true },
-  message: {
-    get(this: QueueFullError): string {
-      return queueFullMessage(this.maxQueue, this.retryAfterMs);
-    },
-    configurable: true,
-  },
-  // What a stack trace of depth 0 reads: the header line alone.
-  stack: {
-    get(this: QueueFullError): string {
-      return `${this.name}: ${this.message}`;
-    },
-    configurable: true,
-  },
-});
 
 /** A job would start (or has waited) later than its `maxWait`. */
 export class WaitTooLongError extends TokenpaceError {

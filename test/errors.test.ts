@@ -1,4 +1,6 @@
+import { types } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import * as errorsModule from '../src/errors.js';
 import { describeValue } from '../src/errors.js';
 import {
   AbortError,
@@ -11,10 +13,12 @@ import {
   isTokenpaceError,
   JobTimeoutError,
   QueueFullError,
+  Scheduler,
   StoreUnavailableError,
   TokenpaceError,
   WaitTooLongError,
 } from '../src/index.js';
+import { fakeClock } from './helpers/fake-clock.js';
 
 describe('errors', () => {
   it.each([
@@ -96,3 +100,94 @@ describe('errors', () => {
     expect(text).toBe(`"${'x'.repeat(60)}..." (1000 characters)`);
   });
 });
+
+/**
+ * Every error class of src/errors.ts is a real Error: made by its constructor (so Node's
+ * `util.types.isNativeError` knows it), with a stack that has frames, a stable code, and the brand.
+ * The classes are read from the module itself, so a class added later is checked without touching
+ * this list; the table below says how to make each one, and the test fails for a class it lacks.
+ */
+describe('every error class is a real Error', () => {
+  type ErrorClass = new (...args: never[]) => Error;
+  const classes = (Object.entries(errorsModule) as [string, unknown][]).filter(
+    (entry): entry is [string, ErrorClass] =>
+      typeof entry[1] === 'function' && (entry[1] as { prototype?: unknown }).prototype instanceof Error,
+  );
+  const make: Record<string, () => Error> = {
+    TokenpaceError: () => new errorsModule.TokenpaceError('ERR_INVALID_OPTION', 'base'),
+    InvalidRateError: () => new errorsModule.InvalidRateError(-1, 'bad rate'),
+    InvalidSizeError: () => new errorsModule.InvalidSizeError(0, 'bad size'),
+    InvalidDurationError: () => new errorsModule.InvalidDurationError(-1, 'bad duration'),
+    InvalidOptionError: () => new errorsModule.InvalidOptionError('maxQueue', -1, 'bad option'),
+    CostExceedsCapacityError: () => new errorsModule.CostExceedsCapacityError(300, 200),
+    BurstTooSmallError: () => new errorsModule.BurstTooSmallError(10, 100, 'too small'),
+    QueueFullError: () => new errorsModule.QueueFullError(1000, 250),
+    WaitTooLongError: () => new errorsModule.WaitTooLongError(1500, 1000, 1500),
+    JobTimeoutError: () => new errorsModule.JobTimeoutError(5000),
+    StoreUnavailableError: () => new errorsModule.StoreUnavailableError('redis down'),
+    ClosedError: () => new errorsModule.ClosedError(),
+    NotSupportedError: () => new errorsModule.NotSupportedError('not here'),
+    AbortError: () => new errorsModule.AbortError(),
+  };
+
+  it('the table covers exactly the exported error classes', () => {
+    expect(classes.length).toBeGreaterThan(10);
+    expect(classes.map(([name]) => name).sort()).toEqual(Object.keys(make).sort());
+  });
+
+  it.each(classes)('%s', (name, Class) => {
+    const error = (make[name] as () => Error)();
+    expectRealError(error, Class);
+  });
+
+  it('the errors a Scheduler rejects with are real errors too', async () => {
+    const { clock, timers } = fakeClock();
+    const caught = (promise: Promise<unknown>) =>
+      promise.then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    const never = () => new Promise<never>(() => {});
+    // A full queue, a cost above the concurrency, and a waiting job removed by clear().
+    const busy = new Scheduler({ concurrency: 1, maxQueue: 1, clock });
+    void busy.schedule(never);
+    const cleared = caught(busy.schedule(() => 0));
+    const full = caught(busy.schedule(() => 0));
+    const tooCostly = caught(busy.schedule(() => 0, { cost: 2 }));
+    busy.clear();
+    // A predicted wait past maxWait (rejected at once), and a wait that reaches its deadline.
+    const paced = new Scheduler({ rate: 1, maxWait: 100, clock });
+    void paced.schedule(() => 0);
+    const predicted = caught(paced.schedule(() => 0));
+    const blocked = new Scheduler({ concurrency: 1, maxWait: 100, clock });
+    void blocked.schedule(never);
+    const expired = caught(blocked.schedule(() => 0));
+    // A job past its timeout, and a job given to a closed scheduler.
+    const timed = new Scheduler({ concurrency: 1, timeout: 10, clock });
+    const timedOut = caught(timed.schedule(never));
+    const closed = new Scheduler({ concurrency: 1, clock });
+    void closed.close();
+    const afterClose = caught(closed.schedule(() => 0));
+    await timers.tickAsync(200);
+    expectRealError(await full, errorsModule.QueueFullError);
+    expectRealError(await tooCostly, errorsModule.CostExceedsCapacityError);
+    expectRealError(await cleared, errorsModule.AbortError);
+    expectRealError(await predicted, errorsModule.WaitTooLongError);
+    expectRealError(await expired, errorsModule.WaitTooLongError);
+    expectRealError(await timedOut, errorsModule.JobTimeoutError);
+    expectRealError(await afterClose, errorsModule.ClosedError);
+  });
+});
+
+function expectRealError(error: unknown, Class: new (...args: never[]) => Error): void {
+  expect(error).toBeInstanceOf(Class);
+  expect(error).toBeInstanceOf(Error);
+  expect(types.isNativeError(error)).toBe(true);
+  const e = error as errorsModule.TokenpaceError;
+  expect(typeof e.stack).toBe('string');
+  expect(e.stack).toMatch(/\n\s+at /); // at least one frame
+  expect(e.stack?.startsWith(`${e.name}: ${e.message}`)).toBe(true);
+  expect(e.code).toMatch(/^(ERR_[A-Z_]+|ABORT_ERR)$/);
+  expect(e.name).toBe(Class.name);
+  expect(errorsModule.isTokenpaceError(e, e.code)).toBe(true);
+}

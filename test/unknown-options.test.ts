@@ -49,8 +49,12 @@ describe('unknown option names', () => {
     expect(refused(() => new Scheduler(loose({ minTime: 5 })), 'minTime').message).toContain('write `rate`');
   });
 
-  it("Scheduler: p-queue's intervalCap stays mapped", () => {
-    expect(() => new Scheduler({ intervalCap: 10, interval: 1000 })).not.toThrow();
+  it("Scheduler: p-queue's interval options name `limit`/`window`, and PQueue for p-queue's own", () => {
+    for (const name of ['interval', 'intervalCap', 'strict', 'carryoverIntervalCount']) {
+      const message = refused(() => new Scheduler(loose({ concurrency: 1, [name]: 1 })), name).message;
+      expect(message).toContain('`limit` per `window`');
+      expect(message).toContain("PQueue` from 'tokenpace/p-queue'");
+    }
   });
 
   it('throttleInterceptor: brust, at the top and for one origin', () => {

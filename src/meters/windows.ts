@@ -37,8 +37,10 @@
  * time origin. Time that goes backwards counts as no time at all.
  *
  * State and arithmetic are plain functions over plain objects
- * (`fixedWindowTake`, `slidingLogTake`, `slidingCounterTake`), so a store can
- * keep the state elsewhere and run the same step; the classes add a clock.
+ * (`fixedWindowTake`, `slidingLogTake`, `slidingCounterTake`, and the log's
+ * steps `slideLog`, `slidingLogRecord`, `slidingLogWaitMs`), so a store or the
+ * Scheduler's window limit can keep the state elsewhere and run the same
+ * steps; the classes add a clock.
  */
 
 import { type Clock, checkClock } from '../clock.js';
@@ -123,8 +125,13 @@ export function fixedWindowTake(state: FixedWindowState, params: WindowParams, n
   };
 }
 
-/** Drops the entries that have slid out of the window at `nowMs`. */
-function slideLog(state: SlidingLogState, params: WindowParams, nowMs: number): number {
+/**
+ * Drops the entries that have slid out of the window at `nowMs` (W = `params.windowMs`, which may
+ * have changed since they were recorded) and returns the time the log is now at: `nowMs`, or the
+ * latest time it has seen if that is later (time never goes back). `used` is then the cost in
+ * (now - W, now].
+ */
+export function slideLog(state: SlidingLogState, params: WindowParams, nowMs: number): number {
   const now = Math.max(nowMs, state.latestMs);
   state.latestMs = now;
   while (state.head < state.atMs.length && (state.atMs[state.head] as number) + params.windowMs <= now) {
@@ -140,6 +147,44 @@ function slideLog(state: SlidingLogState, params: WindowParams, nowMs: number): 
   return now;
 }
 
+/** Records `cost` admitted at `nowMs` (or at the latest time the log has seen, if later), whether it fits or not. */
+export function slidingLogRecord(state: SlidingLogState, nowMs: number, cost: number): void {
+  if (!(cost > 0)) return;
+  const at = Math.max(nowMs, state.latestMs);
+  state.latestMs = at;
+  const last = state.atMs.length - 1;
+  if (last >= state.head && state.atMs[last] === at) state.cost[last] = (state.cost[last] as number) + cost;
+  else {
+    state.atMs.push(at);
+    state.cost.push(cost);
+  }
+  state.used += cost;
+}
+
+/**
+ * After {@link slideLog} at `now`: the ms until `cost` fits within the limit, the oldest entries
+ * sliding out first (0: it fits now). `heldCost` is cost that counts on top of the log's and does not
+ * slide out by itself (jobs still running); when only its release could make room, the answer is
+ * Infinity.
+ */
+export function slidingLogWaitMs(
+  state: SlidingLogState,
+  params: WindowParams,
+  now: number,
+  cost: number,
+  heldCost = 0,
+): number {
+  let used = state.used + heldCost;
+  if (used + cost <= params.limit) return 0;
+  const last = state.atMs.length - 1;
+  for (let i = state.head; i <= last; i++) {
+    // Once the newest entry slides out only the held cost is left (exactly, with no rounding carried).
+    used = i === last ? heldCost : used - (state.cost[i] as number);
+    if (used + cost <= params.limit) return (state.atMs[i] as number) + params.windowMs - now;
+  }
+  return Number.POSITIVE_INFINITY;
+}
+
 /** A new, empty sliding log. */
 export function newSlidingLog(): SlidingLogState {
   return { atMs: [], cost: [], head: 0, used: 0, latestMs: Number.NEGATIVE_INFINITY };
@@ -149,28 +194,9 @@ export function newSlidingLog(): SlidingLogState {
 export function slidingLogTake(state: SlidingLogState, params: WindowParams, nowMs: number, cost: number): Decision {
   checkWindowCost(cost, params.limit);
   const now = slideLog(state, params, nowMs);
-  const allowed = state.used + cost <= params.limit;
-  if (allowed && cost > 0) {
-    const last = state.atMs.length - 1;
-    if (last >= state.head && state.atMs[last] === now) state.cost[last] = (state.cost[last] as number) + cost;
-    else {
-      state.atMs.push(now);
-      state.cost.push(cost);
-    }
-    state.used += cost;
-  }
-  let retryAfterMs = 0;
-  if (!allowed) {
-    // The oldest admissions slide out first: find the one after which the cost fits.
-    let used = state.used;
-    for (let i = state.head; i < state.atMs.length; i++) {
-      used -= state.cost[i] as number;
-      if (used + cost <= params.limit) {
-        retryAfterMs = (state.atMs[i] as number) + params.windowMs - now;
-        break;
-      }
-    }
-  }
+  const retryAfterMs = slidingLogWaitMs(state, params, now, cost);
+  const allowed = retryAfterMs === 0;
+  if (allowed) slidingLogRecord(state, now, cost);
   const newest = state.atMs[state.atMs.length - 1];
   return {
     allowed,

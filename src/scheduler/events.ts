@@ -30,9 +30,6 @@ export interface SchedulerRejectedMessage {
   readonly job: RejectedJob;
 }
 
-/** @deprecated The old name of {@link SchedulerRejectedMessage} ("reject" is the scheduler's word for the act). */
-export type SchedulerRefusedMessage = SchedulerRejectedMessage;
-
 /** The public events, and `changed`: the queue or the jobs running may have changed (for the promise forms; not public). */
 export type Events = SchedulerEvents & { changed: [] };
 

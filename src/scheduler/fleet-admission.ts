@@ -16,6 +16,7 @@
  * docs/internals/scheduler.md.
  */
 
+import { randomUUID } from 'node:crypto';
 import { retryHintMs, WaitTooLongError } from '../errors.js';
 import type { ExchangeResult, FleetParams, FleetStore, HeldLease } from '../fleet/store.js';
 import { type BucketState, bucketState, rebill } from '../meters/bucket.js';
@@ -30,7 +31,6 @@ import { noWindowOnFleet } from './window-limit.js';
 const BATCH = 64;
 /** Calls in flight while the limits do not bind. */
 const CALLS = 4;
-let workerSeq = 0;
 
 /** What the fleet keeps for a job it asked the store about (in its `#tickets`, by job). */
 interface Ticket {
@@ -62,7 +62,8 @@ export class FleetAdmission implements Admission {
   readonly #pollMs: number;
   readonly #reserveAhead: number;
   readonly #maxWaitMs: number;
-  readonly #workerId = `${process.pid}-${Date.now().toString(36)}-${workerSeq++}`;
+  /** Unique among every worker of every process on the store: the prefix of this worker's lease ids. */
+  readonly #workerId = randomUUID();
   #leaseSeq = 0;
   /** The fleet's limits as the store last reported them. */
   #params: FleetParams;
@@ -85,9 +86,9 @@ export class FleetAdmission implements Admission {
   /** Leases of jobs that ended, for the next call. */
   #releases: HeldLease[] = [];
   #pumpQueued = false;
-  /** Asks again after `pollMs` while the budget is full. */
+  /** Asks again after the poll interval while the budget is full. */
   readonly #retry: Watchdog;
-  /** Renews the leases held, every `leaseMs / 3`. */
+  /** Renews the leases held, every third of the lease. */
   readonly #renewal: Watchdog;
   readonly #storeListeners: [string, (info: never) => void][] = [];
 
@@ -461,7 +462,7 @@ export class FleetAdmission implements Admission {
     if (this.#leased.size === 0) this.#renewal.disarm();
   }
 
-  /** Pushes the expiry of every lease held to `leaseMs` from now, and renews again `leaseMs / 3` later. */
+  /** Pushes the expiry of every lease held to a lease from now, and renews again a third of a lease later. */
   #renew(): void {
     if (this.#leased.size === 0) return;
     const leases = [...this.#leased].map((ticket) => ticket.lease as HeldLease);

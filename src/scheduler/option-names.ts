@@ -3,6 +3,11 @@
  * no type checker to catch a misspelt \`brust\`), and what to write instead of a peer's option.
  */
 
+/** What to write instead of p-queue's interval options. */
+const P_QUEUE_WINDOW =
+  "p-queue's intervalCap per interval is `limit` per `window` here (a sliding window: no `window` sees more " +
+  "than `limit` starts); or keep p-queue's options with `PQueue` from 'tokenpace/p-queue'";
+
 /** Every option a Scheduler reads; any other name is refused (a typo in plain JavaScript). */
 export const SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
   'rate',
@@ -15,13 +20,10 @@ export const SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
   'onTimeout',
   'autoStart',
   'clock',
-  'interval',
-  'intervalCap',
-  'strict',
   'store',
   'key',
-  'leaseMs',
-  'pollMs',
+  'lease',
+  'pollInterval',
   'reserveAhead',
   'limit',
   'window',
@@ -30,6 +32,10 @@ export const SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
 ]);
 /** Names that p-queue and bottleneck users bring, with what to write here instead. */
 export const SCHEDULER_PEER_OPTIONS: Readonly<Record<string, string>> = {
+  interval: P_QUEUE_WINDOW,
+  intervalCap: P_QUEUE_WINDOW,
+  strict: P_QUEUE_WINDOW,
+  carryoverIntervalCount: `${P_QUEUE_WINDOW}, with windowCounts: 'finish' to count a job until it finishes`,
   throwOnTimeout: 'a timed-out job always rejects with JobTimeoutError here; remove it',
   queueClass: 'the queue is built in (bounded, by priority); remove it',
   carryoverConcurrencyCount: 'remove it: a job holds its concurrency until it settles (or its timeout, with onTimeout)',

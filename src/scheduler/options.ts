@@ -13,7 +13,7 @@ import { type BucketParams, bucketParams } from '../meters/bucket.js';
 import type { FailurePolicy } from '../redis/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
-import { noWindowOnFleet, type WindowLimitOptions, type WindowSettings, windowOrInterval } from './window-limit.js';
+import { noWindowOnFleet, parseWindowLimit, type WindowLimitOptions, type WindowSettings } from './window-limit.js';
 
 /** Options for {@link Scheduler}. At least one of `rate`, `concurrency` and `limit`/`window` must be given. */
 export interface SchedulerOptions extends WindowLimitOptions {
@@ -65,7 +65,7 @@ export interface SchedulerOptions extends WindowLimitOptions {
    * starts, and the strict `burst + rate * T` when `(burst - cost) / rate >= catchUp`.
    * 0 charges every job at the moment it starts (strict windows, but with a
    * burst below `rate * lateness` every late wake loses rate).
-   * @default 5 (ms: Node's timers fire about 1.15 ms late, plus up to 1 ms of rounding)
+   * @default 5 (ms: a timer's usual lateness and its 1 ms rounding, with room to spare)
    */
   catchUp?: DurationInput;
   /**
@@ -86,30 +86,12 @@ export interface SchedulerOptions extends WindowLimitOptions {
   onTimeout?: 'release' | 'hold';
   /**
    * Start jobs as soon as they may. With false, the scheduler starts paused
-   * until {@link Scheduler.resume} (p-queue's `autoStart`).
+   * until {@link Scheduler.resume}.
    * @default true
    */
   autoStart?: boolean;
   /** The time source. @default systemClock */
   clock?: Clock;
-  /**
-   * p-queue's rate window, mapped onto the bucket: `intervalCap` jobs per
-   * `interval` milliseconds becomes `rate: intervalCap / interval` (per ms) and
-   * `burst: intervalCap`. A token bucket admits at most burst + rate * T in any
-   * window of T, so in any window of `interval` up to 2 * intervalCap may start
-   * (p-queue's fixed windows allow the same at a window boundary). Give either
-   * these two or `rate`/`burst`, not both. p-queue's defaults (`interval: 0`,
-   * `intervalCap: Infinity`) mean no rate limit, as there.
-   */
-  interval?: number;
-  /** See {@link SchedulerOptions.interval}. */
-  intervalCap?: number;
-  /**
-   * p-queue's `strict`: with `interval`/`intervalCap`, a sliding window instead of the bucket, as
-   * `limit: intervalCap, window: interval, windowMargin: 0` (see {@link WindowLimitOptions.limit}).
-   * @default false
-   */
-  strict?: boolean;
   /**
    * A fleet store: a `RedisFleetStore` (or a `MemoryFleetStore`, the same within one process).
    * With `key`, the rate, burst and concurrency are shared by every scheduler on the same store
@@ -124,13 +106,17 @@ export interface SchedulerOptions extends WindowLimitOptions {
   key?: string;
   /**
    * With `store`: how long a running job's lease on the shared concurrency lives without renewal,
-   * the longest a crashed worker's units stay taken. Renewed every `leaseMs / 3` while the job runs.
-   * At least 30 ms.
-   * @default 10_000
+   * the longest a crashed worker's units stay taken: milliseconds or a string such as `'15s'`.
+   * Renewed every third of it while the job runs. At least 30 ms.
+   * @default '10s'
    */
-  leaseMs?: DurationInput;
-  /** With `store`: how often a worker asks again while the shared concurrency is full, ms. @default 20 */
-  pollMs?: number;
+  lease?: DurationInput;
+  /**
+   * With `store`: how often a worker asks again while the shared concurrency is full: milliseconds
+   * or a string such as `'50ms'`. At least 1 ms.
+   * @default 20 (ms)
+   */
+  pollInterval?: DurationInput;
   /** With `store`: jobs of this worker holding a reservation in the shared bucket without having started. @default 1 */
   reserveAhead?: number;
 }
@@ -253,8 +239,6 @@ export interface RejectedJob {
 
 /** Each event's listener arguments. */
 export interface SchedulerEvents {
-  /** A job was added: admitted, to start at once or to wait (as p-queue's, on every add). */
-  add: [];
   /** A job started. */
   active: [job: ActiveJob];
   /** A job's function fulfilled. */
@@ -267,8 +251,6 @@ export interface SchedulerEvents {
   idle: [];
   /** A job was turned away or removed before it started. */
   rejected: [job: RejectedJob];
-  /** A job's function settled (fulfilled or not): its slot is free for the next one (as p-queue's). */
-  next: [];
   /** With `store`: the store stopped answering; its `onError` policy decides until it answers again. */
   degraded: [info: { error: Error; policy: FailurePolicy }];
   /** With `store`: the store answers again. */
@@ -285,14 +267,12 @@ export type EventName = keyof SchedulerEvents;
 
 /** Every event name, for the check in `on`/`once`/`off`. */
 export const EVENT_NAMES: ReadonlySet<string> = new Set<EventName>([
-  'add',
   'active',
   'completed',
   'error',
   'empty',
   'idle',
   'rejected',
-  'next',
   'degraded',
   'recovered',
   'storeError',
@@ -314,41 +294,6 @@ export function checkListener(event: unknown, listener: unknown): void {
       `Expected the listener for '${event}' to be a function, got ${describeValue(listener)}`,
     );
   }
-}
-
-/**
- * p-queue's `interval`/`intervalCap` as `rate`/`burst` (see {@link SchedulerOptions.interval}),
- * or `undefined` when they ask for no rate limit (absent, or p-queue's defaults).
- */
-export function intervalRate(options: SchedulerOptions): { rate: number; burst: number } | undefined {
-  const { interval, intervalCap } = options;
-  if (interval === undefined && intervalCap === undefined) return undefined;
-  if (options.rate !== undefined || options.burst !== undefined) {
-    throw new InvalidOptionError(
-      'interval',
-      interval,
-      "give either `rate`/`burst` or p-queue's `interval`/`intervalCap`, not both: `intervalCap` jobs per `interval` ms " +
-        'is `rate: intervalCap * 1000 / interval` (per second) with `burst: intervalCap`',
-    );
-  }
-  const ms = interval ?? 0;
-  const cap = intervalCap ?? Number.POSITIVE_INFINITY;
-  if (!(typeof ms === 'number' && ms >= 0 && ms < Number.POSITIVE_INFINITY)) {
-    throw new InvalidOptionError(
-      'interval',
-      interval,
-      `Expected \`interval\` to be a finite number of ms >= 0, got ${describeValue(interval)}; or give \`rate\` and \`burst\``,
-    );
-  }
-  if (!(typeof cap === 'number' && cap >= 1 && (Number.isInteger(cap) || cap === Number.POSITIVE_INFINITY))) {
-    throw new InvalidOptionError(
-      'intervalCap',
-      intervalCap,
-      `Expected \`intervalCap\` to be an integer >= 1, got ${describeValue(intervalCap)}; or give \`rate\` and \`burst\``,
-    );
-  }
-  if (ms === 0 || cap === Number.POSITIVE_INFINITY) return undefined; // p-queue: no rate limit
-  return { rate: (cap * 1000) / ms, burst: cap };
 }
 
 /** A listener for event `E`. */
@@ -407,7 +352,7 @@ export function parseOptionalDuration(value: DurationInput | undefined, fallback
   return value === undefined ? fallback : parseDuration(value);
 }
 
-/** The default lease of a fleet job, ms (see {@link SchedulerOptions.leaseMs}). */
+/** The default lease of a fleet job, ms (see {@link SchedulerOptions.lease}). */
 export const DEFAULT_LEASE_MS = 10_000;
 /** The default interval a fleet worker asks again at while the shared concurrency is full, ms. */
 export const DEFAULT_POLL_MS = 20;
@@ -438,7 +383,7 @@ export interface SchedulerSettings {
   readonly paused: boolean;
   /** With `store` and `key`: the fleet's settings. */
   readonly fleet: FleetSettings | undefined;
-  /** The window limit (`limit`, `window`, or p-queue's `strict`); `undefined` without one. */
+  /** The window limit (`limit`, `window`); `undefined` without one. */
   readonly window: WindowSettings | undefined;
 }
 
@@ -450,8 +395,8 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
   checkOptions(options, 'Scheduler options ({ rate, burst, concurrency, maxQueue, ... })', true);
   checkKnownOptions(options, SCHEDULER_OPTIONS, 'Scheduler options', SCHEDULER_PEER_OPTIONS);
   const clock = checkClock(options.clock);
-  const [fromInterval, window] = windowOrInterval(options, intervalRate(options));
-  const rate = fromInterval?.rate ?? options.rate;
+  const window = parseWindowLimit(options);
+  const rate = options.rate;
   const hasRate = rate !== undefined;
   if (!hasRate && options.concurrency === undefined && window === undefined) {
     throw new InvalidOptionError(
@@ -462,7 +407,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
   }
   let params: BucketParams | undefined;
   if (hasRate) {
-    params = bucketParams(rate, fromInterval?.burst ?? options.burst ?? 1);
+    params = bucketParams(rate, options.burst ?? 1);
   } else if (options.burst !== undefined) {
     throw new InvalidOptionError('burst', options.burst, '`burst` needs a `rate`: give the rate the bucket refills at');
   }
@@ -484,7 +429,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
 function parseFleet(options: SchedulerOptions): FleetSettings | undefined {
   const { store, key } = options;
   if (store === undefined && key === undefined) {
-    for (const name of ['leaseMs', 'pollMs', 'reserveAhead'] as const) {
+    for (const name of ['lease', 'pollInterval', 'reserveAhead'] as const) {
       if (options[name] !== undefined) {
         throw new InvalidOptionError(name, options[name], `\`${name}\` is for a fleet: give \`store\` and \`key\` too`);
       }
@@ -510,20 +455,20 @@ function parseFleet(options: SchedulerOptions): FleetSettings | undefined {
       "`catchUp` does not apply to a fleet: a start is charged when the store reserves it, in the store's time, so timer lateness loses no rate",
     );
   }
-  const leaseMs = parseOptionalDuration(options.leaseMs, DEFAULT_LEASE_MS);
+  const leaseMs = parseOptionalDuration(options.lease, DEFAULT_LEASE_MS);
   if (!(leaseMs >= 30 && leaseMs < Number.POSITIVE_INFINITY)) {
     throw new InvalidOptionError(
-      'leaseMs',
-      options.leaseMs,
-      `Expected \`leaseMs\` to be a finite duration >= 30 ms, got ${describeValue(options.leaseMs)}`,
+      'lease',
+      options.lease,
+      `Expected \`lease\` to be a finite duration >= 30 ms, got ${describeValue(options.lease)}`,
     );
   }
-  const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
-  if (!(typeof pollMs === 'number' && pollMs >= 1 && pollMs < Number.POSITIVE_INFINITY)) {
+  const pollMs = parseOptionalDuration(options.pollInterval, DEFAULT_POLL_MS);
+  if (!(pollMs >= 1 && pollMs < Number.POSITIVE_INFINITY)) {
     throw new InvalidOptionError(
-      'pollMs',
-      pollMs,
-      `Expected \`pollMs\` to be a finite number >= 1, got ${describeValue(pollMs)}`,
+      'pollInterval',
+      options.pollInterval,
+      `Expected \`pollInterval\` to be a finite duration >= 1 ms, got ${describeValue(options.pollInterval)}`,
     );
   }
   const reserveAhead = options.reserveAhead ?? 1;

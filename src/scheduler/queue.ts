@@ -50,11 +50,10 @@ export interface Waiter<J extends Waiter<J>> {
 }
 
 /**
- * One priority's FIFO, and its node in the tree of levels. The FIFO is an array, not a linked list:
- * a collector's threads share the work of an array of jobs, where a chain of 200,000 is one thread's
- * walk (docs/benchmarks.md, the queued burst). A job removed from the middle leaves a hole; `first`
- * is the first job still waiting; the array is rebuilt when its dead part outweighs its live one.
- * A job's `slot` is its index plus `base`.
+ * One priority's FIFO, and its node in the tree of levels. The FIFO is an array of the jobs, not a
+ * list linked through them: a job removed from the middle leaves a hole; `first` is the first job
+ * still waiting; the array is rebuilt when its dead part outweighs its live one. A job's `slot` is
+ * its index plus `base`, so removing it is O(1).
  */
 export interface Level<J extends Waiter<J>> {
   readonly priority: number;

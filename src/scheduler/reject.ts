@@ -1,18 +1,12 @@
 /**
  * Rejecting jobs: a cost that can never start, a full queue, a wait past
  * `maxWait`, an abort, `clear()`. Each rejection is counted by reason, told to
- * `rejected` listeners, and rejects the job's promise.
+ * `rejected` listeners, and rejects the job's promise with an error of its own.
  *
- * The flood path. A full queue is flow control, not a bug: a flood produces
- * millions of rejections, so this one is cheap. Each gets its own
- * `QueueFullError` (without a stack trace: capturing one costs more than
- * everything else a rejection does), with its own `retryAfterMs`: the time at
- * which the queue will have room for *that* caller, so callers rejected
- * together and following their hints come back spread out, not as one
- * stampede (see the admissions' retry hints). The rejections of one
- * synchronous burst are made together in one microtask, once the callers have
- * attached their handlers, so Node never has to track a rejection that has no
- * handler yet.
+ * A job turned away from a full queue gets a `QueueFullError` with its own
+ * `retryAfterMs`: the time at which the queue will have room for *that*
+ * caller, so callers rejected together and following their hints come back
+ * spread out, not as one stampede (see the admissions' retry hints).
  */
 
 import {
@@ -26,22 +20,6 @@ import {
 import type { Emitter } from './events.js';
 import type { RejectReason, SchedulerCounters } from './options.js';
 import type { Job } from './run.js';
-
-/**
- * A queue-full error for the flood path: a `QueueFullError` (its prototype, so `instanceof`,
- * `code`, `isTokenpaceError` and every field hold) made without running Error's native
- * constructor, which was three quarters of a rejection's cost. It has no stack trace (a
- * rejection from a full queue is flow control, not a bug) and its message is built when read.
- */
-function queueFullError(maxQueue: number, retryAfterMs: number): QueueFullError {
-  const error = Object.create(QueueFullError.prototype) as {
-    -readonly [K in keyof QueueFullError]: QueueFullError[K];
-  };
-  error.code = 'ERR_QUEUE_FULL';
-  error.maxQueue = maxQueue;
-  error.retryAfterMs = retryAfterMs;
-  return error as QueueFullError;
-}
 
 /** Why a cost can never start: above the burst, or above the concurrency. */
 export function costError(
@@ -110,11 +88,6 @@ export class Rejections {
   readonly #counters: SchedulerCounters;
   readonly #events: Emitter;
   readonly #maxQueue: number;
-  /**
-   * The rejections of the current synchronous burst, as (reject, error) pairs: settled together in
-   * one microtask, once the callers have attached their handlers.
-   */
-  #burst: unknown[] | undefined;
 
   constructor(counters: SchedulerCounters, events: Emitter, maxQueue: number) {
     this.#counters = counters;
@@ -154,30 +127,8 @@ export class Rejections {
     }
   }
 
-  /**
-   * Rejects a new job at a full queue, telling it to retry in `retryAfterMs`: the flood path (see
-   * the file's opening comment).
-   */
+  /** Rejects a new job at a full queue, telling it to retry in `retryAfterMs`. */
   queueFull(cost: number, priority: number, retryAfterMs: number): Promise<never> {
-    this.#counters.rejected.queueFull++;
-    const error = queueFullError(this.#maxQueue, retryAfterMs);
-    let burst = this.#burst;
-    if (burst === undefined) {
-      burst = this.#burst = [];
-      queueMicrotask(this.#rejectBurst);
-    }
-    if (this.#events.has('rejected')) {
-      this.#events.emit('rejected', { reason: 'queueFull', error, cost, priority });
-    }
-    return new Promise<never>((_resolve, reject) => {
-      (burst as unknown[]).push(reject, error);
-    });
+    return this.reject('queueFull', new QueueFullError(this.#maxQueue, retryAfterMs), cost, priority);
   }
-
-  /** Settles the rejections of one burst (a reject function is cheaper than a throw in a reaction). */
-  readonly #rejectBurst = (): void => {
-    const burst = this.#burst as unknown[];
-    this.#burst = undefined;
-    for (let i = 0; i < burst.length; i += 2) (burst[i] as (reason: unknown) => void)(burst[i + 1]);
-  };
 }

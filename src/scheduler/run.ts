@@ -22,20 +22,18 @@ import type { Level, Waiter } from './queue.js';
 import { SignalWatch } from './signal-watch.js';
 
 /**
- * A waiting job: the queue's node and its promise's settler in one object,
- * kept small, since a full queue holds `maxQueue` of them and the garbage
- * collector copies every one that survives (docs/internals/scheduler.md has
- * the measurements). Only the promise's `resolve` is kept: {@link reject}
- * resolves it with a {@link Rejection}, which rejects it one microtask later,
- * so a second settler per job is not held. The one reaction to its function's
- * result that frees its slot also settles its promise ({@link Runner.runJob}).
- * The rarely used parts (a signal, a timeout of its own) live in `extra`;
- * links in arrival order only on a {@link TimedJob}.
+ * A waiting job: the queue's node and its promise's settlers in one object,
+ * kept small, since a full queue holds `maxQueue` of them. The one reaction to
+ * its function's result that frees its slot also settles its promise
+ * ({@link Runner.runJob}), so a rejection settles it in the same turn as a
+ * fulfilment would. The rarely used parts (a signal, a timeout of its own)
+ * live in `extra`; links in arrival order only on a {@link TimedJob}.
  */
 export class Job implements Waiter<Job> {
   level: Level<Job> | undefined = undefined;
   slot = 0;
   resolve!: (value: unknown) => void;
+  reject!: (reason: unknown) => void;
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
@@ -43,17 +41,13 @@ export class Job implements Waiter<Job> {
     readonly enqueuedAtMs: number,
     readonly extra: JobExtra | undefined,
   ) {}
-
-  /** Rejects its promise with `reason` (one microtask later than a settler of its own would). */
-  reject(reason: unknown): void {
-    this.resolve(new Rejection(reason));
-  }
 }
 
-/** The promise of `job`, whose `resolve` the job keeps. */
+/** The promise of `job`, whose settlers the job keeps. */
 export function promiseOf<R>(job: Job): Promise<R> {
-  return new Promise<R>((resolve) => {
+  return new Promise<R>((resolve, reject) => {
     job.resolve = resolve as (value: unknown) => void;
+    job.reject = reject;
   });
 }
 
@@ -61,15 +55,6 @@ export function promiseOf<R>(job: Job): Promise<R> {
 export class TimedJob extends Job {
   older: Job | undefined = undefined;
   newer: Job | undefined = undefined;
-}
-
-/** A thenable that rejects: a promise resolved with it rejects with `reason` (no rejected promise is made). */
-class Rejection {
-  constructor(readonly reason: unknown) {}
-  // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, to reject through `resolve`
-  then(_onFulfilled: unknown, onRejected: (reason: unknown) => void): void {
-    onRejected(this.reason);
-  }
 }
 
 /** The parts of a waiting job that most jobs do not have. */

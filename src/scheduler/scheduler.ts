@@ -69,6 +69,12 @@ export type {
 const EMPTY: ScheduleOptions = Object.freeze({});
 
 /**
+ * `Symbol.asyncDispose` (every runtime the package supports has it), typed as a plain symbol so that
+ * the declarations need no `esnext.disposable` lib in a consumer's tsconfig.
+ */
+const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose as symbol;
+
+/**
  * Runs jobs under a token-bucket rate and a weighted concurrency limit, with a
  * bounded priority queue that rejects when full. With `store` and `key`, the
  * limits are shared by every scheduler on that store and key (a fleet).
@@ -122,8 +128,7 @@ export class Scheduler {
       releaseOnTimeout: settings.releaseOnTimeout,
       adjuster: (bill, deltaCost) => this.#admission.adjust(bill, deltaCost),
       onFinish: (job) => {
-        // A job's concurrency freed: `next`, then the admission starts what may start.
-        if (this.#events.has('next')) this.#events.emit('next');
+        // A job's concurrency freed: the admission starts what may start.
         this.#empty.ended();
         this.#admission.finished(job);
       },
@@ -183,10 +188,6 @@ export class Scheduler {
     return this.#admission.concurrency;
   }
 
-  set concurrency(concurrency: number) {
-    this.setConcurrency(concurrency);
-  }
-
   /** The default timeout of new jobs, ms (Infinity: none); set (`5000`, `'5s'`), it applies to later jobs. */
   get timeout(): number {
     return this.#timeoutMs;
@@ -196,7 +197,7 @@ export class Scheduler {
     this.#timeoutMs = parseTimeout(timeout);
   }
 
-  /** True when jobs wait for the concurrency: every slot the head needs is taken (p-queue's `isSaturated`). */
+  /** True when jobs wait for the concurrency: every slot the head needs is taken. */
   get isSaturated(): boolean {
     return this.#waiting.queue.size !== 0 && this.#admission.saturated;
   }
@@ -273,7 +274,7 @@ export class Scheduler {
     if (typeof priority !== 'number' || !Number.isFinite(priority)) return rejectPriority(priority);
     if (signal?.aborted) return rejections.reject('aborted', signal.reason, cost, priority);
     const queue = this.#waiting.queue;
-    // The flood path first: a full queue (with a head, so nothing could start now) rejects at once.
+    // A full queue first: with a job waiting at its head nothing could start now, so this one is rejected.
     if (queue.size >= this.#maxQueue && queue.size !== 0) {
       return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, priority));
     }
@@ -293,7 +294,6 @@ export class Scheduler {
     if (held >= 0) {
       this.#counters.admitted++;
       this.#idleOwed = true;
-      if (this.#events.has('add')) this.#events.emit('add');
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
         return this.#runner.run(fn as JobFunction<unknown>, cost, priority, held) as Promise<R>;
       }
@@ -323,21 +323,9 @@ export class Scheduler {
     this.#counters.admitted++;
     this.#empty.queued();
     this.#idleOwed = true;
-    if (this.#events.has('add')) this.#events.emit('add');
     if (queue.peek() === job) this.#pump(now);
     else admission.queued();
     return promise;
-  }
-
-  /** p-queue's name for {@link schedule}. */
-  add<R>(fn: JobFunction<R>, options?: ScheduleOptions): Promise<R> {
-    return this.schedule(fn, options);
-  }
-
-  /** Schedules every function with the same options; resolves with their results in order (p-queue's `addAll`). */
-  addAll<R>(fns: readonly JobFunction<R>[], options?: ScheduleOptions): Promise<R[]> {
-    if (!Array.isArray(fns)) return rejectOption('fns', fns, 'an array of job functions');
-    return Promise.all(fns.map((fn) => this.schedule<R>(fn, options)));
   }
 
   /**
@@ -369,12 +357,6 @@ export class Scheduler {
     const now = this.#clock.now();
     this.#admission.resumed(now);
     this.#pump(now, true);
-  }
-
-  /** p-queue's name for {@link resume}. */
-  start(): this {
-    this.resume();
-    return this;
   }
 
   /**
@@ -416,6 +398,11 @@ export class Scheduler {
       this.#watchdog.disarm();
       return closing;
     });
+  }
+
+  /** `await using scheduler = new Scheduler(...)`: {@link close} at the end of the scope. */
+  [asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /**
@@ -470,7 +457,7 @@ export class Scheduler {
     return this.#events.when('idle');
   }
 
-  /** Resolves when no job runs (jobs may still wait: paused, or waiting for tokens), as p-queue's. */
+  /** Resolves when no job runs (jobs may still wait: paused, or waiting for tokens). */
   onPendingZero(): Promise<void> {
     if (this.#runner.pending === 0) return Promise.resolve();
     return this.#events.when('changed', () => this.#runner.pending === 0);
@@ -580,19 +567,3 @@ export class Scheduler {
     this.#pump(now);
   }
 }
-
-// `await using`: Symbol.asyncDispose where the runtime has it (Node 20 does), defined at run time so
-// that the types need no `esnext.disposable` lib in a consumer's tsconfig.
-const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose;
-if (asyncDispose !== undefined) {
-  const value = function (this: Scheduler): Promise<void> {
-    return this.close();
-  };
-  Object.defineProperty(Scheduler.prototype, asyncDispose, { value, writable: true, configurable: true });
-}
-
-/** @internal V8 keeps an object layout (hidden class) only while an object has it, and compiled code is
- * specialised to the layouts it saw: with no scheduler alive a full collection drops them, and the next
- * scheduler's new ones throw that code away mid-burst (docs/internals/scheduler.md). This idle one keeps a
- * layout of each part for the process's life; it holds no timer and publishes nothing. */
-export const layoutKeeper = new Scheduler({ rate: 1, concurrency: 1 });

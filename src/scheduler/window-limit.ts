@@ -1,10 +1,11 @@
 /**
  * A Scheduler's window limit (`limit`, `window`): no window of `window` ms,
  * wherever it starts, sees more than `limit` of cost started. It is the
- * sliding log of ../meters/windows.ts (one entry per start instant, at most
- * `limit` live entries for cost-1 jobs), kept over `window + windowMargin`:
- * a server counts arrival times, which differ from our start times by a
- * varying one-way delay, and the margin covers that jitter.
+ * sliding log of ../meters/windows.ts, run with that file's steps (one entry
+ * per start instant, at most `limit` live entries for cost-1 jobs), kept over
+ * `window + windowMargin`: a server counts arrival times, which differ from
+ * our start times by a varying one-way delay, and the margin covers that
+ * jitter.
  *
  * Invariants: a start is counted at the instant the admission read the clock
  * for it (never a theoretical instant in the past, unlike the bucket's
@@ -17,16 +18,17 @@ import { checkKnownOptions, checkOptions, describeValue, InvalidOptionError, Not
 import {
   newSlidingLog,
   type SlidingLogState,
-  slidingLogTake,
+  slideLog,
+  slidingLogRecord,
+  slidingLogWaitMs,
   type WindowParams,
   windowParams,
 } from '../meters/windows.js';
 import { type DurationInput, parseDuration } from '../units.js';
 
 /**
- * The default margin added to the window, ms: on loopback under load (2 cores, 8 requests in
- * flight) the spread of one-way delays stayed under 3 ms; 10 ms leaves room for a LAN and costs 1 %
- * of a 1 s window's throughput. docs/calling-apis.md gives the measurement.
+ * The default margin added to the window, ms: room for the spread of one-way delays on a LAN, at the
+ * cost of 1 % of a 1 s window's throughput (docs/calling-apis.md has the measurement).
  */
 export const DEFAULT_WINDOW_MARGIN_MS = 10;
 
@@ -111,40 +113,6 @@ export function parseWindowLimit(options: WindowLimitOptions): WindowSettings | 
   return { limit: params.limit, windowMs: params.windowMs, marginMs, untilFinish };
 }
 
-/** p-queue's interval and `strict`, as the Scheduler gives them. */
-interface IntervalOptions extends WindowLimitOptions {
-  interval?: number;
-  strict?: boolean;
-}
-
-/**
- * The bucket of p-queue's interval (`fromInterval`, parsed) or, with `strict`, its window; or the
- * window options (`limit`/`window`). Refuses both at once. @internal
- */
-export function windowOrInterval<B extends { burst: number }>(
-  options: IntervalOptions,
-  fromInterval: B | undefined,
-): [B | undefined, WindowSettings | undefined] {
-  const strict = options.strict;
-  if (strict !== undefined && typeof strict !== 'boolean') {
-    throw new InvalidOptionError('strict', strict, `Expected \`strict\` to be a boolean, got ${describeValue(strict)}`);
-  }
-  const window = parseWindowLimit(options);
-  if (fromInterval !== undefined && window !== undefined) {
-    throw new InvalidOptionError(
-      'limit',
-      options.limit,
-      "give either `limit`/`window` or p-queue's `interval`/`intervalCap` with `strict: true`, not both",
-    );
-  }
-  if (strict !== true || fromInterval === undefined) return [fromInterval, window];
-  const windowMs = options.interval ?? 0;
-  return [
-    undefined,
-    parseWindowLimit({ limit: fromInterval.burst, window: windowMs, windowMargin: options.windowMargin ?? 0 }),
-  ];
-}
-
 const WINDOW_OPTIONS: ReadonlySet<string> = new Set(['limit', 'window', 'windowMargin', 'windowCounts']);
 
 /**
@@ -174,7 +142,7 @@ export function parseWindowChange(options: WindowLimitOptions, current: WindowSe
 export function noWindowOnFleet<F>(fleet: F | undefined, window: WindowSettings | undefined): F | undefined {
   if (fleet === undefined || window === undefined) return fleet;
   throw new NotSupportedError(
-    'a window limit (`limit`/`window`, or `strict`) does not apply to a fleet yet: the fleet store keeps a bucket and a ' +
+    'a window limit (`limit`/`window`) does not apply to a fleet yet: the fleet store keeps a bucket and a ' +
       "concurrency, not a sliding log; give the fleet a `rate` with `burst: 1` below the window's limit, or use a " +
       'Scheduler without `store`',
   );
@@ -221,7 +189,7 @@ export class StartWindow {
     const waitMs = this.waitMs(now, cost);
     if (waitMs !== 0 || cost === 0) return waitMs;
     if (this.untilFinish) this.#running += cost;
-    else slidingLogTake(this.#log, this.#params, now, cost);
+    else slidingLogRecord(this.#log, now, cost);
     return 0;
   }
 
@@ -230,53 +198,22 @@ export class StartWindow {
     if (!this.untilFinish || cost === 0) return;
     this.#running -= cost;
     if (this.#running < 1e-9) this.#running = 0;
-    const log = this.#log;
-    const latest = Math.max(now, log.latestMs);
-    const last = log.atMs.length - 1;
-    if (last >= log.head && log.atMs[last] === latest) log.cost[last] = (log.cost[last] as number) + cost;
-    else {
-      log.atMs.push(latest);
-      log.cost.push(cost);
-    }
-    log.used += cost;
-    log.latestMs = latest;
+    slidingLogRecord(this.#log, now, cost);
   }
 
-  /** The ms until a start of `cost` would fit at `now` (0: now; Infinity: once a running job finishes), counting nothing. */
+  /**
+   * The ms until a start of `cost` would fit at `now` (0: now; Infinity: once a running job finishes),
+   * counting nothing. At least 1 ms when it does not fit now: the timer's step.
+   */
   waitMs(now: number, cost: number): number {
-    const log = this.#log;
-    const windowMs = this.#params.windowMs;
-    const limit = this.#params.limit;
-    let [used, i] = this.#counted(now);
-    if (used + cost <= limit) {
-      if (i >= log.head) slidingLogTake(log, this.#params, now, 0); // drops what slid out (bounded memory)
-      return 0;
-    }
-    for (let j = i + 1; j < log.atMs.length; j++) {
-      used -= log.cost[j] as number;
-      if (used + cost <= limit) return Math.max(1, (log.atMs[j] as number) + windowMs - now);
-    }
-    return Number.POSITIVE_INFINITY;
+    const at = slideLog(this.#log, this.#params, now);
+    const waitMs = slidingLogWaitMs(this.#log, this.#params, at, cost, this.#running);
+    return waitMs === 0 ? 0 : Math.max(1, waitMs);
   }
 
   /** The cost that may start at `now` within the limit. */
   remaining(now: number): number {
-    return Math.max(0, this.#params.limit - (this.#counted(now)[0] as number));
-  }
-
-  /** The cost that counts at `now`, and the index of the newest log entry that no longer does. */
-  #counted(now: number): [number, number] {
-    const log = this.#log;
-    const windowMs = this.#params.windowMs;
-    let used = this.#running;
-    let i = log.atMs.length - 1;
-    for (; i >= log.head && (log.atMs[i] as number) + windowMs > now; i--) used += log.cost[i] as number;
-    return [used, i];
-  }
-
-  /** True when nothing counts any more at `now`: forgetting the window changes nothing. */
-  idle(now: number): boolean {
-    const last = this.#log.atMs[this.#log.atMs.length - 1];
-    return this.#running === 0 && (last === undefined || last + this.#params.windowMs <= now);
+    slideLog(this.#log, this.#params, now);
+    return Math.max(0, this.#params.limit - this.#log.used - this.#running);
   }
 }

@@ -7,6 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FixedWindow, SlidingWindow } from '../../src/index.js';
+import { newSlidingLog, slideLog, slidingLogRecord, slidingLogWaitMs } from '../../src/meters/windows.js';
 import { manualClock } from '../helpers/fake-clock.js';
 
 describe('FixedWindow', () => {
@@ -134,6 +135,53 @@ describe('SlidingWindow (log, exact)', () => {
         },
       ),
     );
+  });
+});
+
+describe("the sliding log's steps (shared with the Scheduler's window limit)", () => {
+  const params = { limit: 10, windowMs: 1000 };
+
+  it('slideLog drops what slid out; slidingLogRecord merges costs recorded at one instant', () => {
+    const log = newSlidingLog();
+    slidingLogRecord(log, 0, 3);
+    slidingLogRecord(log, 0, 2);
+    slidingLogRecord(log, 400, 4);
+    slidingLogRecord(log, 300, 0); // nothing to record
+    expect(log).toMatchObject({ atMs: [0, 400], cost: [5, 4], used: 9, latestMs: 400 });
+    expect(slideLog(log, params, 999)).toBe(999);
+    expect(log.used).toBe(9);
+    slideLog(log, params, 1000); // the 5 at 0 slid out
+    expect(log.used).toBe(4);
+    expect(slideLog(log, params, 500)).toBe(1000); // time never goes back
+    slidingLogRecord(log, 900, 1); // recorded at the latest time seen
+    expect(log.atMs.slice(log.head)).toEqual([400, 1000]);
+    slideLog(log, params, 5000);
+    expect(log.used).toBe(0);
+  });
+
+  it('slidingLogWaitMs: until enough of the oldest entries slide out, or Infinity when only held cost is in the way', () => {
+    const log = newSlidingLog();
+    slidingLogRecord(log, 0, 3);
+    slidingLogRecord(log, 200, 3);
+    slidingLogRecord(log, 400, 2);
+    const now = slideLog(log, params, 500);
+    expect(slidingLogWaitMs(log, params, now, 2)).toBe(0);
+    expect(slidingLogWaitMs(log, params, now, 3)).toBe(500); // the 3 at 0 go at 1000
+    expect(slidingLogWaitMs(log, params, now, 5)).toBe(500);
+    expect(slidingLogWaitMs(log, params, now, 6)).toBe(700);
+    expect(slidingLogWaitMs(log, params, now, 10)).toBe(900);
+    // 4 held (running) count on top and never slide out by themselves.
+    expect(slidingLogWaitMs(log, params, now, 4, 4)).toBe(700);
+    expect(slidingLogWaitMs(log, params, now, 7, 4)).toBe(Number.POSITIVE_INFINITY);
+    expect(slidingLogWaitMs(newSlidingLog(), params, now, 7, 4)).toBe(Number.POSITIVE_INFINITY);
+    expect(slidingLogWaitMs(newSlidingLog(), params, now, 6, 4)).toBe(0);
+  });
+
+  it('slidingLogWaitMs ends exactly at the newest entry, whatever rounding the sum carries', () => {
+    const log = newSlidingLog();
+    const tenth = { limit: 0.3, windowMs: 1000 };
+    for (const at of [0, 1, 2]) slidingLogRecord(log, at, 0.1);
+    expect(slidingLogWaitMs(log, tenth, 2, 0.3)).toBe(1000); // when the last 0.1 goes: 1002 - 2
   });
 });
 

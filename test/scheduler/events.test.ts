@@ -32,18 +32,18 @@ describe('Emitter', () => {
     let size = 3;
     let resolved = false;
     const below2 = events
-      .when('next', () => size < 2)
+      .when('changed', () => size < 2)
       .then(() => {
         resolved = true;
       });
-    events.emit('next');
+    events.emit('changed');
     size = 1;
     await Promise.resolve();
     expect(resolved).toBe(false);
-    events.emit('next');
+    events.emit('changed');
     await below2;
     expect(resolved).toBe(true);
-    expect(events.has('next')).toBe(false);
+    expect(events.has('changed')).toBe(false);
   });
 
   it('a throwing listener does not stop the others; its error surfaces on a microtask of its own', () => {
@@ -59,11 +59,11 @@ describe('Emitter', () => {
       const events = new Emitter();
       const calls: string[] = [];
       const boom = new Error('listener');
-      events.on('add', () => {
+      events.on('empty', () => {
         throw boom;
       });
-      events.on('add', () => calls.push('second'));
-      events.emit('add');
+      events.on('empty', () => calls.push('second'));
+      events.emit('empty');
       expect(calls).toEqual(['second']);
       expect(surfaced).toEqual([boom]);
     } finally {

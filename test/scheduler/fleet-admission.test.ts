@@ -4,7 +4,7 @@
  * are two workers of one fleet.
  */
 
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { type FleetStore, MemoryFleetStore } from '../../src/fleet/store.js';
 import { Scheduler, type SchedulerOptions } from '../../src/scheduler/scheduler.js';
 import { fakeClock } from '../helpers/fake-clock.js';
@@ -28,6 +28,28 @@ async function advance(timers: ReturnType<typeof fakeClock>['timers'], ms: numbe
 }
 
 describe('Scheduler with a fleet store', () => {
+  it('names its leases with a random worker id, not a time: workers made at one instant never collide', async () => {
+    const { store, workers } = fleet({ concurrency: 4 }, 2);
+    const leaseIds: string[] = [];
+    const exchange = store.exchange.bind(store);
+    store.exchange = (op) => {
+      leaseIds.push(...op.acquire.map((a) => a.leaseId));
+      return exchange(op);
+    };
+    const now = vi.spyOn(Date, 'now').mockImplementation(() => {
+      throw new Error('Date.now() read');
+    });
+    try {
+      const third = new Scheduler({ store, key: 'api', concurrency: 4 });
+      await Promise.all([...workers, third].map((w) => w.schedule(() => 1)));
+    } finally {
+      now.mockRestore();
+    }
+    expect(leaseIds).toHaveLength(3);
+    for (const id of leaseIds) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:0$/);
+    expect(new Set(leaseIds.map((id) => id.split(':')[0])).size).toBe(3);
+  });
+
   it("a job's ctx.adjust changes its charge in the shared bucket: the other worker's next job waits for it", async () => {
     const { clock, timers, store, workers } = fleet({ rate: 10, burst: 5 });
     const [a, b] = workers as [Scheduler, Scheduler];
@@ -140,8 +162,8 @@ describe('Scheduler with a fleet store', () => {
     expect(clock.now()).toBe(1050);
   });
 
-  it('leases are renewed while a job runs; a dead worker’s lease expires after leaseMs', async () => {
-    const { timers, store, workers } = fleet({ concurrency: 2, leaseMs: 300 }, 2);
+  it('leases are renewed while a job runs; a dead worker’s lease expires after `lease`', async () => {
+    const { timers, store, workers } = fleet({ concurrency: 2, lease: 300 }, 2);
     const [a, b] = workers as [Scheduler, Scheduler];
     const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
     let finish: () => void = () => {};
@@ -234,7 +256,7 @@ describe('Scheduler with a fleet store', () => {
         throw new Error('unavailable');
       },
     };
-    const s = new Scheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollMs: 20, clock });
+    const s = new Scheduler({ store: denying, key: 'k', rate: 10, maxWait: 500, pollInterval: '20ms', clock });
     const errors: Error[] = [];
     s.on('storeError', (error) => errors.push(error));
     s.setRate(20); // sync; the failure is told by the event
@@ -248,7 +270,7 @@ describe('Scheduler with a fleet store', () => {
     const rejected = expect(job).rejects.toMatchObject({ code: 'ERR_WAIT_TOO_LONG' });
     await advance(timers, 499, 1);
     expect(ran).toBe(false);
-    expect(asked).toBeGreaterThanOrEqual(20); // asked again every pollMs
+    expect(asked).toBeGreaterThanOrEqual(20); // asked again every poll interval
     expect(asked).toBeLessThanOrEqual(27);
     await advance(timers, 2, 1);
     await rejected;
@@ -332,8 +354,8 @@ describe('Scheduler with a fleet store', () => {
     expect(() => new Scheduler({ store, key: 'k', rate: 10, catchUp: 5 })).toThrow(
       expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
     );
-    expect(() => new Scheduler({ rate: 10, leaseMs: 1000 })).toThrow(
-      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'leaseMs' }),
+    expect(() => new Scheduler({ rate: 10, lease: 1000 })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'lease' }),
     );
     expect(() => new Scheduler({ key: 'k', rate: 10 })).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_OPTION', option: 'store' }),

@@ -80,9 +80,11 @@ describe('parseSchedulerOptions: every option parsed once, into settings', () =>
 
   it("a fleet's own options, with their defaults; they are refused without a store", () => {
     const store = new MemoryFleetStore();
-    const settings = parseSchedulerOptions({ store, key: 'k', rate: 1, leaseMs: '1s' });
-    expect(settings.fleet).toEqual({ store, key: 'k', leaseMs: 1000, pollMs: 20, reserveAhead: 1 });
-    expect(() => parseSchedulerOptions({ rate: 1, pollMs: 5 })).toThrow(expect.objectContaining({ option: 'pollMs' }));
+    const settings = parseSchedulerOptions({ store, key: 'k', rate: 1, lease: '1s', pollInterval: '50ms' });
+    expect(settings.fleet).toEqual({ store, key: 'k', leaseMs: 1000, pollMs: 50, reserveAhead: 1 });
+    expect(() => parseSchedulerOptions({ rate: 1, pollInterval: 5 })).toThrow(
+      expect.objectContaining({ option: 'pollInterval' }),
+    );
     expect(() => parseSchedulerOptions({ store, key: 'k', rate: 1, catchUp: 5 })).toThrow(
       expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
     );

@@ -25,7 +25,7 @@ const retryOf = (promise: Promise<unknown>) =>
 describe.each(forms)('retry hints, fake clock ($name)', (form) => {
   const setup = (options: Omit<SchedulerOptions, 'clock'>) => setupForm(form, options);
   describe('retryAfterMs', () => {
-    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least pollMs while the
+    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least the poll interval while the
     // shared concurrency is full): with maxQueue 0 every job is rejected, and a burst is not spread.
     it.skipIf(form.fleet)('maxQueue 0 under a rate: the wait for the tokens, not 0', async () => {
       const { scheduler } = setup({ rate: 10, maxQueue: 0 });
@@ -33,7 +33,7 @@ describe.each(forms)('retry hints, fake clock ($name)', (form) => {
       expect(await retryOf(scheduler.schedule(() => 0))).toBe(102); // 100 ms at 10/s, + 2 ms margin
     });
 
-    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least pollMs while the
+    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least the poll interval while the
     // shared concurrency is full): with maxQueue 0 every job is rejected, and a burst is not spread.
     it.skipIf(form.fleet)('maxQueue 0 under a concurrency: an estimate from how fast slots free, not 0', async () => {
       const { scheduler, timers, sleep } = setup({ concurrency: 1, maxQueue: 0 });
@@ -70,7 +70,7 @@ describe.each(forms)('retry hints, fake clock ($name)', (form) => {
       }
     });
 
-    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least pollMs while the
+    // A fleet's hint is the wait predicted from the store's bucket as last reported (at least the poll interval while the
     // shared concurrency is full): with maxQueue 0 every job is rejected, and a burst is not spread.
     it.skipIf(form.fleet)(
       'a burst of refusals is spread: the k-th is told when there is room for the k-th',
@@ -131,7 +131,7 @@ describe('retry hints (real time)', () => {
       }),
     );
     expect(done).toBe(1000);
-    // One refusal and one admission each (measured 1.9-2.0); a shared hint made ~500 attempts per job.
+    // One refusal and one admission each: each caller is told when there is room for it, not all the same instant.
     expect(attempts / 1000).toBeLessThan(4);
   }, 20_000);
 });

@@ -6,6 +6,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
+import { Scheduler } from '../../src/index.js';
 import { Emitter } from '../../src/scheduler/events.js';
 import { zeroCounters } from '../../src/scheduler/options.js';
 import { Bill, Job, Runner } from '../../src/scheduler/run.js';
@@ -120,5 +121,72 @@ describe('Bill', () => {
     bill.adjust(-10);
     expect([bill.cost, changes]).toEqual([0, [3, -5]]);
     expect(() => bill.adjust(Number.NaN)).toThrow(/finite number/);
+  });
+});
+
+/**
+ * Counts microtask turns: `at()` is the number of turns taken since `start()`. Each turn queues
+ * the next, so a reaction that runs in turn n reads n (a settled promise's reaction is one turn).
+ */
+function microtaskCounter(turns = 10) {
+  let turn = 0;
+  const step = (left: number): void => {
+    if (left === 0) return;
+    queueMicrotask(() => {
+      turn++;
+      step(left - 1);
+    });
+  };
+  return {
+    start: () => step(turns),
+    at: () => turn,
+  };
+}
+
+describe('a waiting job settles', () => {
+  it('rejected in the same microtask as a fulfilled sibling started with it', async () => {
+    const { clock } = fakeClock();
+    const scheduler = new Scheduler({ concurrency: 2, autoStart: false, clock });
+    const settled: [string, number][] = [];
+    const counter = microtaskCounter();
+    const failing = scheduler.schedule(() => {
+      throw new Error('no');
+    });
+    const passing = scheduler.schedule(() => 'yes');
+    failing.catch(() => settled.push(['rejected', counter.at()]));
+    void passing.then(() => settled.push(['fulfilled', counter.at()]));
+    counter.start();
+    scheduler.resume(); // both start here, in arrival order
+    await Promise.allSettled([failing, passing]);
+    await new Promise((resolve) => setImmediate(resolve));
+    const turn = settled[0]?.[1];
+    expect(settled).toEqual([
+      ['rejected', turn],
+      ['fulfilled', turn],
+    ]);
+  });
+
+  it('rejected by an abort or clear() in the same microtask as a promise rejected then', async () => {
+    const { clock } = fakeClock();
+    const scheduler = new Scheduler({ concurrency: 1, autoStart: false, clock });
+    const controller = new AbortController();
+    const cleared = scheduler.schedule(() => 0);
+    const aborted = scheduler.schedule(() => 0, { signal: controller.signal });
+    const seen: [string, number][] = [];
+    const counter = microtaskCounter();
+    aborted.catch(() => seen.push(['aborted', counter.at()]));
+    cleared.catch(() => seen.push(['cleared', counter.at()]));
+    counter.start();
+    controller.abort();
+    scheduler.clear();
+    // A promise rejected right after them: its handler runs in the same turn as theirs.
+    Promise.reject(new Error('reference')).catch(() => seen.push(['reference', counter.at()]));
+    await new Promise((resolve) => setImmediate(resolve));
+    const turn = seen[0]?.[1];
+    expect(seen).toEqual([
+      ['aborted', turn],
+      ['cleared', turn],
+      ['reference', turn],
+    ]);
   });
 });

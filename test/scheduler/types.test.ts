@@ -33,17 +33,7 @@ describe('Scheduler types', () => {
 
   it('has a closed set of events with typed listeners', () => {
     expectTypeOf<EventName>().toEqualTypeOf<
-      | 'add'
-      | 'active'
-      | 'completed'
-      | 'error'
-      | 'empty'
-      | 'idle'
-      | 'rejected'
-      | 'next'
-      | 'degraded'
-      | 'recovered'
-      | 'storeError'
+      'active' | 'completed' | 'error' | 'empty' | 'idle' | 'rejected' | 'degraded' | 'recovered' | 'storeError'
     >();
     expectTypeOf<SchedulerListener<'rejected'>>().parameters.toEqualTypeOf<[RejectedJob]>();
     expectTypeOf<SchedulerCounters['rejected']['queueFull']>().toEqualTypeOf<number>();

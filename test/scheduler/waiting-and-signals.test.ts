@@ -1,12 +1,12 @@
 /**
- * What a user moving from p-queue expects to find: `add` on every add, `next`
- * after each job, `addAll`, `onPendingZero`, `isSaturated`, `concurrency` and
- * `timeout` as assignable properties, `wrap` forwarding `this` and a signal;
- * `empty` on p-queue 9's schedule, and `clear()` leaving no abort listener of
- * a cleared job on a shared signal (cases from p-queue 9.3.3's own tests,
- * written anew here).
+ * Waiting, signals and the promise forms, in every form of the Scheduler:
+ * `onPendingZero`, `isSaturated`, `setConcurrency` and `timeout`, `wrap`
+ * forwarding `this` and a signal; `empty` on p-queue 9's schedule, and
+ * `clear()` leaving no abort listener of a cleared job on a shared signal
+ * (cases from p-queue 9.3.3's own tests, written for the Scheduler's names;
+ * test/p-queue/ runs p-queue's suite itself against `PQueue`).
  *
- * The deliberate differences (docs/migrating.md lists them too):
+ * Where the Scheduler differs from p-queue on purpose (docs/p-queue.md):
  * - one abort listener per signal for all the jobs waiting on it, not one per
  *   job (Node's EventTarget scans its listeners on each add and removal, and
  *   warns past 10): p-queue's listener counts of n waiting jobs are 1 here;
@@ -14,10 +14,9 @@
  *   their promises pending forever;
  * - `empty` fires once each time the queue empties, not at every job's end
  *   while it stays empty;
- * - `timeout: Infinity` is accepted and means no timeout (p-queue 9 refuses
- *   it): it is the default and what the `timeout` getter reads, so a value
- *   read back must be assignable, and a job needs a way to lift the
- *   scheduler's default.
+ * - `timeout: Infinity` is accepted and means no timeout: it is the default
+ *   and what the `timeout` getter reads, so a value read back must be
+ *   assignable, and a job needs a way to lift the scheduler's default.
  */
 
 import { getEventListeners } from 'node:events';
@@ -25,36 +24,16 @@ import { describe, expect, it } from 'vitest';
 import { JobTimeoutError, Scheduler, type SchedulerOptions } from '../../src/index.js';
 import { forms, setupForm } from '../helpers/scheduler-forms.js';
 
-describe.each(forms)('p-queue parity ($name)', (form) => {
+describe.each(forms)('waiting, signals and promise forms ($name)', (form) => {
   const setup = (options: Omit<SchedulerOptions, 'clock'>) => setupForm(form, options);
 
   describe('API', () => {
-    it("'add' fires on every add and 'next' after every job, as in p-queue", async () => {
-      const { scheduler, timers, sleep } = setup({ concurrency: 1 });
-      let adds = 0;
-      let nexts = 0;
-      scheduler.on('add', () => adds++).on('next', () => nexts++);
-      const jobs = [scheduler.add(() => sleep(10)), scheduler.add(() => sleep(10)), scheduler.add(() => 1)];
-      expect(adds).toBe(3); // one started at once, two wait
-      await timers.tickAsync(20);
-      await Promise.all(jobs);
-      expect(nexts).toBe(3);
-    });
-
-    it('addAll resolves with every result in order', async () => {
-      const { scheduler, timers } = setup({ rate: 10, concurrency: 2 });
-      const all = scheduler.addAll([() => 'a', async () => 'b', () => 'c']);
-      await timers.tickAsync(300);
-      await expect(all).resolves.toEqual(['a', 'b', 'c']);
-      await expect(scheduler.addAll('x' as never)).rejects.toMatchObject({ code: 'ERR_INVALID_OPTION' });
-    });
-
     it('onPendingZero resolves when nothing runs, though jobs still wait', async () => {
       const { scheduler, timers, sleep, settle } = setup({ concurrency: 1 });
-      void scheduler.add(() => sleep(50));
+      void scheduler.schedule(() => sleep(50));
       await settle(); // started (in a fleet, once the store answers)
       scheduler.pause();
-      void scheduler.add(() => 0);
+      void scheduler.schedule(() => 0);
       let resolved = false;
       void scheduler.onPendingZero().then(() => {
         resolved = true;
@@ -70,37 +49,35 @@ describe.each(forms)('p-queue parity ($name)', (form) => {
 
     it('isSaturated is true while jobs wait for the concurrency', async () => {
       const { scheduler, timers, sleep, settle } = setup({ concurrency: 1 });
-      void scheduler.add(() => sleep(10));
+      void scheduler.schedule(() => sleep(10));
       await settle();
       expect(scheduler.isSaturated).toBe(false);
-      void scheduler.add(() => sleep(10));
+      void scheduler.schedule(() => sleep(10));
       await settle(); // a fleet knows the shared concurrency is full once the store says so
       expect(scheduler.isSaturated).toBe(true);
       await timers.tickAsync(20);
       expect(scheduler.isSaturated).toBe(false);
     });
 
-    it('concurrency and timeout are assignable properties', async () => {
+    it('setConcurrency applies at once; timeout is an assignable default for later jobs', async () => {
       const { scheduler, timers, sleep, settle } = setup({ concurrency: 1 });
-      scheduler.concurrency = 2;
+      scheduler.setConcurrency(2);
       await settle(); // a fleet's getter shows the store's answer
       expect(scheduler.concurrency).toBe(2);
       const starts: number[] = [];
       const jobs = [1, 2].map(() =>
-        scheduler.add(() => {
+        scheduler.schedule(() => {
           starts.push(1);
           return sleep(10);
         }),
       );
       await settle();
       expect(starts.length).toBe(2);
-      expect(() => {
-        scheduler.concurrency = 0;
-      }).toThrow(/Expected `concurrency`/);
+      expect(() => scheduler.setConcurrency(0)).toThrow(/Expected `concurrency`/);
       expect(scheduler.timeout).toBe(Number.POSITIVE_INFINITY);
       scheduler.timeout = '5ms';
       expect(scheduler.timeout).toBe(5);
-      const slow = scheduler.add(() => sleep(100));
+      const slow = scheduler.schedule(() => sleep(100));
       const caught = slow.catch((e: unknown) => e);
       await timers.tickAsync(10);
       await Promise.all(jobs);
@@ -142,8 +119,8 @@ describe.each(forms)('p-queue parity ($name)', (form) => {
       scheduler.on('empty', () => empties++);
       const first = deferred();
       const second = deferred();
-      const job1 = scheduler.add(() => first.promise);
-      const job2 = scheduler.add(() => second.promise);
+      const job1 = scheduler.schedule(() => first.promise);
+      const job2 = scheduler.schedule(() => second.promise);
       await settle();
       expect(scheduler.size).toBe(1);
       expect(scheduler.pending).toBe(1);
@@ -167,11 +144,11 @@ describe.each(forms)('p-queue parity ($name)', (form) => {
       let empties = 0;
       scheduler.on('empty', () => empties++);
       const controller = new AbortController();
-      void scheduler.add(() => 1, { signal: controller.signal }).catch(() => {});
+      void scheduler.schedule(() => 1, { signal: controller.signal }).catch(() => {});
       controller.abort();
       await settle();
       expect(empties).toBe(1);
-      void scheduler.add(() => 1).catch(() => {});
+      void scheduler.schedule(() => 1).catch(() => {});
       scheduler.clear();
       expect(empties).toBe(2);
     });
@@ -179,7 +156,7 @@ describe.each(forms)('p-queue parity ($name)', (form) => {
     it('clear() removes the abort listener of a queued job', async () => {
       const { scheduler } = setup({ concurrency: 4, autoStart: false });
       const controller = new AbortController();
-      const cleared = scheduler.add(() => 'result', { signal: controller.signal });
+      const cleared = scheduler.schedule(() => 'result', { signal: controller.signal });
       const caught = cleared.catch((error: unknown) => error);
       expect(listeners(controller.signal)).toBe(1);
       scheduler.clear();
@@ -191,7 +168,7 @@ describe.each(forms)('p-queue parity ($name)', (form) => {
     it('clear() removes queued abort listeners for shared signals', () => {
       const { scheduler } = setup({ concurrency: 4, autoStart: false });
       const controller = new AbortController();
-      for (const n of [1, 2, 3]) void scheduler.add(() => n, { signal: controller.signal }).catch(() => {});
+      for (const n of [1, 2, 3]) void scheduler.schedule(() => n, { signal: controller.signal }).catch(() => {});
       expect(listeners(controller.signal)).toBe(1); // p-queue: 3 (one per job); here one per signal
       scheduler.clear();
       expect(listeners(controller.signal)).toBe(0);
@@ -201,8 +178,10 @@ describe.each(forms)('p-queue parity ($name)', (form) => {
       const { scheduler, settle } = setup({ concurrency: 1 });
       const controller = new AbortController();
       const running = deferred();
-      const first = scheduler.add(() => running.promise, { signal: controller.signal });
-      const queued = [1, 2].map((n) => scheduler.add(() => n, { signal: controller.signal }).catch((e: unknown) => e));
+      const first = scheduler.schedule(() => running.promise, { signal: controller.signal });
+      const queued = [1, 2].map((n) =>
+        scheduler.schedule(() => n, { signal: controller.signal }).catch((e: unknown) => e),
+      );
       await settle();
       expect(listeners(controller.signal)).toBe(2); // the running job's, and the queued jobs' one
       scheduler.clear();
@@ -217,12 +196,12 @@ describe.each(forms)('p-queue parity ($name)', (form) => {
       const { scheduler, settle } = setup({ concurrency: 1 });
       const controller = new AbortController();
       const reason = new Error('later abort');
-      const running = scheduler.add(
+      const running = scheduler.schedule(
         ({ signal }) =>
           new Promise((_resolve, reject) => signal?.addEventListener('abort', () => reject(signal.reason))),
         { signal: controller.signal },
       );
-      const queued = scheduler.add(() => 'queued', { signal: controller.signal }).catch((e: unknown) => e);
+      const queued = scheduler.schedule(() => 'queued', { signal: controller.signal }).catch((e: unknown) => e);
       await settle();
       scheduler.clear();
       controller.abort(reason);
@@ -234,17 +213,17 @@ describe.each(forms)('p-queue parity ($name)', (form) => {
       const { scheduler } = setup({ concurrency: 4, autoStart: false });
       const controller = new AbortController();
       for (let round = 0; round < 5; round++) {
-        void scheduler.add(() => round, { signal: controller.signal }).catch(() => {});
-        void scheduler.add(() => round, { signal: controller.signal }).catch(() => {});
+        void scheduler.schedule(() => round, { signal: controller.signal }).catch(() => {});
+        void scheduler.schedule(() => round, { signal: controller.signal }).catch(() => {});
         expect(listeners(controller.signal)).toBe(1);
         scheduler.clear();
         expect(listeners(controller.signal)).toBe(0);
       }
     });
 
-    it('timeout: Infinity is accepted and means no timeout (p-queue 9 refuses it: a deliberate difference)', async () => {
+    it('timeout: Infinity is accepted and means no timeout', async () => {
       const { scheduler, timers, sleep } = setup({ timeout: '5ms', concurrency: 1 });
-      const job = scheduler.add(() => sleep(50).then(() => 'done'), { timeout: Number.POSITIVE_INFINITY });
+      const job = scheduler.schedule(() => sleep(50).then(() => 'done'), { timeout: Number.POSITIVE_INFINITY });
       await timers.tickAsync(60);
       await expect(job).resolves.toBe('done');
       scheduler.timeout = Number.POSITIVE_INFINITY;
