@@ -39,9 +39,9 @@ if (library === 'fleet') {
     rate: o.rate ?? 1e9,
     burst: o.burst ?? 1e9,
     concurrency: o.concurrency,
-    leaseMs: o.leaseMs,
+    lease: o.leaseMs,
     maxQueue: 1_000_000,
-    pollMs: 5,
+    pollInterval: 5,
   });
   run = (fn) => s.schedule(fn);
   stop = async () => s.clear();

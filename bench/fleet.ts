@@ -12,7 +12,7 @@
  *   window, and the highest in-flight count under a budget of 4 (a counter in
  *   Redis);
  * - a worker killed (SIGKILL) while it holds the only unit: how long until
- *   another worker's job starts (fleet: leaseMs 1500; bottleneck: job
+ *   another worker's job starts (fleet: lease 1500 ms; bottleneck: job
  *   `expiration` 1500, which its README recommends for exactly this);
  * - Redis killed (SIGKILL) under load and restarted empty on the same port
  *   after 3 s: how long from its first PONG until the store answers again and
@@ -105,7 +105,7 @@ async function recovery(
   client.on('error', () => {});
   const store = new RedisFleetStore({ client, onError: 'deny' });
   const key = `bench-recovery-${process.pid}-${keySeq++}`;
-  const scheduler = new Scheduler({ store, key, rate: 100, burst: 5, concurrency: 4, leaseMs: 10_000, pollMs: 10 });
+  const scheduler = new Scheduler({ store, key, rate: 100, burst: 5, concurrency: 4, lease: 10_000, pollInterval: 10 });
   let lastStart = 0;
   let recoveredAt = 0;
   store.on('recovered', () => {
@@ -251,13 +251,13 @@ export const fleetSection: Section = {
         ]);
         survivor.process.kill('SIGKILL');
         killRows.push([
-          library === 'fleet' ? 'Scheduler with a RedisFleetStore (leaseMs 1500)' : 'bottleneck (expiration 1500)',
+          library === 'fleet' ? 'Scheduler with a RedisFleetStore (lease 1500 ms)' : 'bottleneck (expiration 1500)',
           Number.isNaN(result.ms) ? 'not within 10 s' : `${result.ms.toFixed(0)} ms`,
         ]);
       }
       out.push('#### A worker killed (SIGKILL) while holding the only unit: until another worker runs', '');
       out.push(table(['contender', 'unit back after'], killRows), '');
-      out.push('#### Redis killed under load and restarted empty after 3 s (leaseMs 10 s, onError deny)', '');
+      out.push('#### Redis killed under load and restarted empty after 3 s (lease 10 s, onError deny)', '');
       const recoveryRows: string[][] = [];
       for (let round = 0; round < 3; round++) recoveryRows.push(await recovery(server, Redis, round + 1));
       out.push(table(['round', 'store answers again after', 'first job start after'], recoveryRows), '');

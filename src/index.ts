@@ -128,7 +128,7 @@ export type {
   StoreRecoveredMessage,
 } from './redis/health.js';
 export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
-export type { SchedulerRefusedMessage, SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
+export type { SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {
   type ActiveJob,
   type EventName,

@@ -3,8 +3,6 @@
  * package root, and the types of the core API say what they mean (no `any`).
  */
 
-import { execFileSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import * as tokenpace from '../src/index.js';
 import {
@@ -90,23 +88,9 @@ describe('public exports', () => {
       'startAt',
       'conforms',
       'Watchdog',
-      'layoutKeeper',
     ]) {
       expect(tokenpace).not.toHaveProperty(internal);
     }
-  });
-
-  it('holds nothing open once imported (the idle scheduler kept for V8 holds no timer)', () => {
-    // A process that only imports the package must be able to exit: nothing armed at import (stdio's
-    // own handles aside: they are pipes here).
-    const script = `await import('./src/index.ts');
-      const open = process.getActiveResourcesInfo().filter((r) => r !== 'PipeWrap' && r !== 'TTYWrap');
-      console.log(JSON.stringify(open));`;
-    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
-      cwd: fileURLToPath(new URL('..', import.meta.url)),
-      encoding: 'utf8',
-    });
-    expect(JSON.parse(out)).toEqual([]);
   });
 
   it('types the core API precisely', () => {

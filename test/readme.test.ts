@@ -90,7 +90,7 @@ const compilerOptions = (() => {
     noEmit: true,
     skipLibCheck: true,
     baseUrl: root,
-    paths: { tokenpace: ['./src/index.ts'] },
+    paths: { tokenpace: ['./src/index.ts'], 'tokenpace/p-queue': ['./src/scheduler/p-queue.ts'] },
   };
   return options;
 })();

@@ -45,9 +45,9 @@ async function outage(policy: FailurePolicy, kind: 'pause' | 'restart') {
     rate: RATE,
     burst: 5,
     concurrency: 10,
-    leaseMs: 600,
+    lease: 600,
     maxWait: 3000,
-    pollMs: 10,
+    pollInterval: 10,
   });
   const starts: number[] = [];
   const events: [string, number][] = [];

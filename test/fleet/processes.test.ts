@@ -39,7 +39,7 @@ it('a worker killed with SIGKILL mid-job: its units come back when its lease exp
   expect(await victim.next()).toBe('holding');
   const client = new Redis({ port: inject('redisPort'), host: '127.0.0.1' });
   const store = new RedisFleetStore({ client, onError: 'deny', timeout: 2000 });
-  const survivor = new Scheduler({ store, key, concurrency: 4, leaseMs, pollMs: 10 });
+  const survivor = new Scheduler({ store, key, concurrency: 4, lease: leaseMs, pollInterval: 10 });
   let startedAt = 0;
   const job = survivor.schedule(() => {
     startedAt = performance.now();

@@ -146,7 +146,7 @@ describe('fleet keys on a three-node cluster', () => {
       const failures: string[] = [];
       store.on('failure', ({ error }) => failures.push(error.message));
       const fleets = Array.from({ length: 12 }, (_, i) => {
-        const scheduler = new Scheduler({ store, key: `fleet-${i}`, concurrency: 2, leaseMs: 5000 });
+        const scheduler = new Scheduler({ store, key: `fleet-${i}`, concurrency: 2, lease: 5000 });
         let running = 0;
         let highest = 0;
         const jobs = Array.from({ length: 20 }, () =>

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { test } from 'vitest';
 import { InvalidOptionError } from '../../src/errors.js';
 import { TimeoutError } from '../../src/scheduler/p-queue.js';
-import { delay, PQueue, pDefer, randomInt, timeSpan, useVirtualTime } from './harness.js';
+import { delay, PQueue, randomInt, timeSpan, useVirtualTime } from './harness.js';
 
 useVirtualTime();
 
@@ -146,7 +146,7 @@ test('.add() - priority defaults to 0 when undefined', async () => {
 
 test('.add() - timeout always throws', async () => {
   const queue = new PQueue({ timeout: 300 });
-  const errors: unknown[] = [];
+  const _errors: unknown[] = [];
 
   // Task that will timeout
   await assert.rejects(

@@ -15,7 +15,7 @@ useVirtualTime();
 test('runningTasks returns current running tasks', async () => {
   const queue = new PQueue({ concurrency: 2 });
 
-  const task1 = queue.add(
+  const _task1 = queue.add(
     async (options) => {
       await delay(100);
       return (options as { id?: string }).id;
@@ -23,7 +23,7 @@ test('runningTasks returns current running tasks', async () => {
     { id: 'task1', priority: 1 },
   );
 
-  const task2 = queue.add(
+  const _task2 = queue.add(
     async (options) => {
       await delay(100);
       return (options as { id?: string }).id;
@@ -31,7 +31,7 @@ test('runningTasks returns current running tasks', async () => {
     { id: 'task2', priority: 2 },
   );
 
-  const task3 = queue.add(
+  const _task3 = queue.add(
     async (options) => {
       await delay(100);
       return (options as { id?: string }).id;
@@ -73,7 +73,7 @@ test('runningTasks returns empty array when no tasks running', async () => {
   // No tasks running initially
   assert.equal(queue.runningTasks.length, 0);
 
-  const task = queue.add(async () => delay(50));
+  const _task = queue.add(async () => delay(50));
   await queue.onIdle();
 
   // No tasks running after completion

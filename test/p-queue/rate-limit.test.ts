@@ -323,7 +323,7 @@ test('onRateLimit() resolves when rate limit is triggered', async () => {
   queue.add(async () => delay(10));
 
   let rateLimitResolved = false;
-  const rateLimitPromise = (async () => {
+  const _rateLimitPromise = (async () => {
     await queue.onRateLimit();
     rateLimitResolved = true;
   })();

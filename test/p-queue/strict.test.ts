@@ -329,7 +329,7 @@ test('strict mode with onRateLimit()', async () => {
   queue.add(async () => undefined);
 
   let rateLimitCalled = false;
-  const rateLimitPromise = (async () => {
+  const _rateLimitPromise = (async () => {
     await queue.onRateLimit();
     rateLimitCalled = true;
   })();
@@ -798,7 +798,7 @@ test('strict mode clear with pending timeout', async () => {
   await queue.add(async () => undefined);
 
   // Add another task that will be rate limited
-  const taskPromise = queue.add(async () => 'completed');
+  const _taskPromise = queue.add(async () => 'completed');
 
   // Clear immediately - this should cancel the pending timeout
   queue.clear();
