@@ -21,7 +21,7 @@ import {
   channelNames,
   type HttpDecisionMessage,
   type HttpErrorMessage,
-  type KeyedRefusalMessage,
+  type KeyedRejectedMessage,
   type SchedulerRejectedMessage,
   type SchedulerStartMessage,
   type StoreDegradedMessage,
@@ -70,10 +70,10 @@ export function instrumentTokenpace(meter: Meter): () => void {
   });
 
   const listeners: Array<[string, (message: unknown) => void]> = [
-    [channelNames.keyedRefusal, (m) => keyedRefusals.add(1, { reason: (m as KeyedRefusalMessage).reason })],
+    [channelNames.keyedRejected, (m) => keyedRefusals.add(1, { reason: (m as KeyedRejectedMessage).reason })],
     [channelNames.storeDegraded, (m) => storeDegraded.add(1, { policy: (m as StoreDegradedMessage).policy })],
     [channelNames.schedulerStart, (m) => jobWait.record((m as SchedulerStartMessage).job.waitedMs)],
-    [channelNames.schedulerRefused, (m) => jobRefusals.add(1, { reason: (m as SchedulerRejectedMessage).job.reason })],
+    [channelNames.schedulerRejected, (m) => jobRefusals.add(1, { reason: (m as SchedulerRejectedMessage).job.reason })],
     [channelNames.streamWait, (m) => streamWaits.record((m as StreamWaitMessage).waitMs)],
     [
       channelNames.decision,
@@ -98,7 +98,7 @@ export function instrumentTokenpace(meter: Meter): () => void {
       },
     ],
     [
-      channelNames.clientRefused,
+      channelNames.clientRejected,
       (m) => {
         const { origin, error } = m as ClientRejectedMessage;
         refused.add(1, { origin, code: String((error as { code?: unknown }).code ?? 'unknown') });

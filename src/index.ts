@@ -72,7 +72,7 @@ export {
   type KeyedDecisionMessage,
   KeyedLimiter,
   type KeyedLimiterOptions,
-  type KeyedRefusalMessage,
+  type KeyedRejectedMessage,
   type KeyedTakeOptions,
   type WindowKeyedLimiterOptions,
 } from './keyed/keyed-limiter.js';

@@ -37,7 +37,7 @@ const flush = async () => {
 describe('scheduler channels', () => {
   it('publish every start (with its wait) and every refusal (with its reason and hint), naming the scheduler', async () => {
     const starts = listen<SchedulerStartMessage>(channelNames.schedulerStart);
-    const refusals = listen<SchedulerRejectedMessage>(channelNames.schedulerRefused);
+    const refusals = listen<SchedulerRejectedMessage>(channelNames.schedulerRejected);
     const { clock, timers } = fakeClock(0);
     const scheduler = new Scheduler({ rate: 10, burst: 1, maxQueue: 1, clock });
     const jobs = [1, 2, 3].map(() => scheduler.schedule(() => 'ok').catch((e: unknown) => e));

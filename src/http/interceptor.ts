@@ -20,7 +20,7 @@
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { type Clock, checkClock } from '../clock.js';
-import { clientPauseChannel, clientRefusedChannel, clientStartChannel } from '../diagnostics.js';
+import { clientPauseChannel, clientRejectedChannel, clientStartChannel } from '../diagnostics.js';
 import { checkKnownOptions, checkOptions, InvalidOptionError, WaitTooLongError } from '../errors.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 import { ThrottleGroup } from '../stream/group.js';
@@ -287,8 +287,8 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
 
       /** Fails the request before it is sent (the scheduler rejected it, or it was aborted while waiting). */
       const rejectRequest = (error: unknown, publish: boolean): void => {
-        if (publish && clientRefusedChannel.hasSubscribers) {
-          clientRefusedChannel.publish({ origin, method, path, error } satisfies ClientRejectedMessage);
+        if (publish && clientRejectedChannel.hasSubscribers) {
+          clientRejectedChannel.publish({ origin, method, path, error } satisfies ClientRejectedMessage);
         }
         handler.onResponseError?.(controller, error as Error);
       };

@@ -49,7 +49,7 @@ export interface ClientStartMessage {
 }
 
 /**
- * `tokenpace:http:client:refused`: a request was rejected before it was sent:
+ * `tokenpace:http:client:rejected`: a request was rejected before it was sent:
  * its origin's scheduler rejected it, or its origin's pause outlasts its `maxWait`.
  */
 export interface ClientRejectedMessage {

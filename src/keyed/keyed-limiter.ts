@@ -21,7 +21,7 @@
  * memory, one Lua script in Redis), so this holds under any concurrency.
  *
  * Each answer of the store to `tryTake` or `take` is published on
- * `tokenpace:keyed:decision`, and each refusal on `tokenpace:keyed:refusal`
+ * `tokenpace:keyed:decision`, and each refusal on `tokenpace:keyed:rejected`
  * (src/diagnostics.ts), only while someone subscribes.
  *
  * Worked example: rate 20/s, burst 40. After an idle minute a key's bucket is
@@ -31,7 +31,7 @@
  */
 
 import { type Clock, checkClock } from '../clock.js';
-import { keyedDecisionChannel, keyedRefusalChannel } from '../diagnostics.js';
+import { keyedDecisionChannel, keyedRejectedChannel } from '../diagnostics.js';
 import {
   checkKnownOptions,
   checkOptions,
@@ -95,8 +95,8 @@ export interface KeyedDecisionMessage {
   readonly source: StoreResult['source'];
 }
 
-/** `tokenpace:keyed:refusal`: a KeyedLimiter turned a request away. */
-export interface KeyedRefusalMessage {
+/** `tokenpace:keyed:rejected`: a KeyedLimiter turned a request away. */
+export interface KeyedRejectedMessage {
   readonly limiter: KeyedLimiter;
   readonly key: string;
   readonly cost: number;
@@ -282,7 +282,7 @@ export class KeyedLimiter {
       maxWaitMs,
     };
     const result = await this.store.decide(op);
-    if (keyedDecisionChannel.hasSubscribers || keyedRefusalChannel.hasSubscribers) {
+    if (keyedDecisionChannel.hasSubscribers || keyedRejectedChannel.hasSubscribers) {
       this.#publish(op, this.#decision(result, op.bucket), result);
     }
     if (!result.allowed) {
@@ -410,7 +410,7 @@ export class KeyedLimiter {
   /** The Decision of a `try` or `peek`, published (for `try`) when someone listens. */
   #decided(op: StoreOp, result: StoreResult): Decision {
     const decision = this.#decision(result, op.bucket);
-    if (op.mode === 'try' && (keyedDecisionChannel.hasSubscribers || keyedRefusalChannel.hasSubscribers)) {
+    if (op.mode === 'try' && (keyedDecisionChannel.hasSubscribers || keyedRejectedChannel.hasSubscribers)) {
       this.#publish(op, decision, result);
     }
     return decision;
@@ -433,17 +433,17 @@ export class KeyedLimiter {
         source,
       } satisfies KeyedDecisionMessage);
     }
-    if (!result.allowed && keyedRefusalChannel.hasSubscribers) {
+    if (!result.allowed && keyedRejectedChannel.hasSubscribers) {
       const reason = source === 'deny' ? 'store-unavailable' : mode === 'reserve' ? 'max-wait' : 'limit';
       const retryAfterMs = reason === 'max-wait' ? result.waitMs - maxWaitMs : decision.retryAfterMs;
-      keyedRefusalChannel.publish({
+      keyedRejectedChannel.publish({
         limiter: this,
         key,
         cost,
         mode,
         reason,
         retryAfterMs,
-      } satisfies KeyedRefusalMessage);
+      } satisfies KeyedRejectedMessage);
     }
   }
 

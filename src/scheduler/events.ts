@@ -13,7 +13,7 @@
  * a throwing timer callback's.
  */
 
-import { schedulerRefusedChannel, schedulerStartChannel } from '../diagnostics.js';
+import { schedulerRejectedChannel, schedulerStartChannel } from '../diagnostics.js';
 import type { ActiveJob, RejectedJob, SchedulerEvents } from './options.js';
 
 /** `tokenpace:scheduler:start`: a Scheduler started a job (its `active` event). */
@@ -23,7 +23,7 @@ export interface SchedulerStartMessage {
   readonly job: ActiveJob;
 }
 
-/** `tokenpace:scheduler:refused`: a Scheduler turned a job away or removed it before it started (its `rejected` event). */
+/** `tokenpace:scheduler:rejected`: a Scheduler turned a job away or removed it before it started (its `rejected` event). */
 export interface SchedulerRejectedMessage {
   readonly scheduler: object;
   /** `reason` is `queueFull`, `waitTooLong`, `costExceedsCapacity`, `aborted` or `cleared`; `error` carries `retryAfterMs` where one is known. */
@@ -55,7 +55,7 @@ export class Emitter {
   has(event: keyof Events): boolean {
     if (this.#listened !== 0 && this.#lists[event] !== undefined) return true;
     if (event === 'active') return this.#source !== undefined && schedulerStartChannel.hasSubscribers;
-    if (event === 'rejected') return this.#source !== undefined && schedulerRefusedChannel.hasSubscribers;
+    if (event === 'rejected') return this.#source !== undefined && schedulerRejectedChannel.hasSubscribers;
     return false;
   }
 
@@ -104,8 +104,8 @@ export class Emitter {
     if (source !== undefined) {
       if (event === 'active' && schedulerStartChannel.hasSubscribers) {
         schedulerStartChannel.publish({ scheduler: source, job: args[0] });
-      } else if (event === 'rejected' && schedulerRefusedChannel.hasSubscribers) {
-        schedulerRefusedChannel.publish({ scheduler: source, job: args[0] });
+      } else if (event === 'rejected' && schedulerRejectedChannel.hasSubscribers) {
+        schedulerRejectedChannel.publish({ scheduler: source, job: args[0] });
       }
     }
     const list = (this.#lists as Record<E, Listener<E>[] | undefined>)[event];

@@ -9,7 +9,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { channelNames, keyedDecisionChannel } from '../../src/diagnostics.js';
-import { type KeyedDecisionMessage, KeyedLimiter, type KeyedRefusalMessage } from '../../src/keyed/keyed-limiter.js';
+import { type KeyedDecisionMessage, KeyedLimiter, type KeyedRejectedMessage } from '../../src/keyed/keyed-limiter.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
 import type { StoreDegradedMessage, StoreFailureMessage, StoreRecoveredMessage } from '../../src/redis/health.js';
 import { fakeClock } from '../helpers/fake-clock.js';
@@ -31,7 +31,7 @@ describe('keyed channels', () => {
   it('names every channel under tokenpace:, the keyed and Redis ones included', () => {
     expect(channelNames).toMatchObject({
       keyedDecision: 'tokenpace:keyed:decision',
-      keyedRefusal: 'tokenpace:keyed:refusal',
+      keyedRejected: 'tokenpace:keyed:rejected',
       storeDegraded: 'tokenpace:redis:degraded',
       storeRecovered: 'tokenpace:redis:recovered',
       storeFailure: 'tokenpace:redis:failure',
@@ -47,7 +47,7 @@ describe('keyed channels', () => {
     expect((await limiter.tryTake('quiet')).allowed).toBe(true);
 
     const decisions = record<KeyedDecisionMessage>(channelNames.keyedDecision);
-    const refusals = record<KeyedRefusalMessage>(channelNames.keyedRefusal);
+    const refusals = record<KeyedRejectedMessage>(channelNames.keyedRejected);
     expect((await limiter.tryTake('k', 2)).allowed).toBe(true);
     expect((await limiter.tryTake('k')).allowed).toBe(false);
     await limiter.peek('k');
@@ -98,7 +98,7 @@ describe('RedisStore channels', () => {
     const degraded = record<StoreDegradedMessage>(channelNames.storeDegraded);
     const recovered = record<StoreRecoveredMessage>(channelNames.storeRecovered);
     const failures = record<StoreFailureMessage>(channelNames.storeFailure);
-    const refusals = record<KeyedRefusalMessage>(channelNames.keyedRefusal);
+    const refusals = record<KeyedRejectedMessage>(channelNames.keyedRejected);
     const decisions = record<KeyedDecisionMessage>(channelNames.keyedDecision);
     const limiter = new KeyedLimiter({ rate: 1, burst: 5, store });
     try {

@@ -8,7 +8,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it } from 'vitest';
 import { channelNames } from '../../src/diagnostics.js';
-import { type KeyedDecisionMessage, KeyedLimiter, type KeyedRefusalMessage } from '../../src/keyed/keyed-limiter.js';
+import { type KeyedDecisionMessage, KeyedLimiter, type KeyedRejectedMessage } from '../../src/keyed/keyed-limiter.js';
 import { MemoryStore } from '../../src/keyed/memory-store.js';
 import type { KeyedStore, StoreOp } from '../../src/keyed/store.js';
 import { fakeClock } from '../helpers/fake-clock.js';
@@ -58,7 +58,7 @@ async function run(kind: keyof typeof kinds) {
   const { store } = kinds[kind](new MemoryStore({ clock: f.clock }));
   const limiter = new KeyedLimiter({ rate: 10, burst: 3, global: { rate: 20, burst: 5 }, store, clock: f.clock });
   const decisions = record<KeyedDecisionMessage>(channelNames.keyedDecision);
-  const refusals = record<KeyedRefusalMessage>(channelNames.keyedRefusal);
+  const refusals = record<KeyedRejectedMessage>(channelNames.keyedRejected);
   const answers: unknown[] = [];
   for (const [key, cost] of [
     ['a', 2],
