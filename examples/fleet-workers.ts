@@ -107,7 +107,7 @@ async function main(): Promise<void> {
   probe.on('error', () => {}); // until redis-server listens
   await probe.ping();
   const fleetView = new RedisFleetStore({ client: probe, onError: 'deny' });
-  const dbDefaults = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 8 };
+  const dbDefaults = { ratePerSecond: Number.POSITIVE_INFINITY, burst: 1, concurrency: 8 };
   console.log(`redis-server on port ${port}; ${WORKERS} workers; API limit 50/s; DB budget 8 (reports of cost 1..4)\n`);
   const self = fileURLToPath(import.meta.url);
   const children = new Map<number, ChildProcess>();

@@ -291,7 +291,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       ? await this.#call(key, defaults, [
           's',
           change.ratePerSecond === undefined ? '' : num(change.ratePerSecond),
-          change.capacity === undefined ? '' : num(change.capacity),
+          change.burst === undefined ? '' : num(change.burst),
           change.concurrency === undefined ? '' : num(change.concurrency),
         ])
       : undefined;
@@ -344,10 +344,10 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const fallback = this.#fallback as MemoryFleetStore;
     const whole = this.#known.get(key);
     const last = this.#bucketSeen.get(key);
-    const part = whole !== undefined && whole.capacity > 0 ? share.capacity / whole.capacity : 1;
+    const part = whole !== undefined && whole.burst > 0 ? share.burst / whole.burst : 1;
     const bucket =
       last === undefined || !Number.isFinite(last.tokens)
-        ? { tokens: share.capacity, updatedAtMs: this.#clock.now() }
+        ? { tokens: share.burst, updatedAtMs: this.#clock.now() }
         : { tokens: last.tokens * part, updatedAtMs: last.updatedAtMs };
     const leases: HeldLease[] = [];
     for (const [leaseId, cost] of this.#held.get(key) ?? []) leases.push({ leaseId, cost, source: 'store' });
@@ -426,7 +426,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     const d = defaults ??
       this.#known.get(key) ?? {
         ratePerSecond: Number.POSITIVE_INFINITY,
-        capacity: 1,
+        burst: 1,
         concurrency: Number.POSITIVE_INFINITY,
       };
     // The deadline, in the store's time: after it this process has given the call up, so a late run
@@ -437,7 +437,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
       opArgs[0] as string,
       String(this.idleTtlMs),
       num(d.ratePerSecond),
-      String(d.capacity),
+      String(d.burst),
       num(d.concurrency),
       offset === undefined ? '' : String(sentAt + offset + this.timeoutMs),
       ...opArgs.slice(1),
@@ -454,7 +454,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     }
     const params: FleetParams = {
       ratePerSecond: inf(n[6] as number),
-      capacity: n[7] as number,
+      burst: n[7] as number,
       concurrency: inf(n[8] as number),
     };
     this.#known.set(key, params);
@@ -488,7 +488,7 @@ export function shareOf(params: FleetParams, workers: number): FleetParams {
   const part = (x: number) => (x === Number.POSITIVE_INFINITY ? x : Math.max(x / workers, Math.min(x, 1)));
   return {
     ratePerSecond: part(params.ratePerSecond),
-    capacity: part(params.capacity),
+    burst: part(params.burst),
     concurrency: part(params.concurrency),
   };
 }

@@ -49,8 +49,8 @@ import {
 export interface FleetParams {
   /** Tokens per second (Infinity: no rate limit). */
   ratePerSecond: number;
-  /** The bucket's capacity (ignored without a rate). */
-  capacity: number;
+  /** The burst: the bucket's capacity (ignored without a rate). */
+  burst: number;
   /** The weighted concurrency budget (Infinity: none). */
   concurrency: number;
 }
@@ -233,7 +233,7 @@ export class MemoryFleetStore implements FleetStore {
         if (readyAtMs > now) stop = true;
         continue;
       }
-      if (a.cost > params.concurrency || (bucket !== undefined && a.cost > params.capacity)) {
+      if (a.cost > params.concurrency || (bucket !== undefined && a.cost > params.burst)) {
         grants.push({ status: 'tooLarge', delayMs: 0, readyAtMs: now });
         continue;
       }
@@ -338,7 +338,7 @@ export class MemoryFleetStore implements FleetStore {
     const capped = bucketOf(params);
     if (capped !== undefined) {
       state.bucket = {
-        tokens: Math.min(bucket.tokens, params.capacity),
+        tokens: Math.min(bucket.tokens, params.burst),
         updatedAtMs: Math.min(bucket.updatedAtMs, now),
       };
     }
@@ -362,14 +362,14 @@ export class MemoryFleetStore implements FleetStore {
     const state = this.#load(key, defaults, now);
     const next = { ...state.params };
     if (change.ratePerSecond !== undefined) next.ratePerSecond = change.ratePerSecond;
-    if (change.capacity !== undefined) next.capacity = change.capacity;
+    if (change.burst !== undefined) next.burst = change.burst;
     if (change.concurrency !== undefined) next.concurrency = change.concurrency;
     const before = bucketOf(state.params);
     if (before !== undefined) {
       reconfigure(state.bucket, before, now, next);
     } else {
       // A first rate: the bucket starts full (at the capacity it had), then takes the new one.
-      if (bucketOf(next) !== undefined) state.bucket = { tokens: state.params.capacity, updatedAtMs: now };
+      if (bucketOf(next) !== undefined) state.bucket = { tokens: state.params.burst, updatedAtMs: now };
       clampToCapacity(state.bucket, next);
     }
     state.params = next;
@@ -386,7 +386,7 @@ export class MemoryFleetStore implements FleetStore {
     if (state === undefined) {
       state = {
         params: { ...defaults },
-        bucket: { tokens: defaults.capacity, updatedAtMs: now },
+        bucket: { tokens: defaults.burst, updatedAtMs: now },
         leases: new Map(),
         inFlight: 0,
         claims: new Map(),
@@ -439,7 +439,7 @@ export class MemoryFleetStore implements FleetStore {
 /** The bucket's parameters, or undefined without a rate limit. */
 export function bucketOf(params: FleetParams): BucketParams | undefined {
   return params.ratePerSecond < Number.POSITIVE_INFINITY
-    ? { ratePerSecond: params.ratePerSecond, capacity: params.capacity }
+    ? { ratePerSecond: params.ratePerSecond, burst: params.burst }
     : undefined;
 }
 

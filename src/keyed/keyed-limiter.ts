@@ -186,7 +186,7 @@ export class KeyedLimiter {
       this.#window = { kind, params };
       this.#clock = checkClock(o.clock);
       this.windowStore = o.store ?? new MemoryWindowStore({ maxKeys: o.maxKeys, clock: this.#clock });
-      this.#bucket = { ratePerSecond: params.limit / (params.windowMs / 1000), capacity: params.limit };
+      this.#bucket = { ratePerSecond: params.limit / (params.windowMs / 1000), burst: params.limit };
       this.#global = undefined;
       this.store = new MemoryStore({ maxKeys: 1, clock: this.#clock });
       return;
@@ -231,7 +231,7 @@ export class KeyedLimiter {
 
   /** Each key's burst. */
   get burst(): number {
-    return this.#bucket.capacity;
+    return this.#bucket.burst;
   }
 
   /** The global bucket's parameters, if any. */
@@ -313,7 +313,7 @@ export class KeyedLimiter {
       remaining: this.#remaining({ tokens, globalTokens }),
       retryAfterMs: 0,
       resetAfterMs: timeToFullMs(tokens, op.bucket),
-      limit: op.bucket.capacity,
+      limit: op.bucket.burst,
     };
   }
 
@@ -355,13 +355,13 @@ export class KeyedLimiter {
    */
   setRate(rate: RateInput): void {
     this.#bucketOnly('setRate');
-    this.#bucket = { ratePerSecond: rateParam(rate), capacity: this.#bucket.capacity };
+    this.#bucket = { ratePerSecond: rateParam(rate), burst: this.#bucket.burst };
   }
 
   /** Changes each key's burst from now on; tokens above a smaller burst are dropped at the key's next decision. */
   setBurst(burst: SizeInput): void {
     this.#bucketOnly('setBurst');
-    this.#bucket = { ratePerSecond: this.#bucket.ratePerSecond, capacity: burstParam(burst) };
+    this.#bucket = { ratePerSecond: this.#bucket.ratePerSecond, burst: burstParam(burst) };
   }
 
   #bucketOnly(verb: string): void {
@@ -449,27 +449,27 @@ export class KeyedLimiter {
 
   #decision(result: StoreResult, bucket: BucketParams): Decision {
     if (result.source === 'allow') {
-      return { allowed: true, remaining: bucket.capacity, retryAfterMs: 0, resetAfterMs: 0, limit: bucket.capacity };
+      return { allowed: true, remaining: bucket.burst, retryAfterMs: 0, resetAfterMs: 0, limit: bucket.burst };
     }
     return {
       allowed: result.allowed,
       remaining: this.#remaining(result),
       retryAfterMs: result.allowed ? 0 : result.waitMs,
       resetAfterMs: result.source === 'deny' ? result.waitMs : timeToFullMs(result.tokens, bucket),
-      limit: bucket.capacity,
+      limit: bucket.burst,
     };
   }
 
   #remaining(result: Pick<StoreResult, 'tokens' | 'globalTokens'>): number {
     const tokens = Math.min(result.tokens, result.globalTokens);
-    const whole = Math.floor(largestConforming(tokens, this.#bucket.capacity));
+    const whole = Math.floor(largestConforming(tokens, this.#bucket.burst));
     return Math.max(whole, 0);
   }
 
   #check(key: string, cost: number): void {
     this.#checkKey(key);
-    checkCost(cost, this.#bucket.capacity);
-    if (this.#global !== undefined) checkCost(cost, this.#global.capacity);
+    checkCost(cost, this.#bucket.burst);
+    if (this.#global !== undefined) checkCost(cost, this.#global.burst);
   }
 
   #checkKey(key: string): void {

@@ -117,7 +117,7 @@ export function globalParams(global: GlobalLimitOptions | undefined): BucketPara
   if (global === undefined) return undefined;
   checkOptions(global, 'global options ({ rate, burst })', true);
   checkKnownOptions(global, GLOBAL_OPTIONS, 'global options');
-  return { ratePerSecond: rateParam(global.rate, 'global.rate'), capacity: burstParam(global.burst, 'global.burst') };
+  return { ratePerSecond: rateParam(global.rate, 'global.rate'), burst: burstParam(global.burst, 'global.burst') };
 }
 const GLOBAL_OPTIONS: ReadonlySet<string> = new Set(['rate', 'burst']);
 

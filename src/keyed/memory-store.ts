@@ -149,7 +149,7 @@ export class MemoryStore implements KeyedStore {
   decideAt(nowMs: number, op: StoreOp): StoreResult {
     const { mode, key, cost, bucket, global, maxWaitMs } = op;
     let slot = this.#slots.get(key);
-    if (slot === undefined && global === undefined && mode !== 'peek' && cost <= bucket.capacity) {
+    if (slot === undefined && global === undefined && mode !== 'peek' && cost <= bucket.burst) {
       // A new key: its bucket is full, so any cost up to the capacity is admitted at once. This is
       // the general path below with its answers known (delayUntil is 0, and charge, with no time
       // elapsed, leaves chargeNew's tokens): the same floats.
@@ -171,7 +171,7 @@ export class MemoryStore implements KeyedStore {
     // ask when (delayUntil), then charge. The same float path, so one key is exactly a TokenBucket.
     let k: BucketState;
     if (slot === undefined) {
-      k = { tokens: bucket.capacity, updatedAtMs: nowMs };
+      k = { tokens: bucket.burst, updatedAtMs: nowMs };
     } else {
       k = this.#read(slot);
       clampToCapacity(k, bucket);
@@ -288,7 +288,7 @@ export class MemoryStore implements KeyedStore {
 
   /** The global bucket at `nowMs`, before a decision: new (full), or clamped to `global` and rewound. */
   #globalAt(global: BucketParams, nowMs: number): BucketState {
-    this.#global ??= { tokens: global.capacity, updatedAtMs: nowMs };
+    this.#global ??= { tokens: global.burst, updatedAtMs: nowMs };
     const g = this.#global;
     clampToCapacity(g, global);
     rewind(g, nowMs);
@@ -326,7 +326,7 @@ export class MemoryStore implements KeyedStore {
       const keys = this.#keys;
       for (let slot = 0; slot < this.#used; slot++) {
         if (keys[slot] === undefined) continue;
-        if (tokensAt(this.#read(slot), bucket, nowMs) >= bucket.capacity) {
+        if (tokensAt(this.#read(slot), bucket, nowMs) >= bucket.burst) {
           this.#drop(slot);
           this.evictions.full++;
         }

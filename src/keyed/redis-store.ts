@@ -410,7 +410,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     const allowed = this.policy === 'allow';
     return Promise.resolve({
       allowed,
-      tokens: allowed ? op.bucket.capacity : 0,
+      tokens: allowed ? op.bucket.burst : 0,
       globalTokens: Number.POSITIVE_INFINITY,
       waitMs: allowed ? 0 : DENY_RETRY_AFTER_MS,
       nowMs: now,
@@ -423,7 +423,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
 /** A bucket's parameters as the keyed script reads them (redis-script.ts): `rate:capacity`. */
 function paramsText(bucket: BucketParams): string {
-  return `${bucket.ratePerSecond}:${bucket.capacity}`;
+  return `${bucket.ratePerSecond}:${bucket.burst}`;
 }
 
 function isClusterClient(client: RedisClientLike): boolean {

@@ -80,13 +80,8 @@ export interface BucketState {
 export interface BucketParams {
   /** Refill rate, tokens per second. */
   ratePerSecond: number;
-  /** Capacity (the burst), tokens. */
-  capacity: number;
-}
-
-/** The state of a bucket that holds `tokens` at `updatedAtMs`. */
-export function bucketState(tokens: number, updatedAtMs: number): BucketState {
-  return { tokens, updatedAtMs };
+  /** The burst: the bucket's capacity, the most tokens it holds. */
+  burst: number;
 }
 
 /** The tolerance of the one comparison rule: `capacity * 2^-36` tokens (see the file's opening comment). */
@@ -111,7 +106,7 @@ export function largestConforming(available: number, capacity: number): number {
 export function tokensAt(state: BucketState, params: BucketParams, nowMs: number): number {
   const elapsedMs = nowMs - state.updatedAtMs;
   if (!(elapsedMs > 0)) return state.tokens;
-  return Math.min(params.capacity, state.tokens + (elapsedMs * params.ratePerSecond) / 1000);
+  return Math.min(params.burst, state.tokens + (elapsedMs * params.ratePerSecond) / 1000);
 }
 
 /** Brings `state` up to `nowMs` in place: refill, and move `updatedAtMs` forward (never back). */
@@ -140,7 +135,7 @@ export function rewind(state: BucketState, nowMs: number): void {
  */
 export function msUntil(tokens: number, cost: number, params: BucketParams): number {
   const deficit = cost - tokens;
-  return deficit > slackFor(params.capacity) ? (deficit * 1000) / params.ratePerSecond : 0;
+  return deficit > slackFor(params.burst) ? (deficit * 1000) / params.ratePerSecond : 0;
 }
 
 /**
@@ -157,7 +152,7 @@ function firstConforming(
 ): number {
   let delayMs = estimateMs;
   let nudge = Math.max(Math.abs(fromMs), delayMs) * Number.EPSILON;
-  for (let i = 0; i < 64 && !conforms(tokensAt(state, params, fromMs + delayMs), cost, params.capacity); i++) {
+  for (let i = 0; i < 64 && !conforms(tokensAt(state, params, fromMs + delayMs), cost, params.burst); i++) {
     delayMs += nudge;
     nudge *= 2;
   }
@@ -181,7 +176,7 @@ export function readyAt(state: BucketState, params: BucketParams, cost: number):
  * counts as no time, so nothing is admitted that the bucket did not earn.
  */
 export function delayUntil(state: BucketState, params: BucketParams, nowMs: number, cost: number): number {
-  if (conforms(tokensAt(state, params, nowMs), cost, params.capacity)) return 0;
+  if (conforms(tokensAt(state, params, nowMs), cost, params.burst)) return 0;
   return firstConforming(state, params, cost, nowMs, readyAt(state, params, cost) - nowMs);
 }
 
@@ -196,13 +191,13 @@ export function charge(state: BucketState, params: BucketParams, atMs: number, c
  * creation: what {@link charge} leaves with no time elapsed, without a state.
  */
 export function chargeNew(params: BucketParams, cost: number): number {
-  return params.capacity - cost;
+  return params.burst - cost;
 }
 
 /** Takes `cost` at `atMs` if the bucket holds it then; returns false and changes nothing if not. */
 export function tryCharge(state: BucketState, params: BucketParams, atMs: number, cost: number): boolean {
   const tokens = tokensAt(state, params, atMs);
-  if (!conforms(tokens, cost, params.capacity)) return false;
+  if (!conforms(tokens, cost, params.burst)) return false;
   state.tokens = tokens - cost;
   if (atMs > state.updatedAtMs) state.updatedAtMs = atMs;
   return true;
@@ -247,7 +242,7 @@ export function refund(
 export function credit(state: BucketState, params: BucketParams, nowMs: number, amount: number): number {
   advance(state, params, nowMs);
   const before = state.tokens;
-  state.tokens = Math.min(params.capacity, before + amount);
+  state.tokens = Math.min(params.burst, before + amount);
   return Math.max(0, state.tokens - before);
 }
 
@@ -269,7 +264,7 @@ export function rebill(state: BucketState, params: BucketParams, nowMs: number, 
  */
 export function reconfigure(state: BucketState, params: BucketParams, nowMs: number, next: BucketParams): void {
   advance(state, params, nowMs);
-  if (state.tokens > next.capacity) state.tokens = next.capacity;
+  if (state.tokens > next.burst) state.tokens = next.burst;
 }
 
 /**
@@ -281,7 +276,7 @@ export function reconfigure(state: BucketState, params: BucketParams, nowMs: num
  * float path as on a bucket that was never clamped.
  */
 export function clampToCapacity(state: BucketState, params: BucketParams): void {
-  if (state.tokens > params.capacity) state.tokens = params.capacity;
+  if (state.tokens > params.burst) state.tokens = params.burst;
 }
 
 /**
@@ -291,7 +286,7 @@ export function clampToCapacity(state: BucketState, params: BucketParams): void 
  * asked in tokens, so an ulp in the computed delay refuses nothing).
  */
 export function conformsAt(state: BucketState, params: BucketParams, atMs: number, cost: number): boolean {
-  return conforms(tokensAt(state, params, atMs), cost, params.capacity);
+  return conforms(tokensAt(state, params, atMs), cost, params.burst);
 }
 
 /**
@@ -300,7 +295,7 @@ export function conformsAt(state: BucketState, params: BucketParams, atMs: numbe
  * may forget it and when a Redis key may expire.
  */
 export function timeToFullMs(tokens: number, params: BucketParams): number {
-  const missing = params.capacity - tokens;
+  const missing = params.burst - tokens;
   return missing > 0 ? (missing * 1000) / params.ratePerSecond : 0;
 }
 
@@ -326,8 +321,8 @@ export function startAt(
   catchUpMs: number,
 ): number {
   const readyMs = readyAt(state, params, cost);
-  if (!conforms(tokensAt(state, params, nowMs), cost, params.capacity)) return readyMs;
-  const lagMs = catchUpMs - ((params.capacity - cost) * 1000) / params.ratePerSecond;
+  if (!conforms(tokensAt(state, params, nowMs), cost, params.burst)) return readyMs;
+  const lagMs = catchUpMs - ((params.burst - cost) * 1000) / params.ratePerSecond;
   const earliestMs = lagMs > 0 ? nowMs - lagMs : nowMs;
   return Math.min(nowMs, Math.max(readyMs, notBeforeMs, earliestMs));
 }
@@ -396,5 +391,5 @@ export function checkTime(nowMs: unknown, option = 'nowMs'): number {
  * The error names the option, so a message reads "invalid rate ..." or "invalid burst ...".
  */
 export function bucketParams(rate: RateInput, burst: SizeInput): BucketParams {
-  return { ratePerSecond: rateParam(rate), capacity: burstParam(burst) };
+  return { ratePerSecond: rateParam(rate), burst: burstParam(burst) };
 }

@@ -43,13 +43,13 @@ interface Bucket {
   state: BucketState;
 }
 
-function bucket(ratePerSecond: number, capacity: number, nowMs: number): Bucket {
-  return { params: { ratePerSecond, capacity }, state: { tokens: capacity, updatedAtMs: nowMs } };
+function bucket(ratePerSecond: number, burst: number, nowMs: number): Bucket {
+  return { params: { ratePerSecond, burst }, state: { tokens: burst, updatedAtMs: nowMs } };
 }
 
 /** The largest piece `b` lets pass now (fractional): every n up to it conforms by the one tolerance rule. */
 function room(b: Bucket): number {
-  return largestConforming(b.state.tokens, b.params.capacity);
+  return largestConforming(b.state.tokens, b.params.burst);
 }
 
 /** TBF's two buckets over bytes; see the file's opening comment. */
@@ -66,7 +66,7 @@ export class ByteMeter {
     return this.#main.params.ratePerSecond;
   }
   get burstBytes(): number {
-    return this.#main.params.capacity;
+    return this.#main.params.burst;
   }
 
   /** Brings both buckets up to `nowMs` (refill, capped at each capacity). */
@@ -79,10 +79,10 @@ export class ByteMeter {
   tryTake(nowMs: number, bytes: number): boolean {
     this.#settle(nowMs);
     const main = this.#main;
-    if (!conforms(main.state.tokens, bytes, main.params.capacity)) return false;
+    if (!conforms(main.state.tokens, bytes, main.params.burst)) return false;
     const peak = this.#peak;
     if (peak !== undefined) {
-      if (!conforms(peak.state.tokens, bytes, peak.params.capacity)) return false;
+      if (!conforms(peak.state.tokens, bytes, peak.params.burst)) return false;
       charge(peak.state, peak.params, nowMs, bytes);
     }
     charge(main.state, main.params, nowMs, bytes);
@@ -127,16 +127,16 @@ export class ByteMeter {
    * refills the bucket instead, we hand out no burst on a change).
    */
   reconfigure(nowMs: number, main: ByteBucketParams): void {
-    const next = { ratePerSecond: main.ratePerSecond, capacity: main.burstBytes };
+    const next = { ratePerSecond: main.ratePerSecond, burst: main.burstBytes };
     reconfigure(this.#main.state, this.#main.params, nowMs, next);
     this.#main.params = next;
   }
 
   /** New peak bucket (or a first one, full) from `nowMs` on; as {@link reconfigure}. */
   reconfigurePeak(nowMs: number, peak: ByteBucketParams): void {
-    const next = { ratePerSecond: peak.ratePerSecond, capacity: peak.burstBytes };
+    const next = { ratePerSecond: peak.ratePerSecond, burst: peak.burstBytes };
     if (this.#peak === undefined) {
-      this.#peak = bucket(next.ratePerSecond, next.capacity, nowMs);
+      this.#peak = bucket(next.ratePerSecond, next.burst, nowMs);
       return;
     }
     reconfigure(this.#peak.state, this.#peak.params, nowMs, next);

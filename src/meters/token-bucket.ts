@@ -157,12 +157,12 @@ export class TokenBucket {
     }
     const params = bucketParams(options.rate, options.burst);
     this.#clock = checkClock(options.clock);
-    const tokens = options.tokens ?? params.capacity;
-    if (!(typeof tokens === 'number' && tokens >= 0 && tokens <= params.capacity)) {
+    const tokens = options.tokens ?? params.burst;
+    if (!(typeof tokens === 'number' && tokens >= 0 && tokens <= params.burst)) {
       throw new InvalidOptionError(
         'tokens',
         tokens,
-        `invalid tokens ${describeValue(tokens)}: expected a number from 0 to the burst (${params.capacity})`,
+        `invalid tokens ${describeValue(tokens)}: expected a number from 0 to the burst (${params.burst})`,
       );
     }
     this.#params = params;
@@ -176,7 +176,7 @@ export class TokenBucket {
 
   /** The capacity, tokens. */
   get burst(): number {
-    return this.#params.capacity;
+    return this.#params.burst;
   }
 
   /** The tokens in the bucket now (negative while reservations are outstanding). */
@@ -202,7 +202,7 @@ export class TokenBucket {
 
   /** tryTake's decision at a checked time (the clock's own reading is trusted, as in every other part). */
   #tryTake(nowMs: number, cost: number): boolean {
-    checkCost(cost, this.#params.capacity);
+    checkCost(cost, this.#params.burst);
     return tryCharge(this.#state, this.#params, nowMs, cost);
   }
 
@@ -217,7 +217,7 @@ export class TokenBucket {
    */
   delayForAt(nowMs: number, cost = 1): number {
     checkTime(nowMs);
-    checkCost(cost, this.#params.capacity);
+    checkCost(cost, this.#params.burst);
     return delayUntil(this.#state, this.#params, nowMs, cost);
   }
 
@@ -233,7 +233,7 @@ export class TokenBucket {
   /** {@link reserve} at an explicit time. */
   reserveAt(nowMs: number, cost = 1, options?: ReserveOptions): Reservation {
     checkTime(nowMs);
-    checkCost(cost, this.#params.capacity);
+    checkCost(cost, this.#params.burst);
     checkCallOptions(options, RESERVE_OPTIONS, 'reserve options ({ maxWait })');
     return this.#reserve(nowMs, cost, maxWaitOf(options));
   }
@@ -266,7 +266,7 @@ export class TokenBucket {
   /** {@link refund} at an explicit time. */
   refundAt(nowMs: number, cost: number): void {
     checkTime(nowMs);
-    checkCost(cost, this.#params.capacity);
+    checkCost(cost, this.#params.burst);
     credit(this.#state, this.#params, nowMs, cost);
   }
 
@@ -287,7 +287,7 @@ export class TokenBucket {
       checkCallOptions(options, TAKE_OPTIONS, 'take options ({ signal, maxWait })');
       signal = checkSignal(options?.signal);
       if (signal?.aborted) return Promise.reject(signal.reason);
-      checkCost(cost, this.#params.capacity);
+      checkCost(cost, this.#params.burst);
       maxWaitMs = maxWaitOf(options);
       reservation = this.#reserve(this.#clock.now(), cost, maxWaitMs);
     } catch (error) {
@@ -323,7 +323,7 @@ export class TokenBucket {
    * instead; see {@link reconfigure}.)
    */
   setRate(rate: RateInput): void {
-    this.#reconfigure({ ratePerSecond: rateParam(rate), capacity: this.#params.capacity });
+    this.#reconfigure({ ratePerSecond: rateParam(rate), burst: this.#params.burst });
   }
 
   /**
@@ -332,7 +332,7 @@ export class TokenBucket {
    * gives back at most the new capacity.
    */
   setBurst(burst: SizeInput): void {
-    this.#reconfigure({ ratePerSecond: this.#params.ratePerSecond, capacity: burstParam(burst) });
+    this.#reconfigure({ ratePerSecond: this.#params.ratePerSecond, burst: burstParam(burst) });
   }
 
   #reconfigure(next: BucketParams): void {

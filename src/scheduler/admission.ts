@@ -53,7 +53,7 @@ export interface Host {
 /** A change of the limits, parsed (`undefined`: unchanged). */
 export interface LimitsChange {
   readonly ratePerSecond?: number;
-  readonly capacity?: number;
+  readonly burst?: number;
   readonly concurrency?: number;
   /** A window limit, new or replacing the one in force (`setWindow`). */
   readonly window?: WindowSettings;

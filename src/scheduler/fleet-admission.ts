@@ -19,7 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { retryHintMs, WaitTooLongError } from '../errors.js';
 import type { ExchangeResult, FleetParams, FleetStore, HeldLease } from '../fleet/store.js';
-import { type BucketState, bucketState, rebill } from '../meters/bucket.js';
+import { type BucketState, rebill } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
 import { type Admission, type Host, type LimitsChange, waitForMs } from './admission.js';
 import type { FleetSettings, SchedulerSettings } from './options.js';
@@ -102,9 +102,9 @@ export class FleetAdmission implements Admission {
     this.#reserveAhead = fleet.reserveAhead;
     this.#maxWaitMs = settings.maxWaitMs;
     const ratePerSecond = settings.params?.ratePerSecond ?? Number.POSITIVE_INFINITY;
-    const capacity = settings.params?.capacity ?? 1;
-    this.#params = { ratePerSecond, capacity, concurrency: settings.concurrency };
-    this.#bucket = bucketState(capacity, host.clock.now());
+    const capacity = settings.params?.burst ?? 1;
+    this.#params = { ratePerSecond, burst: capacity, concurrency: settings.concurrency };
+    this.#bucket = { tokens: capacity, updatedAtMs: host.clock.now() };
     this.#retry = new Watchdog(host.clock, () => {
       this.#blocked = false;
       this.#failed = false;
@@ -121,7 +121,7 @@ export class FleetAdmission implements Admission {
   }
 
   get burst(): number {
-    return this.#params.ratePerSecond < Number.POSITIVE_INFINITY ? this.#params.capacity : Number.POSITIVE_INFINITY;
+    return this.#params.ratePerSecond < Number.POSITIVE_INFINITY ? this.#params.burst : Number.POSITIVE_INFINITY;
   }
 
   get concurrency(): number {
@@ -214,7 +214,7 @@ export class FleetAdmission implements Admission {
   adjust(bill: Bill, deltaCost: number): void {
     const params = this.#params;
     if (!(params.ratePerSecond < Number.POSITIVE_INFINITY) || deltaCost === 0) return;
-    const delta = bill.amend(deltaCost, params.capacity);
+    const delta = bill.amend(deltaCost, params.burst);
     if (delta === 0) return;
     rebill(this.#bucket, params, this.#host.clock.now(), delta);
     this.#store.adjust(this.#key, delta, params).then(
@@ -399,10 +399,10 @@ export class FleetAdmission implements Admission {
     const before = this.#params;
     const after = snapshot.params;
     this.#params = after;
-    this.#bucket = bucketState(snapshot.tokens, this.#host.clock.now());
+    this.#bucket = { tokens: snapshot.tokens, updatedAtMs: this.#host.clock.now() };
     if (
       before.ratePerSecond !== after.ratePerSecond ||
-      before.capacity !== after.capacity ||
+      before.burst !== after.burst ||
       before.concurrency !== after.concurrency
     ) {
       this.#host.limitsChanged(this.#host.clock.now());

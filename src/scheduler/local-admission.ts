@@ -14,7 +14,6 @@ import { retryHintMs } from '../errors.js';
 import {
   type BucketParams,
   type BucketState,
-  bucketState,
   charge,
   conformsAt,
   delayUntil,
@@ -38,7 +37,7 @@ export class LocalAdmission implements Admission {
   readonly #catchUpMs: number;
   /** Bucket state; `undefined` when there is no rate limit. */
   #bucket: BucketState | undefined;
-  #params: BucketParams = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: Number.POSITIVE_INFINITY };
+  #params: BucketParams = { ratePerSecond: Number.POSITIVE_INFINITY, burst: Number.POSITIVE_INFINITY };
   #concurrency = Number.POSITIVE_INFINITY;
   #concurrencySlack = 0;
   /** The window limit's sliding log (./window-limit.ts); `undefined` without one. */
@@ -74,7 +73,7 @@ export class LocalAdmission implements Admission {
     const params = settings.params;
     if (params !== undefined) {
       this.#params = params;
-      this.#bucket = bucketState(params.capacity, host.clock.now());
+      this.#bucket = { tokens: params.burst, updatedAtMs: host.clock.now() };
     }
     this.#setConcurrency(settings.concurrency);
     this.#window = settings.window === undefined ? undefined : new StartWindow(settings.window);
@@ -97,7 +96,7 @@ export class LocalAdmission implements Admission {
   }
 
   get burst(): number {
-    return this.#params.capacity;
+    return this.#params.burst;
   }
 
   get concurrency(): number {
@@ -304,7 +303,7 @@ export class LocalAdmission implements Admission {
     if (bucket === undefined || deltaCost === 0) return;
     const params = this.#params;
     const now = this.#host.clock.now();
-    rebill(bucket, params, now, bill.amend(deltaCost, params.capacity));
+    rebill(bucket, params, now, bill.amend(deltaCost, params.burst));
     this.#host.pump(now); // the head's start moved: later for a charge, sooner for a refund
   }
 
@@ -318,7 +317,7 @@ export class LocalAdmission implements Admission {
   configure(change: LimitsChange): void {
     const host = this.#host;
     const now = host.clock.now();
-    const { ratePerSecond, capacity, concurrency, window } = change;
+    const { ratePerSecond, burst, concurrency, window } = change;
     if (window !== undefined) {
       if (this.#window === undefined) this.#window = new StartWindow(window);
       else this.#window.reconfigure(window);
@@ -336,18 +335,18 @@ export class LocalAdmission implements Admission {
     }
     if (this.#bucket === undefined) {
       if (ratePerSecond === undefined) return;
-      this.#params = { ratePerSecond, capacity: 1 };
-      this.#bucket = bucketState(1, now);
+      this.#params = { ratePerSecond, burst: 1 };
+      this.#bucket = { tokens: 1, updatedAtMs: now };
       host.limitsChanged(now);
       return;
     }
     const next = {
       ratePerSecond: ratePerSecond ?? this.#params.ratePerSecond,
-      capacity: capacity ?? this.#params.capacity,
+      burst: burst ?? this.#params.burst,
     };
     reconfigure(this.#bucket, this.#params, now, next);
     this.#params = next;
-    if (capacity === undefined) host.pump(now);
+    if (burst === undefined) host.pump(now);
     else host.limitsChanged(now);
   }
 

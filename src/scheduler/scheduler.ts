@@ -422,7 +422,7 @@ export class Scheduler {
     if (!(this.#admission.rate < Number.POSITIVE_INFINITY)) {
       throw new InvalidOptionError('burst', burst, '`setBurst` needs a rate: call `setRate` first');
     }
-    this.#admission.configure({ capacity: burstParam(burst) });
+    this.#admission.configure({ burst: burstParam(burst) });
   }
 
   /**

@@ -16,7 +16,7 @@ const fresh = () => `contract-${process.pid}-${Date.now()}-${seq++}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const params = (p: Partial<FleetParams> = {}): FleetParams => ({
   ratePerSecond: 10,
-  capacity: 2,
+  burst: 2,
   concurrency: Number.POSITIVE_INFINITY,
   ...p,
 });
@@ -128,7 +128,7 @@ export function fleetContract(target: ContractTarget): void {
   it('cancel gives back by the cancel rule and frees the lease', async () => {
     const store = target.make();
     const key = fresh();
-    const p = params({ ratePerSecond: 10, capacity: 2, concurrency: 10 });
+    const p = params({ ratePerSecond: 10, burst: 2, concurrency: 10 });
     await store.acquire(op(key, 2, p));
     const b = op(key, 2, p);
     const rb = await store.acquire(b); // due in ~200 ms
@@ -147,12 +147,12 @@ export function fleetContract(target: ContractTarget): void {
     const one = target.make();
     const two = target.make();
     const key = fresh();
-    const p = params({ ratePerSecond: 10, capacity: 5, concurrency: 4 });
+    const p = params({ ratePerSecond: 10, burst: 5, concurrency: 4 });
     await one.inspect(key, p);
     // two starts with other defaults: the stored ones win
-    const seen = await two.inspect(key, params({ ratePerSecond: 1000, capacity: 50, concurrency: 100 }));
+    const seen = await two.inspect(key, params({ ratePerSecond: 1000, burst: 50, concurrency: 100 }));
     expect(seen.params).toEqual(p);
-    const changed = await one.configure(key, { ratePerSecond: 20, capacity: 3, concurrency: 1 }, p);
+    const changed = await one.configure(key, { ratePerSecond: 20, burst: 3, concurrency: 1 }, p);
     expect(changed.params).toEqual({ ratePerSecond: 20, capacity: 3, concurrency: 1 });
     expect(changed.tokens).toBe(3); // tokens kept, capped at the new burst
     const r = await two.acquire(op(key, 1, params()));
@@ -165,7 +165,7 @@ export function fleetContract(target: ContractTarget): void {
   it('one exchange gives back leases, then grants jobs in order: only the first may wait, a full budget stops it', async () => {
     const store = target.make();
     const key = fresh();
-    const p = params({ ratePerSecond: 10, capacity: 2, concurrency: 3 });
+    const p = params({ ratePerSecond: 10, burst: 2, concurrency: 3 });
     const held = op(key, 1, p);
     expect((await store.acquire(held)).status).toBe('ok'); // 1 token left, 1 unit held
     const job = (cost: number) => ({ cost, maxWaitMs: Number.POSITIVE_INFINITY, leaseId: `lease-${seq++}` });
@@ -204,7 +204,7 @@ export function fleetContract(target: ContractTarget): void {
   it("adjust changes a running job's charge: more into debt now, less given back never above the burst", async () => {
     const store = target.make();
     const key = fresh();
-    const p = params({ ratePerSecond: 1, capacity: 4 });
+    const p = params({ ratePerSecond: 1, burst: 4 });
     await store.acquire(op(key, 1, p));
     const more = await store.adjust(key, 5, p);
     expect(more.tokens).toBeGreaterThan(-2.1); // 4 - 1 - 5, plus what a few ms refilled

@@ -13,7 +13,7 @@ import type { ExchangeOp, FleetParams } from '../../src/fleet/store.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const params: FleetParams = { ratePerSecond: 100, capacity: 10, concurrency: 4 };
+const params: FleetParams = { ratePerSecond: 100, burst: 10, concurrency: 4 };
 let server: RedisServer;
 let admin: Redis;
 beforeAll(async () => {
@@ -162,7 +162,7 @@ describe("Redis's clock going backwards", () => {
     let t = 10_000_000;
     const store = new RedisFleetStore({ client, onError: 'deny', now: () => t });
     const key = `backwards-${Date.now()}`;
-    const p: FleetParams = { ratePerSecond: 10, capacity: 2, concurrency: Number.POSITIVE_INFINITY };
+    const p: FleetParams = { ratePerSecond: 10, burst: 2, concurrency: Number.POSITIVE_INFINITY };
     const ask = (leaseId: string) =>
       store.exchange({ ...op(key, [leaseId]), params: p, acquire: [{ cost: 1, maxWaitMs: 60_000, leaseId }] });
     expect((await ask('a')).grants[0]?.delayMs).toBe(0);

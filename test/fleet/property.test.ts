@@ -93,7 +93,7 @@ const storeOpArb: fc.Arbitrary<Op> = fc.oneof(
       change: fc.record(
         {
           ratePerSecond: fc.constantFrom(5, 7.3, 20, Number.POSITIVE_INFINITY),
-          capacity: fc.constantFrom(3, 3.7, 4),
+          burst: fc.constantFrom(3, 3.7, 4),
           concurrency: fc.constantFrom(3, 5, Number.POSITIVE_INFINITY),
         },
         { requiredKeys: [] },
@@ -104,7 +104,7 @@ const storeOpArb: fc.Arbitrary<Op> = fc.oneof(
 
 const paramsArb: fc.Arbitrary<FleetParams> = fc.record({
   ratePerSecond: fc.constantFrom(5, 20, 7.3, Number.POSITIVE_INFINITY),
-  capacity: fc.constantFrom(3, 4, 3.7),
+  burst: fc.constantFrom(3, 4, 3.7),
   concurrency: fc.constantFrom(3, 5, Number.POSITIVE_INFINITY),
 });
 
@@ -182,7 +182,7 @@ async function run(
           expect(acquire[i]?.cost).toBeGreaterThan(
             Math.min(
               params.concurrency,
-              params.ratePerSecond < Number.POSITIVE_INFINITY ? params.capacity : Number.POSITIVE_INFINITY,
+              params.ratePerSecond < Number.POSITIVE_INFINITY ? params.burst : Number.POSITIVE_INFINITY,
             ),
           );
         }
@@ -232,7 +232,7 @@ async function run(
       for (let j = i; j < sorted.length; j++) {
         sum += (sorted[j] as { cost: number }).cost;
         const span = (sorted[j] as { readyAt: number }).readyAt - (sorted[i] as { readyAt: number }).readyAt;
-        expect(sum).toBeLessThanOrEqual(params.capacity + (params.ratePerSecond * span) / 1000 + EPS);
+        expect(sum).toBeLessThanOrEqual(params.burst + (params.ratePerSecond * span) / 1000 + EPS);
       }
     }
   }
@@ -288,7 +288,7 @@ describe('fleet stores against a model', () => {
           // A delay asked right after a small grant: the delay is bucket.ts's delayUntil from now, to the
           // last bit (a delay computed from the last update and nudged from now is 2 ulp off).
           [
-            { ratePerSecond: 5, capacity: 3, concurrency: 3 },
+            { ratePerSecond: 5, burst: 3, concurrency: 3 },
             [
               { t: 'exchange', release: [], acquire: [{ cost: 1, maxWaitMs: 0 }] },
               { t: 'exchange', release: [], acquire: [{ cost: 0.01, maxWaitMs: 0 }] },

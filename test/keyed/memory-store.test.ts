@@ -125,7 +125,7 @@ describe('MemoryStore: the arithmetic is the meter', () => {
           const clock = manualClock(5);
           const bucket = new TokenBucket({ rate, burst, clock });
           const store = new MemoryStore({ clock });
-          const params = { ratePerSecond: rate, capacity: burst };
+          const params = { ratePerSecond: rate, burst: burst };
           for (const [dt, rawCost] of steps) {
             clock.advance(dt);
             const cost = Math.min(rawCost, burst);
@@ -166,7 +166,7 @@ describe('MemoryStore: the arithmetic is the meter', () => {
           // find the class's bucket dated later than the store's.
           let made: TokenBucket | undefined;
           const store = new MemoryStore({ clock });
-          const params = { ratePerSecond: rate, capacity: burst };
+          const params = { ratePerSecond: rate, burst: burst };
           let open: { op: StoreOp; result: StoreResult; cancel: () => void } | undefined;
           for (const step of steps) {
             clock.set(clock.now() + step.dt);
@@ -201,8 +201,8 @@ describe('MemoryStore: the arithmetic is the meter', () => {
 
   it("cancels by x/time's rule at its edge: at the instant it conforms it comes back, a moment later it is used", () => {
     // rate 10/s, burst 2. Empty the key at 0, then reserve 1: ready at 100 ms.
-    const params = { ratePerSecond: 10, capacity: 2 };
-    const global = { ratePerSecond: 10, capacity: 4 };
+    const params = { ratePerSecond: 10, burst: 2 };
+    const global = { ratePerSecond: 10, burst: 4 };
     for (const [cancelAtMs, backExpected] of [
       [100, true], // Go: timeToAct.Before(now) is false at the same instant: the tokens come back
       [100 + 1e-9, false], // after it came due: it was used
@@ -240,10 +240,10 @@ describe('MemoryStore: the arithmetic is the meter', () => {
               op(
                 'try',
                 cost,
-                { ratePerSecond: 4, capacity: 6 },
+                { ratePerSecond: 4, burst: 6 },
                 {
                   key: `k${k}`,
-                  global: { ratePerSecond: 10, capacity: 12 },
+                  global: { ratePerSecond: 10, burst: 12 },
                 },
               ),
             );

@@ -72,9 +72,9 @@ describe('RedisStore', () => {
           for (const step of steps) {
             clock.set(clock.now() + step.dt);
             scale *= step.burstScale;
-            const bucket = { ratePerSecond: rate, capacity: burst * scale };
-            const global = withGlobal ? { ratePerSecond: rate * 2, capacity: burst * 1.5 * scale } : undefined;
-            const cost = step.cost * bucket.capacity;
+            const bucket = { ratePerSecond: rate, burst: burst * scale };
+            const global = withGlobal ? { ratePerSecond: rate * 2, burst: burst * 1.5 * scale } : undefined;
+            const cost = step.cost * bucket.burst;
             if (step.mode === 'cancel') {
               if (lastReserve === undefined) continue;
               await memory.refund(lastReserve.op, lastReserve.m);
@@ -155,8 +155,8 @@ describe('RedisStore', () => {
       const clock = manualClock(1_000_000);
       const memory = new MemoryStore({ clock });
       const redis = new RedisStore({ client, prefix: prefix(), onError: 'deny', now: () => clock.now() });
-      const bucket = { ratePerSecond: 3, capacity: 7 };
-      const global = withGlobal ? { ratePerSecond: 10, capacity: 40 } : undefined;
+      const bucket = { ratePerSecond: 3, burst: 7 };
+      const global = withGlobal ? { ratePerSecond: 10, burst: 40 } : undefined;
       for (let round = 0; round < 3; round++) {
         const ops: StoreOp[] = Array.from({ length: 150 }, (_, i) => ({
           mode: (['try', 'reserve', 'peek'] as const)[i % 3] as StoreMode,

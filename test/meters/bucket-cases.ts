@@ -12,11 +12,11 @@
 import { type BucketParams, type BucketState, charge, startAt } from '../../src/meters/bucket.js';
 
 /** rate 10/s, capacity 20: the tables' bucket unless a table says otherwise. */
-export const params: BucketParams = { ratePerSecond: 10, capacity: 20 };
+export const params: BucketParams = { ratePerSecond: 10, burst: 20 };
 /** rate 1/s, capacity 10: the refund tables (the issue's reproduction, x/time's cases in ms). */
-export const slow: BucketParams = { ratePerSecond: 1, capacity: 10 };
+export const slow: BucketParams = { ratePerSecond: 1, burst: 10 };
 /** rate 1000/s, capacity 1: the startAt tables. */
-export const fast: BucketParams = { ratePerSecond: 1000, capacity: 1 };
+export const fast: BucketParams = { ratePerSecond: 1000, burst: 1 };
 
 /** [available, cost, capacity, expected] */
 export const conformsCases = [
@@ -179,10 +179,10 @@ export const rebillCases = [
 
 /** [name, tokens, updatedAtMs, now, next params, tokens after] from {@link params} */
 export const reconfigureCases = [
-  ['a faster rate keeps the tokens earned so far', 0, 0, 1000, { ratePerSecond: 100, capacity: 20 }, 10],
-  ['a smaller capacity caps them', 0, 0, 5000, { ratePerSecond: 10, capacity: 4 }, 4],
-  ['a larger capacity does not refill (tbf_change would)', 5, 0, 0, { ratePerSecond: 10, capacity: 100 }, 5],
-  ['a debt stays a debt', -5, 0, 0, { ratePerSecond: 10, capacity: 1 }, -5],
+  ['a faster rate keeps the tokens earned so far', 0, 0, 1000, { ratePerSecond: 100, burst: 20 }, 10],
+  ['a smaller capacity caps them', 0, 0, 5000, { ratePerSecond: 10, burst: 4 }, 4],
+  ['a larger capacity does not refill (tbf_change would)', 5, 0, 0, { ratePerSecond: 10, burst: 100 }, 5],
+  ['a debt stays a debt', -5, 0, 0, { ratePerSecond: 10, burst: 1 }, -5],
 ] as const;
 
 /** [tokens, capacity, after] */
@@ -274,11 +274,11 @@ export function tableCalls(): StepCall[] {
   const calls: StepCall[] = [];
   const none = [0, 0] as const;
   for (const [available, cost, capacity] of conformsCases) {
-    const p = { ratePerSecond: 1, capacity };
+    const p = { ratePerSecond: 1, burst: capacity };
     calls.push(call('conforms', none, p, available, cost), call('slackFor', none, p));
   }
   for (const [available, capacity] of largestConformingCases) {
-    calls.push(call('largestConforming', none, { ratePerSecond: 1, capacity }, available));
+    calls.push(call('largestConforming', none, { ratePerSecond: 1, burst: capacity }, available));
   }
   for (const [tokens, at, now] of tokensAtCases) calls.push(call('tokensAt', [tokens, at], params, now));
   for (const [tokens, at, now] of advanceCases) {
@@ -302,7 +302,7 @@ export function tableCalls(): StepCall[] {
   }
   for (const origin of landingOrigins) {
     for (const [ratePerSecond, capacity, cost] of landingBuckets) {
-      const p = { ratePerSecond, capacity };
+      const p = { ratePerSecond, burst: capacity };
       calls.push(call('readyAt', [0, origin], p, cost), call('delayUntil', [0, origin], p, origin, cost));
     }
   }
@@ -310,16 +310,16 @@ export function tableCalls(): StepCall[] {
     calls.push(call('refund', [tokens, 0], slow, atMs, cost, readyAtMs));
   }
   for (const [, ratePerSecond, capacity, tokens, upd, atMs, cost, readyAtMs] of refundEdgeCases) {
-    calls.push(call('refund', [tokens, upd], { ratePerSecond, capacity }, atMs, cost, readyAtMs));
+    calls.push(call('refund', [tokens, upd], { ratePerSecond, burst: capacity }, atMs, cost, readyAtMs));
   }
   for (const [, tokens, upd, now, amount] of creditCases)
     calls.push(call('credit', [tokens, upd], params, now, amount));
   for (const [, tokens, upd, now, delta] of rebillCases) calls.push(call('rebill', [tokens, upd], params, now, delta));
   for (const [, tokens, upd, now, next] of reconfigureCases) {
-    calls.push(call('reconfigure', [tokens, upd], params, now, next.ratePerSecond, next.capacity));
+    calls.push(call('reconfigure', [tokens, upd], params, now, next.ratePerSecond, next.burst));
   }
   for (const [tokens, capacity] of clampCases) {
-    calls.push(call('clampToCapacity', [tokens, 123.25], { ratePerSecond: 10, capacity }));
+    calls.push(call('clampToCapacity', [tokens, 123.25], { ratePerSecond: 10, burst: capacity }));
   }
   for (const [tokens, upd, at, cost] of conformsAtCases)
     calls.push(call('conformsAt', [tokens, upd], params, at, cost));
@@ -327,7 +327,7 @@ export function tableCalls(): StepCall[] {
   for (const [, tokens, upd, now, cost, notBefore, catchUp] of startAtCases) {
     calls.push(call('startAt', [tokens, upd], fast, now, cost, notBefore, catchUp));
   }
-  calls.push(call('startAt', [0, 0], { ratePerSecond: 1000, capacity: 10 }, 3.5, 1, 0, 5));
+  calls.push(call('startAt', [0, 0], { ratePerSecond: 1000, burst: 10 }, 3.5, 1, 0, 5));
   // the late timer's sequence, step by step from bucket.ts's own states
   const s: BucketState = { tokens: 0, updatedAtMs: 0 };
   const { nowMs, cost, notBeforeMs, catchUpMs } = lateTimer;

@@ -112,7 +112,7 @@ describe('charge and tryCharge', () => {
 
   it.each(chargeNewCases)('chargeNew(cost %d) leaves %d: what charge leaves on a new bucket', (cost, left) => {
     expect(chargeNew(params, cost)).toBe(left);
-    const s = state(params.capacity, 1234.5);
+    const s = state(params.burst, 1234.5);
     charge(s, params, 1234.5, cost);
     expect(s.tokens).toBe(chargeNew(params, cost));
   });
@@ -143,7 +143,7 @@ describe('readyAt and delayUntil', () => {
       expect(delayUntil(s, params, originMs, 2)).toBeCloseTo(300, originMs > 1e9 ? 3 : 9);
       // and the bucket really holds the cost at that instant, not a hair before
       const delay = delayUntil(s, params, originMs, 2);
-      expect(conforms(tokensAt(s, params, originMs + delay), 2, params.capacity)).toBe(true);
+      expect(conforms(tokensAt(s, params, originMs + delay), 2, params.burst)).toBe(true);
     },
   );
 
@@ -157,7 +157,7 @@ describe('readyAt and delayUntil', () => {
   it('lands on an instant where the tokens are there, at large clock values too', () => {
     for (const originMs of landingOrigins) {
       for (const [rate, capacity, cost] of landingBuckets) {
-        const p = { ratePerSecond: rate, capacity };
+        const p = { ratePerSecond: rate, burst: capacity };
         const s = state(0, originMs);
         const at = readyAt(s, p, cost);
         expect(conforms(tokensAt(s, p, at), cost, capacity)).toBe(true);
@@ -191,7 +191,7 @@ describe('refund: what no later reservation counts on', () => {
   ] of refundEdgeCases) {
     it(name, () => {
       const s = state(tokens, updatedAtMs);
-      expect(refund(s, { ratePerSecond, capacity }, atMs, cost, readyAtMs)).toBe(back);
+      expect(refund(s, { ratePerSecond, burst: capacity }, atMs, cost, readyAtMs)).toBe(back);
       expect(s).toEqual({ tokens: after, updatedAtMs: afterAt });
     });
   }
@@ -217,7 +217,7 @@ describe('reconfigure', () => {
     reconfigure(s, params, nowMs, next);
     expect(s).toEqual({ tokens: after, updatedAtMs: nowMs });
     // and from then on refill runs at the new rate up to the new capacity
-    expect(tokensAt(s, next, nowMs + 100)).toBeCloseTo(Math.min(next.capacity, after + next.ratePerSecond / 10), 9);
+    expect(tokensAt(s, next, nowMs + 100)).toBeCloseTo(Math.min(next.burst, after + next.ratePerSecond / 10), 9);
   });
 });
 
@@ -226,7 +226,7 @@ describe('clampToCapacity, conformsAt and timeToFullMs: the steps a store adds',
     'clampToCapacity(%d tokens, capacity %d) leaves %d, and never moves the time',
     (tokens, capacity, after) => {
       const s = state(tokens, 123.25);
-      clampToCapacity(s, { ratePerSecond: 10, capacity });
+      clampToCapacity(s, { ratePerSecond: 10, burst: capacity });
       expect(s).toEqual({ tokens: after, updatedAtMs: 123.25 });
     },
   );
@@ -240,7 +240,7 @@ describe('clampToCapacity, conformsAt and timeToFullMs: the steps a store adds',
 
   it.each(timeToFullCases)('timeToFullMs(%d tokens) at 10/s, capacity 20 = %d ms', (tokens, expected) => {
     expect(timeToFullMs(tokens, params)).toBe(expected);
-    if (expected > 0) expect(tokensAt(state(tokens, 0), params, expected)).toBe(params.capacity);
+    if (expected > 0) expect(tokensAt(state(tokens, 0), params, expected)).toBe(params.burst);
   });
 });
 
@@ -250,7 +250,7 @@ describe('startAt: the theoretical start of the head job', () => {
   });
 
   it('lets the bucket absorb the lateness it can: with burst 10 nothing is charged in the past', () => {
-    const p: BucketParams = { ratePerSecond: 1000, capacity: 10 };
+    const p: BucketParams = { ratePerSecond: 1000, burst: 10 };
     // lagMs = 5 - (10 - 1) / 1 ms < 0: charged at now
     expect(startAt(state(0, 0), p, 3.5, 1, 0, 5)).toBe(3.5);
   });

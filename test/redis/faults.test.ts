@@ -52,7 +52,7 @@ const subjects: Record<string, Subject> = {
         mode: 'try',
         key,
         cost: 1,
-        bucket: { ratePerSecond: 0.001, capacity: LIMIT },
+        bucket: { ratePerSecond: 0.001, burst: LIMIT },
         global: undefined,
         maxWaitMs: 0,
       });
@@ -84,7 +84,7 @@ const subjects: Record<string, Subject> = {
         leaseId: `lease-${++leases}`,
         leaseMs: 600_000,
         claimTtlMs: 100,
-        params: { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: LIMIT },
+        params: { ratePerSecond: Number.POSITIVE_INFINITY, burst: 1, concurrency: LIMIT },
       });
       return { allowed: r.status === 'ok', fromRedis: r.source === 'store' };
     },

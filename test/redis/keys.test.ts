@@ -78,7 +78,7 @@ describe('lone surrogates', () => {
 
   it('RedisFleetStore keeps fleet keys apart', async () => {
     const store = new RedisFleetStore({ client, onError: 'deny', prefix: `lonef-${Date.now()}` });
-    const params: FleetParams = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 1 };
+    const params: FleetParams = { ratePerSecond: Number.POSITIVE_INFINITY, burst: 1, concurrency: 1 };
     const op = (key: string, leaseId: string) => ({
       key,
       cost: 1,

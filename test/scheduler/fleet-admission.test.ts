@@ -53,7 +53,7 @@ describe('Scheduler with a fleet store', () => {
   it("a job's ctx.adjust changes its charge in the shared bucket: the other worker's next job waits for it", async () => {
     const { clock, timers, store, workers } = fleet({ rate: 10, burst: 5 });
     const [a, b] = workers as [Scheduler, Scheduler];
-    const params = { ratePerSecond: 10, capacity: 5, concurrency: Number.POSITIVE_INFINITY };
+    const params = { ratePerSecond: 10, burst: 5, concurrency: Number.POSITIVE_INFINITY };
     await a.schedule((ctx) => ctx.adjust(3)); // charged 1 + 3: one token left
     await flush();
     expect((await store.inspect('api', params)).tokens).toBeCloseTo(1, 9);
@@ -146,7 +146,7 @@ describe('Scheduler with a fleet store', () => {
   it('an aborted reservation gives its tokens back by the cancel rule', async () => {
     const { clock, timers, store, workers } = fleet({ rate: 10, burst: 2 }, 1);
     const s = workers[0] as Scheduler;
-    const params = { ratePerSecond: 10, capacity: 2, concurrency: Number.POSITIVE_INFINITY };
+    const params = { ratePerSecond: 10, burst: 2, concurrency: Number.POSITIVE_INFINITY };
     await s.schedule(() => {}, { cost: 2 });
     const controller = new AbortController();
     const aborted = s.schedule(() => {}, { cost: 2, signal: controller.signal });
@@ -165,7 +165,7 @@ describe('Scheduler with a fleet store', () => {
   it('leases are renewed while a job runs; a dead worker’s lease expires after `lease`', async () => {
     const { timers, store, workers } = fleet({ concurrency: 2, lease: 300 }, 2);
     const [a, b] = workers as [Scheduler, Scheduler];
-    const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
+    const params = { ratePerSecond: Number.POSITIVE_INFINITY, burst: 1, concurrency: 2 };
     let finish: () => void = () => {};
     const long = a.schedule(() => new Promise<void>((r) => (finish = r)), { cost: 2 });
     await flush();
@@ -281,7 +281,7 @@ describe('Scheduler with a fleet store', () => {
   it('is a Scheduler with its API: wrap, sizeBy, onSizeLessThan, and a job timeout that gives the lease back', async () => {
     const { timers, store, workers } = fleet({ concurrency: 2 }, 1);
     const s = workers[0] as Scheduler;
-    const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
+    const params = { ratePerSecond: Number.POSITIVE_INFINITY, burst: 1, concurrency: 2 };
     expect(s).toBeInstanceOf(Scheduler);
     const double = s.wrap(async (x: number) => x * 2, { cost: (x) => (x > 5 ? 2 : 1) });
     expect(await Promise.all([double(1), double(6)])).toEqual([2, 12]);
@@ -311,7 +311,7 @@ describe('Scheduler with a fleet store', () => {
   it("onTimeout 'hold' keeps the lease until the function really settles", async () => {
     const { timers, store, workers } = fleet({ concurrency: 2, onTimeout: 'hold' }, 1);
     const s = workers[0] as Scheduler;
-    const params = { ratePerSecond: Number.POSITIVE_INFINITY, capacity: 1, concurrency: 2 };
+    const params = { ratePerSecond: Number.POSITIVE_INFINITY, burst: 1, concurrency: 2 };
     let finish: () => void = () => {};
     const slow = s.schedule(() => new Promise<void>((r) => (finish = r)), { timeout: 20, cost: 2 });
     const timedOut = expect(slow).rejects.toMatchObject({ code: 'ERR_JOB_TIMEOUT' });
