@@ -54,7 +54,7 @@ if (which.startsWith('ours')) {
     });
 } else if (which.startsWith('store')) {
   const store = new RedisStore({ client, prefix, onError: 'deny', timeout: 60_000 });
-  const bucket = { ratePerSecond: 0.001, burst: burst };
+  const bucket = { ratePerSecond: 0.001, burst };
   const op = (key: string, cost: number) => ({
     mode: 'try' as const,
     key,

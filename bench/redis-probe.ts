@@ -82,7 +82,7 @@ const contenders: [string, () => Promise<unknown>][] = [
         mode: 'try',
         key: `p:${next()}`,
         cost: 1,
-        bucket: { ratePerSecond: 0.001, capacity: burst },
+        bucket: { ratePerSecond: 0.001, burst },
         global: undefined,
         maxWaitMs: 0,
       } as never),

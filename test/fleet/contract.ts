@@ -153,10 +153,10 @@ export function fleetContract(target: ContractTarget): void {
     const seen = await two.inspect(key, params({ ratePerSecond: 1000, burst: 50, concurrency: 100 }));
     expect(seen.params).toEqual(p);
     const changed = await one.configure(key, { ratePerSecond: 20, burst: 3, concurrency: 1 }, p);
-    expect(changed.params).toEqual({ ratePerSecond: 20, capacity: 3, concurrency: 1 });
+    expect(changed.params).toEqual({ ratePerSecond: 20, burst: 3, concurrency: 1 });
     expect(changed.tokens).toBe(3); // tokens kept, capped at the new burst
     const r = await two.acquire(op(key, 1, params()));
-    expect(r.params).toEqual({ ratePerSecond: 20, capacity: 3, concurrency: 1 });
+    expect(r.params).toEqual({ ratePerSecond: 20, burst: 3, concurrency: 1 });
     expect((await two.acquire(op(key, 1, params()))).status).toBe('busy');
     const unlimited = await one.configure(key, { ratePerSecond: Number.POSITIVE_INFINITY }, p);
     expect(unlimited.params.ratePerSecond).toBe(Number.POSITIVE_INFINITY);

@@ -1,5 +1,5 @@
 /**
- * The other meters are public under their DESIGN.md names, answer with the
+ * The other meters are public under the names the docs give them, answer with the
  * `Decision` shape, and keep their step functions internal.
  */
 

@@ -20,7 +20,7 @@ describe('bucket options and costs', () => {
   });
 
   it('bucketParams names the burst in its message', () => {
-    expect(bucketParams('10/s', '64KiB')).toEqual({ ratePerSecond: 10, capacity: 65536 });
+    expect(bucketParams('10/s', '64KiB')).toEqual({ ratePerSecond: 10, burst: 65536 });
     expect(() => bucketParams(10, 0)).toThrow(/invalid burst 0/);
     expect(() => bucketParams(0, 10)).toThrow(/invalid rate 0/);
   });

@@ -65,7 +65,7 @@ describe('parseSchedulerOptions: every option parsed once, into settings', () =>
   it('local: the limits, the queue and the timings', () => {
     const settings = parseSchedulerOptions({ rate: '10/s', burst: 5, concurrency: 2, maxWait: '2s', timeout: '1s' });
     expect(settings).toMatchObject({
-      params: { ratePerSecond: 10, capacity: 5 },
+      params: { ratePerSecond: 10, burst: 5 },
       concurrency: 2,
       maxQueue: DEFAULT_MAX_QUEUE,
       maxWaitMs: 2000,
