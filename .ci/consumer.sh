@@ -103,13 +103,18 @@ if (parseRate('6000/min') !== 100) throw new Error('parseRate misbehaves');
 const scheduler = new Scheduler({ concurrency: 1 });
 if ((await scheduler.schedule(async () => 42)) !== 42) throw new Error('Scheduler misbehaves');
 if (typeof Throttle !== 'function') throw new Error('no Throttle');
+// p-queue's names live at their own subpath.
+const { default: PQueue } = await import('tokenpace/p-queue');
+const queue = new PQueue({ concurrency: 2 });
+if ((await queue.add(async () => 7)) !== 7) throw new Error('tokenpace/p-queue misbehaves');
+await queue.onIdle();
 console.log('esm ok');
 EOF
 (cd "$app" && node esm.mjs)
 
 step "importing the installed package changes nothing outside it (test/fixtures/import-probe.mjs)"
 cp "$repo/test/fixtures/import-probe.mjs" "$app/import-probe.mjs" # resolves 'tokenpace' from the app
-report="$(cd "$app" && timeout 30 node import-probe.mjs tokenpace)"
+report="$(cd "$app" && timeout 30 node import-probe.mjs tokenpace tokenpace/p-queue)"
 echo "$report"
 node -e '
   const r = JSON.parse(process.argv[1]);
@@ -169,6 +174,7 @@ import {
   TokenBucket,
   type TokenBucketOptions,
 } from 'tokenpace';
+import PQueue from 'tokenpace/p-queue';
 
 const clock: Clock = { now: () => performance.now(), setTimeout, clearTimeout };
 const options: TokenBucketOptions = { rate: '100/s', burst: 200, clock };
@@ -193,13 +199,15 @@ const member: Throttle = group.throttle({ rate: '512KiB/s' });
 member.destroy();
 const cap = new Throttle({ rate: bytesPerSecond });
 cap.end();
+const pqueue = new PQueue({ concurrency: 2, intervalCap: 10, interval: 1000 });
+const fromPQueue: number | void = await pqueue.add(async () => 1);
 
 // A compile-time check only (never called): rate is required.
 export const missingRate = () =>
   // @ts-expect-error rate is missing
   new TokenBucket({ burst: 1 });
 
-console.log(`ts ok: ${admitted} ${delayMs} ${answer}`);
+console.log(`ts ok: ${admitted} ${delayMs} ${answer} ${fromPQueue}`);
 EOF
 cat >"$app/consumer.cts" <<'EOF'
 import { isTokenpaceError, TokenBucket } from 'tokenpace';
@@ -223,7 +231,7 @@ for dep in "$repo"/node_modules/@types/*; do ln -sfn "$dep" "$app/node_modules/@
 cat >"$app/frameworks.ts" <<'EOF'
 import express from 'express';
 import Fastify from 'fastify';
-import { rateLimit } from 'tokenpace';
+import { rateLimit, rateLimitHook } from 'tokenpace';
 
 const app = express();
 app.set('trust proxy', 'loopback');
@@ -233,7 +241,7 @@ app.get('/report', rateLimit({ rate: 1, burst: 5, key: (req) => `${req.ip}`, cos
 });
 
 const server = Fastify();
-server.addHook('onRequest', rateLimit.fastify({ rate: 10, burst: 20, key: (request) => request.ip ?? 'x' }));
+server.addHook('onRequest', rateLimitHook({ rate: 10, burst: 20, key: (request) => request.ip ?? 'x' }));
 export { app, server };
 EOF
 # The nodenext run also checks the shipped .d.ts themselves (skipLibCheck false); the bundler run
