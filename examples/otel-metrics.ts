@@ -51,7 +51,7 @@ export function instrumentTokenpace(meter: Meter): () => void {
     description: 'Origins paused by 429/503 pushback',
   });
 
-  const keyedRefusals = meter.createCounter('tokenpace.keyed.refusals', {
+  const keyedRejections = meter.createCounter('tokenpace.keyed.rejections', {
     description: 'Requests a KeyedLimiter turned away, by reason',
   });
   const storeDegraded = meter.createCounter('tokenpace.store.degraded', {
@@ -61,7 +61,7 @@ export function instrumentTokenpace(meter: Meter): () => void {
     description: 'How long jobs waited in a Scheduler before they started',
     unit: 'ms',
   });
-  const jobRefusals = meter.createCounter('tokenpace.scheduler.refusals', {
+  const jobRejections = meter.createCounter('tokenpace.scheduler.rejections', {
     description: 'Jobs a Scheduler turned away or removed before they started, by reason',
   });
   const streamWaits = meter.createHistogram('tokenpace.stream.wait', {
@@ -70,10 +70,10 @@ export function instrumentTokenpace(meter: Meter): () => void {
   });
 
   const listeners: Array<[string, (message: unknown) => void]> = [
-    [channelNames.keyedRejected, (m) => keyedRefusals.add(1, { reason: (m as KeyedRejectedMessage).reason })],
+    [channelNames.keyedRejected, (m) => keyedRejections.add(1, { reason: (m as KeyedRejectedMessage).reason })],
     [channelNames.storeDegraded, (m) => storeDegraded.add(1, { policy: (m as StoreDegradedMessage).policy })],
     [channelNames.schedulerStart, (m) => jobWait.record((m as SchedulerStartMessage).job.waitedMs)],
-    [channelNames.schedulerRejected, (m) => jobRefusals.add(1, { reason: (m as SchedulerRejectedMessage).job.reason })],
+    [channelNames.schedulerRejected, (m) => jobRejections.add(1, { reason: (m as SchedulerRejectedMessage).job.reason })],
     [channelNames.streamWait, (m) => streamWaits.record((m as StreamWaitMessage).waitMs)],
     [
       channelNames.decision,
