@@ -72,17 +72,6 @@ const PENDING: readonly { doc: string; contains: string; why: string }[] = [
     contains: 'concurrency: 8 }); // tokens of an API quota',
     why: 'a cost of 500 exceeds its concurrency of 8',
   },
-  { doc: 'docs/meters.md', contains: 'declare function send(): void;', why: 'it calls send, only declared' },
-  {
-    doc: 'docs/keys-and-stores.md',
-    contains: 'declare const clientKey: string; // e.g. an API key',
-    why: 'it uses clientKey, only declared',
-  },
-  {
-    doc: 'docs/keys-and-stores.md',
-    contains: "const limiter = new KeyedLimiter({ rate: '100/min', burst: 20, store });",
-    why: 'it never closes its Redis client',
-  },
 ];
 
 /** The fenced TypeScript blocks of a Markdown text, found the way Markdown does (as test/readme.test.ts). */
