@@ -67,11 +67,6 @@ const PENDING: readonly { doc: string; contains: string; why: string }[] = [
     contains: "createReadStream('/srv/files/big.iso')",
     why: 'it serves /srv/files/big.iso, which is not there',
   },
-  {
-    doc: 'docs/jobs.md',
-    contains: 'concurrency: 8 }); // tokens of an API quota',
-    why: 'a cost of 500 exceeds its concurrency of 8',
-  },
 ];
 
 /** The fenced TypeScript blocks of a Markdown text, found the way Markdown does (as test/readme.test.ts). */
