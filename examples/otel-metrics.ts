@@ -73,7 +73,10 @@ export function instrumentTokenpace(meter: Meter): () => void {
     [channelNames.keyedRejected, (m) => keyedRejections.add(1, { reason: (m as KeyedRejectedMessage).reason })],
     [channelNames.storeDegraded, (m) => storeDegraded.add(1, { policy: (m as StoreDegradedMessage).policy })],
     [channelNames.schedulerStart, (m) => jobWait.record((m as SchedulerStartMessage).job.waitedMs)],
-    [channelNames.schedulerRejected, (m) => jobRejections.add(1, { reason: (m as SchedulerRejectedMessage).job.reason })],
+    [
+      channelNames.schedulerRejected,
+      (m) => jobRejections.add(1, { reason: (m as SchedulerRejectedMessage).job.reason }),
+    ],
     [channelNames.streamWait, (m) => streamWaits.record((m as StreamWaitMessage).waitMs)],
     [
       channelNames.decision,

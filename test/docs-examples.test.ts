@@ -32,6 +32,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { typescriptBlocks } from './helpers/markdown-blocks.js';
 import { freePort, type RedisServer, startRedis } from './helpers/redis-server.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -53,43 +54,11 @@ interface DocBlock {
  * it): they must still fail, so that the entry goes once the doc is fixed. `contains` picks the
  * block by a line of its code.
  */
-const PENDING: readonly { doc: string; contains: string; why: string }[] = [
-  { doc: 'docs/fleets.md', contains: "fetch('https://partner.example/v1/orders')", why: 'it names partner.example' },
-  { doc: 'docs/http.md', contains: "request('https://api.example.com/items'", why: 'it names api.example.com' },
-  {
-    doc: 'docs/keys-and-stores.md',
-    contains: "client: new Redis(), prefix: 'api'",
-    why: 'it uses clientKey, only declared, and never closes its Redis client',
-  },
-  { doc: 'docs/p-queue.md', contains: "fetch('https://example.com'", why: 'it names example.com' },
-  {
-    doc: 'docs/per-tenant-bandwidth.md',
-    contains: "createReadStream('/srv/files/big.iso')",
-    why: 'it serves /srv/files/big.iso, which is not there',
-  },
-];
+const PENDING: readonly { doc: string; contains: string; why: string }[] = [];
 
-/** The fenced TypeScript blocks of a Markdown text, found the way Markdown does (as test/readme.test.ts). */
-function typescriptBlocks(doc: string, markdown: string): DocBlock[] {
-  const blocks: DocBlock[] = [];
-  const lines = markdown.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s{0,3})(`{3,}|~{3,})\s*([^`\s]*)(.*)$/.exec(lines[i] ?? '');
-    if (!open) continue;
-    const [, indent = '', fence = '', lang = '', rest = ''] = open;
-    const closes = new RegExp(`^\\s{0,3}${fence[0]}{${fence.length},}\\s*$`);
-    const body: string[] = [];
-    let j = i + 1;
-    for (; j < lines.length; j++) {
-      const line = lines[j] ?? '';
-      if (closes.test(line)) break;
-      body.push(line.startsWith(indent) ? line.slice(indent.length) : line);
-    }
-    if (/^(ts|typescript)$/i.test(lang))
-      blocks.push({ doc, line: i + 1, info: `${lang}${rest}`.trim(), code: body.join('\n') });
-    i = j;
-  }
-  return blocks;
+/** The fenced TypeScript blocks of one doc, with the doc's path. */
+function blocksOfDoc(doc: string, markdown: string): DocBlock[] {
+  return typescriptBlocks(markdown).map((block) => ({ doc, ...block }));
 }
 
 /** Whether a block is run: not marked `no-run` or `no-check`. */
@@ -288,7 +257,7 @@ function docBlocks(): DocBlock[] {
     for (const name of readdirSync(join(root, dir)).sort()) {
       const path = join(dir, name);
       if (statSync(join(root, path)).isDirectory()) walk(path);
-      else if (name.endsWith('.md')) out.push(...typescriptBlocks(path, readFileSync(join(root, path), 'utf8')));
+      else if (name.endsWith('.md')) out.push(...blocksOfDoc(path, readFileSync(join(root, path), 'utf8')));
     }
   };
   walk('docs');
@@ -358,7 +327,7 @@ describe('the runner', () => {
   const fixture = (code: string, info = 'ts'): DocBlock => ({ doc: 'FIXTURE.md', line: 1, info, code });
 
   it('finds blocks and their info strings, and skips no-run and no-check', () => {
-    const found = typescriptBlocks(
+    const found = blocksOfDoc(
       'X.md',
       ['```ts', 'a();', '```', '```ts no-run', 'b();', '```', '```sh', 'c', '```'].join('\n'),
     );

@@ -14,38 +14,11 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { type MarkdownBlock, typescriptBlocks } from './helpers/markdown-blocks.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-interface ReadmeBlock {
-  /** The README line of the opening fence (1-based). */
-  line: number;
-  info: string;
-  code: string;
-}
-
-/** The fenced code blocks of a Markdown text whose language is TypeScript. */
-function typescriptBlocks(markdown: string): ReadmeBlock[] {
-  const blocks: ReadmeBlock[] = [];
-  const lines = markdown.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s{0,3})(`{3,}|~{3,})\s*([^`\s]*)(.*)$/.exec(lines[i] ?? '');
-    if (!open) continue;
-    const [, indent = '', fence = '', lang = '', rest = ''] = open;
-    const closes = new RegExp(`^\\s{0,3}${fence[0]}{${fence.length},}\\s*$`);
-    const body: string[] = [];
-    let j = i + 1;
-    for (; j < lines.length; j++) {
-      const line = lines[j] ?? '';
-      if (closes.test(line)) break;
-      body.push(line.startsWith(indent) ? line.slice(indent.length) : line);
-    }
-    if (/^(ts|typescript)$/i.test(lang))
-      blocks.push({ line: i + 1, info: `${lang}${rest}`.trim(), code: body.join('\n') });
-    i = j; // skip the body and the closing fence
-  }
-  return blocks;
-}
+type ReadmeBlock = MarkdownBlock;
 
 /** The anchors GitHub gives a Markdown file's headings (outside code blocks). */
 function headingSlugs(markdown: string): Set<string> {
