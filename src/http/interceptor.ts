@@ -56,7 +56,10 @@ export interface ThrottleInterceptor {
 
 /** Options for {@link throttleInterceptor}. */
 export interface ThrottleInterceptorOptions extends OriginLimits {
-  /** Limits per origin (`'https://api.example.com'`), each field over the defaults above. */
+  /**
+   * Limits per origin (`'https://api.example.com'`), each field over the defaults above; an origin's
+   * own `rate` without a `burst` gets the default burst (1), not the defaults' burst.
+   */
   origins?: Record<string, OriginLimits>;
   /** Cap on body bytes, requests and responses together: a rate (`'1MiB/s'`) or a `ThrottleGroup`. */
   bandwidth?: RateInput | ThrottleGroup;
