@@ -149,7 +149,10 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
    * @default 'draft-11'
    */
   headers?: boolean | HeaderStyle | 'draft-8';
-  /** Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix time, s). @default false */
+  /**
+   * Also send `X-RateLimit-Limit` (the burst: what `Remaining` counts down from), `X-RateLimit-Remaining`
+   * and `X-RateLimit-Reset` (Unix time, s). @default false
+   */
   legacyHeaders?: boolean;
   /** Where handlers find the decision: `req[requestPropertyName]` (a {@link RequestRateLimit}); `false`: nowhere. @default 'rateLimit' */
   requestPropertyName?: string | false;
