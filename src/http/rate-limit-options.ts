@@ -165,7 +165,9 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   /**
    * Answers a refused request instead of the default 429. It must end the
    * response (send the reply). The rate-limit fields and `Retry-After` are
-   * already set on the response (the reply, for Fastify). If it throws or
+   * already set on the response (the reply, for Fastify), unless an earlier
+   * handler had sent its headers: then nothing is set, and it is called all
+   * the same (`res.headersSent` is true) to end the response. If it throws or
    * rejects, the error goes to the framework's error path: Express's and
    * Connect's `next(error)`, Fastify's error handler; see docs/http.md.
    */
