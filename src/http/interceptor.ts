@@ -5,7 +5,8 @@
  * Each origin gets its own `Scheduler`; a request is a job of cost 1 that
  * holds its concurrency unit from the moment it is sent until its response
  * has been delivered in full (or has failed). A 429/503 with `Retry-After`
- * or a `RateLimit` item with `r=0` pauses its origin (at most `maxPause`).
+ * or a `RateLimit` item with `r=0` pauses its origin (at most `maxPause`, which
+ * also bounds an adopted window: nothing an origin says holds it longer at a time).
  * With `bandwidth`, bodies pass through a member `Throttle` of one group.
  *
  * Invariants: a request the scheduler rejects (`QueueFullError`,
@@ -65,7 +66,12 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
   bandwidth?: RateInput | ThrottleGroup;
   /** Statuses whose `Retry-After`/`RateLimit` pause the origin. @default [429, 503] */
   pauseOn?: readonly number[];
-  /** The longest pause an origin can ask for (ms or `'5min'`). @default 300000 (5 minutes) */
+  /**
+   * The longest an origin's answers can hold it at a time (ms or `'5min'`): a pause (`Retry-After`,
+   * `r=0`), a spent quota, and with `adaptive` an adopted window (a longer advertised window is
+   * followed in windows of `maxPause`, the quota scaled to it). `Infinity` follows any window whole.
+   * @default 300000 (5 minutes)
+   */
   maxPause?: DurationInput;
   /** The time source of the schedulers and pauses. @default systemClock */
   clock?: Clock;
@@ -86,7 +92,8 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
   /**
    * Learn each origin's sustainable rate from its answers (AIMD: a slow start, a cut on pushback,
    * a gentle probe), and adopt a policy it advertises (`RateLimit-Policy`, or `RateLimit-Limit` /
-   * `X-RateLimit-Limit` with a window). `true`, or bounds `{ min, max, initial, keep }`; `rate`
+   * `X-RateLimit-Limit` with a window; one longer than `maxPause` in windows of `maxPause`, its quota
+   * scaled to them). `true`, or bounds `{ min, max, initial, keep }`; `rate`
    * is then where it starts, `burst` defaults to 1. See docs/calling-apis.md.
    * @default false
    */
@@ -267,6 +274,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       scheduler,
       settings: adaptive,
       nowMs: clock.now(),
+      maxPauseMs,
       notify: notifyRate,
     });
     return state;
