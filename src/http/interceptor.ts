@@ -5,9 +5,10 @@
  * Each origin gets its own `Scheduler`; a request is a job of cost 1 that
  * holds its concurrency unit from the moment it is sent until its response
  * has been delivered in full (or has failed). A 429/503 with `Retry-After`
- * or a `RateLimit` item with `r=0` pauses its origin (at most `maxPause`, which
- * also bounds an adopted window: nothing an origin says holds it longer at a time).
- * With `bandwidth`, bodies pass through a member `Throttle` of one group.
+ * or a `RateLimit` item with `r=0` pauses its origin (at most `maxPause`,
+ * which bounds an adopted window too: nothing an origin says holds it longer
+ * at a time). With `bandwidth`, bodies pass through a member `Throttle` of
+ * one group.
  *
  * Invariants: a request the scheduler rejects (`QueueFullError`,
  * `WaitTooLongError`) fails through the handler and is never sent; the
@@ -93,8 +94,8 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
    * Learn each origin's sustainable rate from its answers (AIMD: a slow start, a cut on pushback,
    * a gentle probe), and adopt a policy it advertises (`RateLimit-Policy`, or `RateLimit-Limit` /
    * `X-RateLimit-Limit` with a window; one longer than `maxPause` in windows of `maxPause`, its quota
-   * scaled to them). `true`, or bounds `{ min, max, initial, keep }`; `rate`
-   * is then where it starts, `burst` defaults to 1. See docs/calling-apis.md.
+   * scaled to them). `true`, or bounds `{ min, max, initial, keep }`; `rate` is then where it
+   * starts, `burst` defaults to 1. See docs/calling-apis.md.
    * @default false
    */
   adaptive?: boolean | AdaptiveOptions;
