@@ -1,9 +1,10 @@
 /**
  * throttleInterceptor({ adaptive }) against servers that advertise a window longer than `maxPause`:
- * a hostile `w` of 10^15 seconds and an honest daily quota. The adopted window is at most
- * `maxPause` long (the advertised quota scaled to it), so no answer makes a request wait longer than
- * the options say; `maxWait` rejects only what would wait past it, with a bounded hint. Real
- * loopback servers through undici; the interceptor's clock is fake (one test runs in real time).
+ * a hostile `w` of 10^15 seconds (alone, and with a hostile reset, quota or Retry-After) and honest
+ * daily quotas. The adopted window is at most `maxPause` long (the advertised quota scaled to it),
+ * so no answer makes a request wait longer than the options say; `maxWait` rejects only what would
+ * wait past it, with a bounded hint. Real loopback servers through undici; the interceptor's clock
+ * is fake (one test runs in real time).
  */
 
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
@@ -23,10 +24,10 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 
-/** A server that answers every request 200 with `RateLimit-Policy: policy`. */
-async function advertising(policy: string): Promise<Loopback> {
+/** A server that answers every request `status` with `fields` (by default `RateLimit-Policy: policy`). */
+async function advertising(policy: string, fields: Record<string, string> = {}, status = 200): Promise<Loopback> {
   const s = await listen((_req, res: ServerResponse) => {
-    res.writeHead(200, { 'ratelimit-policy': policy });
+    res.writeHead(status, { 'ratelimit-policy': policy, ...fields });
     res.end('ok');
   });
   cleanups.push(() => s.close());
@@ -53,7 +54,15 @@ const settle = (ms = 30) => new Promise((resolve) => setTimeout(resolve, ms));
  * steps until it starts, and returns how long each waited (as the interceptor measured it on its
  * clock, published on tokenpace:http:client:start).
  */
-async function gaps(fake: FakeClock, s: Loopback, dispatcher: Dispatcher, n: number, stepMs: number, limitMs = 0) {
+async function gaps(
+  fake: FakeClock,
+  s: Loopback,
+  dispatcher: Dispatcher,
+  n: number,
+  stepMs: number,
+  limitMs = 0,
+  status = 200,
+) {
   const waited: number[] = [];
   const onStart = (message: unknown): void => {
     const { origin, waitedMs } = message as ClientStartMessage;
@@ -72,7 +81,7 @@ async function gaps(fake: FakeClock, s: Loopback, dispatcher: Dispatcher, n: num
         fake.timers.tick(stepMs);
         await settle(1);
       }
-      expect(await reply).toBe(200);
+      expect(await reply).toBe(status);
     }
   } finally {
     unsubscribe('tokenpace:http:client:start', onStart);
@@ -90,6 +99,26 @@ describe('throttleInterceptor: an advertised window longer than maxPause', () =>
     expect(waited).toEqual([0, 1000, 1000, 1000, 1000]);
     expect(s.arrived()).toBe(5);
   });
+
+  it.each([
+    ['RateLimit r=0 with t=10^15 s', { ratelimit: '"p";r=0;t=999999999999999' }, 200],
+    [
+      'X-RateLimit-Reset far in the future',
+      { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '99999999999999' },
+      200,
+    ],
+    ['a 429 with Retry-After: 10^15 s', { 'retry-after': '999999999999999' }, 429],
+  ] as const)(
+    'with the hostile policy and %s: no request waits longer than maxPause',
+    async (_what, fields, status) => {
+      const fake = fakeClock(1_000_000);
+      const s = await advertising(HOSTILE, fields, status);
+      const dispatcher = client({ clock: fake.clock, adaptive: { min: 5 }, maxPause: '1s' });
+      const waited = await gaps(fake, s, dispatcher, 4, 100, 0, status);
+      expect(waited[0]).toBe(0);
+      for (const ms of waited) expect(ms).toBeLessThanOrEqual(1000);
+    },
+  );
 
   it('a hostile w=10^15 s with maxWait: nothing fails at once, and a refusal names a bounded wait', async () => {
     const fake = fakeClock(1_000_000);
