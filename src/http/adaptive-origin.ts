@@ -4,13 +4,18 @@
  * (`setRate`, burst 1). An advertised policy (RateLimit-Policy, or the older
  * RateLimit-Limit / X-RateLimit-Limit with a window) is adopted: the rate
  * pinned at quota / window and, unless the caller gave a window of its own, a
- * window limit of the quota (`setWindow`). What the answers say is left of
- * the quota is spent, no more (./server-budget.ts). Every rate change is told
- * to the interceptor's `rate` listeners and on `tokenpace:http:client:rate`.
+ * window limit of the quota (`setWindow`). A window longer than `maxPause` is
+ * followed in windows of `maxPause`, each allowing the quota scaled to it
+ * (at least 1): the same average, in smaller bursts, so that no request
+ * waits on it longer than `maxPause` (1000 a day, with the default 5 min: 3
+ * per 5 min). What the answers say is left of the quota is spent, no more
+ * (./server-budget.ts). Every rate change is told to the interceptor's `rate`
+ * listeners and on `tokenpace:http:client:rate`.
  *
  * Invariants: a learned origin is kept `keep` after its last use (within
  * `maxOrigins`), so a client that comes back within it resumes at the rate it
- * learned; the rate never leaves [min, max].
+ * learned; the rate never leaves [min, max]; an adopted window is at most
+ * `maxPause` long.
  */
 
 import { clientRateChannel } from '../diagnostics.js';
@@ -19,7 +24,7 @@ import { rateParam } from '../meters/bucket.js';
 import { Aimd, type AimdBounds, type RateChange } from '../scheduler/aimd.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import { type DurationInput, parseDuration, type RateInput } from '../units.js';
-import { advertisedPolicy, fieldValue, parseRateLimit, quotaLeft } from './headers.js';
+import { type AdvertisedPolicy, advertisedPolicy, fieldValue, parseRateLimit, quotaLeft } from './headers.js';
 import type { ClientRateMessage } from './messages.js';
 import { ServerBudget } from './server-budget.js';
 
@@ -56,6 +61,8 @@ export interface AdaptiveOriginParts {
   readonly settings: AdaptiveSettings;
   /** When the origin is first used, ms. */
   readonly nowMs: number;
+  /** The longest the origin's answers may hold it (`maxPause`), ms: an adopted window is no longer. */
+  readonly maxPauseMs: number;
   /** Told every rate change. */
   readonly notify: (info: RateChangeInfo) => void;
 }
@@ -109,17 +116,19 @@ export class AdaptiveOrigin {
   readonly #ownWindow: boolean;
   /** The advertised window, ms (`undefined`: no policy seen). */
   #policyWindowMs: number | undefined = undefined;
+  readonly #maxPauseMs: number;
 
   readonly origin: string;
   readonly scheduler: Scheduler;
   readonly notify: (info: RateChangeInfo) => void;
 
-  constructor({ origin, scheduler, settings, nowMs, notify }: AdaptiveOriginParts) {
+  constructor({ origin, scheduler, settings, nowMs, maxPauseMs, notify }: AdaptiveOriginParts) {
     this.origin = origin;
     this.scheduler = scheduler;
     this.notify = notify;
     this.#aimd = new Aimd(settings.bounds, nowMs);
     this.#ownWindow = scheduler.window !== 0;
+    this.#maxPauseMs = maxPauseMs;
   }
 
   get rate(): number {
@@ -162,14 +171,15 @@ export class AdaptiveOrigin {
     const previousRate = aimd.rate;
     let reason: RateChange | undefined;
     const policy = advertisedPolicy(headers);
-    if (policy !== undefined && aimd.advertised(policy.quota, policy.windowMs, !this.#ownWindow)) {
+    const followed = policy === undefined || this.#ownWindow ? undefined : followedWindow(policy, this.#maxPauseMs);
+    if (policy !== undefined && aimd.advertised(policy.quota, policy.windowMs, followed !== undefined)) {
       reason = 'policy';
       this.#policyWindowMs = policy.windowMs;
-      if (!this.#ownWindow) {
+      if (followed !== undefined) {
         // Counted as the interceptor counts a window: from sent until a window after the answer.
         this.scheduler.setWindow({
-          limit: policy.quota,
-          window: policy.windowMs,
+          limit: followed.quota,
+          window: followed.windowMs,
           windowMargin: 0,
           windowCounts: 'finish',
         });
@@ -186,4 +196,16 @@ export class AdaptiveOrigin {
     this.notify(info);
     if (clientRateChannel.hasSubscribers) clientRateChannel.publish(info);
   }
+}
+
+/**
+ * The window an advertised policy is followed in: its own, or, when it is longer than `maxPauseMs`,
+ * a window of `maxPauseMs` allowing the quota scaled to it (at least 1), so that no request waits
+ * longer than `maxPause` for it. `undefined` (no window, the pinned rate alone) when `maxPause` is 0.
+ * @internal
+ */
+export function followedWindow(policy: AdvertisedPolicy, maxPauseMs: number): AdvertisedPolicy | undefined {
+  if (policy.windowMs <= maxPauseMs) return policy;
+  if (!(maxPauseMs > 0)) return undefined;
+  return { quota: Math.max(1, Math.floor((policy.quota * maxPauseMs) / policy.windowMs)), windowMs: maxPauseMs };
 }

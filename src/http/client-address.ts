@@ -22,11 +22,14 @@
  *   predicate `(address, hop) => boolean`: walk leftwards while the address at
  *   hop i (0 = the socket's peer) is a trusted proxy.
  *
- * Any IPv6 spelling of an IPv4 address (mapped, translated, compatible,
- * NAT64's `64:ff9b::/96`) is keyed as the IPv4 address. Other IPv6 clients
- * are grouped by a prefix, /64 by default (`ipv6Subnet`): one subscriber
- * gets at least a /64 and can pick any address in it, so a per-address key
- * would give each of them 2^64 buckets. docs/http.md says when to choose /56.
+ * An IPv4 address written as IPv6 (IPv4-mapped `::ffff:a.b.c.d` in any
+ * spelling, and the deprecated IPv4-compatible `::a.b.c.d`) is keyed as the
+ * IPv4 address. Every other IPv6 address is IPv6, one that carries an IPv4
+ * address for a translator (NAT64's `64:ff9b::/96`) included, and IPv6
+ * clients are grouped by a prefix, /64 by default (`ipv6Subnet`): one
+ * subscriber gets at least a /64 and can pick any address in it, so a
+ * per-address key would give each of them 2^64 buckets. docs/http.md says
+ * when to choose /56.
  */
 
 import type { IncomingMessage } from 'node:http';
@@ -170,7 +173,7 @@ function stripPort(address: string): string {
   return address;
 }
 
-/** Strips an IPv6 zone (`%eth0`) and writes any IPv6 spelling of an IPv4 address as the IPv4 address. */
+/** Strips an IPv6 zone (`%eth0`) and writes an IPv4 address written as IPv6 as the IPv4 address. */
 function normalize(address: string): string {
   const zone = address.indexOf('%');
   const bare = zone >= 0 ? address.slice(0, zone) : address;
@@ -183,8 +186,8 @@ function normalize(address: string): string {
 export const DEFAULT_IPV6_SUBNET = 64;
 
 /**
- * The rate-limit key for an address: IPv4 as is; every IPv6 spelling of an
- * IPv4 address as that address; other IPv6 addresses as their prefix of
+ * The rate-limit key for an address: IPv4 as is; an IPv4 address written as
+ * IPv6 as that address; other IPv6 addresses as their prefix of
  * `ipv6Subnet` bits (`2001:db8:1:2::/64`); anything unparseable as is (an
  * empty peer is `''`).
  */
@@ -207,21 +210,20 @@ export function addressKey(address: string, ipv6Subnet = DEFAULT_IPV6_SUBNET): s
 }
 
 /**
- * The IPv4 address an IPv6 address stands for, if it is one of its spellings:
+ * The IPv4 address an IPv6 address is, if it is one written as IPv6:
  * IPv4-mapped `::ffff:0:0/96` (in dotted or hex form: `::ffff:1.2.3.4`,
- * `::ffff:102:304`), IPv4-translated `::ffff:0:0:0/96` (RFC 2765), the
+ * `::ffff:102:304`), as a dual-stack socket reports an IPv4 peer, and the
  * deprecated IPv4-compatible `::/96` (`::1.2.3.4`, but not `::` or `::1`,
- * which are IPv6's own), and the NAT64 well-known prefix `64:ff9b::/96` (RFC
- * 6052), whose low 32 bits are the IPv4 host the translator speaks for.
+ * which are IPv6's own). An address a translator writes for an IPv4 host
+ * (NAT64's `64:ff9b::/96`, SIIT's `::ffff:0:0:0/96`) is an IPv6 address: its
+ * low 32 bits name a host on the other side, not this client.
  */
 function embeddedIPv4(h: readonly number[]): string | undefined {
   const [h0, h1, h2, h3, h4, h5, h6 = 0, h7 = 0] = h;
-  const zero0to3 = h0 === 0 && h1 === 0 && h2 === 0 && h3 === 0;
-  const mapped = zero0to3 && h4 === 0 && h5 === 0xffff;
-  const translated = zero0to3 && h4 === 0xffff && h5 === 0;
-  const compatible = zero0to3 && h4 === 0 && h5 === 0 && (h6 !== 0 || h7 > 1);
-  const nat64 = h0 === 0x64 && h1 === 0xff9b && h2 === 0 && h3 === 0 && h4 === 0 && h5 === 0;
-  if (!(mapped || translated || compatible || nat64)) return undefined;
+  if (h0 !== 0 || h1 !== 0 || h2 !== 0 || h3 !== 0 || h4 !== 0) return undefined;
+  const mapped = h5 === 0xffff;
+  const compatible = h5 === 0 && (h6 !== 0 || h7 > 1);
+  if (!(mapped || compatible)) return undefined;
   return `${h6 >> 8}.${h6 & 0xff}.${h7 >> 8}.${h7 & 0xff}`;
 }
 

@@ -8,8 +8,9 @@
  * Invariants: an async hook that answered returns the reply, so Fastify stops
  * the request there; one that lets it through returns `undefined`. A user's
  * `onLimit` or `onError` that throws is published and rethrown, so Fastify's
- * error handler answers it; a refusal whose headers have gone out destroys
- * the connection (published too).
+ * error handler answers it; a refusal whose headers have gone out goes to
+ * `onLimit` if given (no header is set on it), else destroys the connection
+ * (published too).
  */
 
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
@@ -101,13 +102,15 @@ export function rateLimitHook<
         return undefined;
       case 'limit': {
         const { info } = outcome;
-        if (reply.raw.headersSent) return cutShort(request, reply, 'refused');
-        if (engine.onLimit === undefined) send(reply, info.problem, info.headers);
-        else {
-          const onLimit = engine.onLimit;
-          for (const [name, value] of info.headers) reply.header(name, value);
-          await guarded('onLimit', request, () => onLimit(request, reply, info));
+        const { onLimit } = engine;
+        if (onLimit === undefined) {
+          if (reply.raw.headersSent) return cutShort(request, reply, 'refused');
+          send(reply, info.problem, info.headers);
+          return reply;
         }
+        // Headers that went out before the refusal cannot be added to: onLimit answers as it can.
+        if (!reply.raw.headersSent) for (const [name, value] of info.headers) reply.header(name, value);
+        await guarded('onLimit', request, () => onLimit(request, reply, info));
         return reply;
       }
       case 'error': {

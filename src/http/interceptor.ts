@@ -5,8 +5,10 @@
  * Each origin gets its own `Scheduler`; a request is a job of cost 1 that
  * holds its concurrency unit from the moment it is sent until its response
  * has been delivered in full (or has failed). A 429/503 with `Retry-After`
- * or a `RateLimit` item with `r=0` pauses its origin (at most `maxPause`).
- * With `bandwidth`, bodies pass through a member `Throttle` of one group.
+ * or a `RateLimit` item with `r=0` pauses its origin (at most `maxPause`,
+ * which bounds an adopted window too: nothing an origin says holds it longer
+ * at a time). With `bandwidth`, bodies pass through a member `Throttle` of
+ * one group.
  *
  * Invariants: a request the scheduler rejects (`QueueFullError`,
  * `WaitTooLongError`) fails through the handler and is never sent; the
@@ -56,13 +58,21 @@ export interface ThrottleInterceptor {
 
 /** Options for {@link throttleInterceptor}. */
 export interface ThrottleInterceptorOptions extends OriginLimits {
-  /** Limits per origin (`'https://api.example.com'`), each field over the defaults above. */
+  /**
+   * Limits per origin (`'https://api.example.com'`), each field over the defaults above; an origin's
+   * own `rate` without a `burst` gets the default burst (1), not the defaults' burst.
+   */
   origins?: Record<string, OriginLimits>;
   /** Cap on body bytes, requests and responses together: a rate (`'1MiB/s'`) or a `ThrottleGroup`. */
   bandwidth?: RateInput | ThrottleGroup;
   /** Statuses whose `Retry-After`/`RateLimit` pause the origin. @default [429, 503] */
   pauseOn?: readonly number[];
-  /** The longest pause an origin can ask for (ms or `'5min'`). @default 300000 (5 minutes) */
+  /**
+   * The longest an origin's answers can hold it at a time (ms or `'5min'`): a pause (`Retry-After`,
+   * `r=0`), a spent quota, and with `adaptive` an adopted window (a longer advertised window is
+   * followed in windows of `maxPause`, the quota scaled to it). `Infinity` follows any window whole.
+   * @default 300000 (5 minutes)
+   */
   maxPause?: DurationInput;
   /** The time source of the schedulers and pauses. @default systemClock */
   clock?: Clock;
@@ -83,8 +93,9 @@ export interface ThrottleInterceptorOptions extends OriginLimits {
   /**
    * Learn each origin's sustainable rate from its answers (AIMD: a slow start, a cut on pushback,
    * a gentle probe), and adopt a policy it advertises (`RateLimit-Policy`, or `RateLimit-Limit` /
-   * `X-RateLimit-Limit` with a window). `true`, or bounds `{ min, max, initial, keep }`; `rate`
-   * is then where it starts, `burst` defaults to 1. See docs/calling-apis.md.
+   * `X-RateLimit-Limit` with a window; one longer than `maxPause` in windows of `maxPause`, its quota
+   * scaled to them). `true`, or bounds `{ min, max, initial, keep }`; `rate` is then where it
+   * starts, `burst` defaults to 1. See docs/calling-apis.md.
    * @default false
    */
   adaptive?: boolean | AdaptiveOptions;
@@ -264,6 +275,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       scheduler,
       settings: adaptive,
       nowMs: clock.now(),
+      maxPauseMs,
       notify: notifyRate,
     });
     return state;

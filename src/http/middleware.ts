@@ -12,7 +12,8 @@
  *
  * Invariants: the server never crashes on it, no rejection goes unhandled,
  * and every request ends: a refusal or failure whose response's headers have
- * gone out destroys the connection; a user's `onLimit` or `onError` that
+ * gone out goes to `onLimit` or `onError` if given (no header is set on it),
+ * else destroys the connection; a user's `onLimit` or `onError` that
  * throws goes to `next(error)` (Express's and Connect's error path) when
  * `next` takes an argument, else is answered 500. Each of these is published
  * on `tokenpace:http:error`.
@@ -115,9 +116,12 @@ function nodeMiddleware(options: RateLimitOptions): RateLimitMiddleware {
         return;
       case 'limit': {
         const { info } = outcome;
-        if (res.headersSent) return cutShort(req, res, 'refused');
-        if (engine.onLimit === undefined) return sendProblem(res, info.problem, info.headers);
-        for (const [name, value] of info.headers) res.setHeader(name, value);
+        if (engine.onLimit === undefined) {
+          if (res.headersSent) return cutShort(req, res, 'refused');
+          return sendProblem(res, info.problem, info.headers);
+        }
+        // Headers that went out before the refusal cannot be added to: onLimit answers as it can.
+        if (!res.headersSent) for (const [name, value] of info.headers) res.setHeader(name, value);
         return engine.onLimit(req, res, info);
       }
       case 'error':

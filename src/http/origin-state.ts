@@ -19,7 +19,10 @@ import type { OriginEntry } from './origins.js';
 export interface OriginLimits {
   /** Requests per second to the origin: a number or a string such as `'600/min'`. */
   rate?: RateInput;
-  /** Requests that may start at once after an idle spell. @default 1 */
+  /**
+   * Requests that may start at once after an idle spell. An origin that gives its own `rate` and
+   * no `burst` gets this default, not the top level's burst. @default 1
+   */
   burst?: SizeInput;
   /** Requests in flight at once. @default Infinity (only the rate limits) */
   concurrency?: number;
@@ -152,13 +155,18 @@ export function settleMsOf(scheduler: Scheduler, limits: OriginLimits): number {
   return Math.max(refillMs, windowMs);
 }
 
-/** The defaults with an origin's override on top (an override's undefined fields keep the default). */
+/**
+ * The defaults with an origin's override on top (an override's undefined fields keep the default),
+ * except that an override's own `rate` without a `burst` takes the default burst for that rate: the
+ * defaults' burst was sized for the defaults' rate.
+ */
 export function merge(defaults: OriginLimits, override: OriginLimits | undefined): OriginLimits {
   if (override === undefined) return defaults;
   const merged: OriginLimits = { ...defaults };
   for (const [name, value] of Object.entries(override) as Array<[keyof OriginLimits, never]>) {
     if (value !== undefined) merged[name] = value;
   }
+  if (override.rate !== undefined && override.burst === undefined) merged.burst = undefined;
   return merged;
 }
 

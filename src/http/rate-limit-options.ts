@@ -149,7 +149,10 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
    * @default 'draft-11'
    */
   headers?: boolean | HeaderStyle | 'draft-8';
-  /** Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix time, s). @default false */
+  /**
+   * Also send `X-RateLimit-Limit` (the burst: what `Remaining` counts down from), `X-RateLimit-Remaining`
+   * and `X-RateLimit-Reset` (Unix time, s). @default false
+   */
   legacyHeaders?: boolean;
   /** Where handlers find the decision: `req[requestPropertyName]` (a {@link RequestRateLimit}); `false`: nowhere. @default 'rateLimit' */
   requestPropertyName?: string | false;
@@ -162,7 +165,9 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   /**
    * Answers a refused request instead of the default 429. It must end the
    * response (send the reply). The rate-limit fields and `Retry-After` are
-   * already set on the response (the reply, for Fastify). If it throws or
+   * already set on the response (the reply, for Fastify), unless an earlier
+   * handler had sent its headers: then nothing is set, and it is called all
+   * the same (`res.headersSent` is true) to end the response. If it throws or
    * rejects, the error goes to the framework's error path: Express's and
    * Connect's `next(error)`, Fastify's error handler; see docs/http.md.
    */

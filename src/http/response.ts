@@ -90,18 +90,26 @@ export function rateFields({ style, legacy, policyName, policy, wallClock }: Rat
   const namedPolicy = policy === undefined ? undefined : formatPolicy(policyName, policy);
   const marker =
     style === 'draft-6' ? 'ratelimit-remaining' : style !== false ? 'ratelimit' : legacy ? LEGACY : undefined;
-  // The limit of the single-valued forms: the advertised quota per window, else the bucket's capacity.
+  // The limit of draft-6's and draft-7's single-valued fields: the quota of the policy they come with, else the burst.
   const limitOf = (decision: Decision): number => policy?.quota ?? decision.limit;
   const draft7 = (decision: Decision): string =>
     `limit=${limitOf(decision)}, remaining=${remainingOf(decision)}, reset=${resetSecondsOf(decision)}`;
-  const pushTrio = (list: Array<[string, string]>, prefix: string, decision: Decision, reset: number): void => {
-    list.push([`${prefix}Limit`, String(limitOf(decision))]);
+  const pushTrio = (
+    list: Array<[string, string]>,
+    prefix: string,
+    limit: number,
+    decision: Decision,
+    reset: number,
+  ) => {
+    list.push([`${prefix}Limit`, String(limit)]);
     list.push([`${prefix}Remaining`, String(remainingOf(decision))]);
     list.push([`${prefix}Reset`, String(reset)]);
   };
-  // X-RateLimit-Reset: the Unix time (s, rounded up) at which the reset falls.
+  // The X-RateLimit trio has no window to state a quota over: its Limit is what Remaining counts down
+  // from and is back to at Reset, the bucket's burst (decision.limit), and Reset the Unix time (s,
+  // rounded up) at which `t` falls.
   const pushLegacy = (list: Array<[string, string]>, decision: Decision): void =>
-    pushTrio(list, 'X-RateLimit-', decision, Math.ceil(wallClock() / 1000) + resetSecondsOf(decision));
+    pushTrio(list, 'X-RateLimit-', decision.limit, decision, Math.ceil(wallClock() / 1000) + resetSecondsOf(decision));
 
   const first = (decision: Decision): Array<[string, string]> => {
     const list: Array<[string, string]> = [];
@@ -111,7 +119,7 @@ export function rateFields({ style, legacy, policyName, policy, wallClock }: Rat
     } else if (style !== false) {
       if (unnamedPolicy !== undefined) list.push(['RateLimit-Policy', unnamedPolicy]);
       if (style === 'draft-7') list.push(['RateLimit', draft7(decision)]);
-      else pushTrio(list, 'RateLimit-', decision, resetSecondsOf(decision));
+      else pushTrio(list, 'RateLimit-', limitOf(decision), decision, resetSecondsOf(decision));
     }
     if (legacy) pushLegacy(list, decision);
     return list;
@@ -137,7 +145,7 @@ export function rateFields({ style, legacy, policyName, policy, wallClock }: Rat
         const earlier = mostExhausted(parseRateLimit(read(res, 'ratelimit')) ?? [])?.remaining;
         if (remaining <= (earlier ?? Number.POSITIVE_INFINITY)) list.push(['RateLimit', draft7(decision)]);
       } else if (remaining <= wholeOr(read(res, 'ratelimit-remaining'))) {
-        pushTrio(list, 'RateLimit-', decision, resetSecondsOf(decision));
+        pushTrio(list, 'RateLimit-', limitOf(decision), decision, resetSecondsOf(decision));
       }
     }
     if (legacy && remaining <= wholeOr(read(res, 'x-ratelimit-remaining'))) pushLegacy(list, decision);

@@ -1,8 +1,8 @@
 /**
  * The default key: which address is the client (the forwarding chain walked
  * from the right, stopping at the first untrusted hop), and how an address
- * becomes a key (every IPv6 spelling of an IPv4 address folded to it, other
- * IPv6 addresses grouped by `ipv6Subnet`). Unit cases first (some ported from
+ * becomes a key (an IPv4 address written as IPv6 folded to it, every other
+ * IPv6 address, NAT64's included, grouped by `ipv6Subnet`). Unit cases first (some ported from
  * express-rate-limit's test/library/ip-key-generator-test.ts, v8.6.2, with
  * our deliberate differences marked), then the frameworks' own `trust proxy`
  * against real Express 5 and Fastify 5 apps.
@@ -16,7 +16,7 @@ import type { HttpDecisionMessage } from '../../src/http/messages.js';
 import { type App, FRAMEWORKS, startApp } from './apps.js';
 import { agent, call } from './support.js';
 
-describe('addressKey: IPv4 in every spelling', () => {
+describe('addressKey: an IPv4 address written as IPv6', () => {
   it.each([
     ['1.2.3.4', '1.2.3.4'],
     ['::ffff:1.2.3.4', '1.2.3.4'], // IPv4-mapped, dotted
@@ -24,11 +24,8 @@ describe('addressKey: IPv4 in every spelling', () => {
     ['::FFFF:0102:0304', '1.2.3.4'],
     ['0:0:0:0:0:ffff:102:304', '1.2.3.4'],
     ['::ffff:1.2.3.4%eth0', '1.2.3.4'],
-    ['::ffff:0:1.2.3.4', '1.2.3.4'], // IPv4-translated (RFC 2765)
     ['::1.2.3.4', '1.2.3.4'], // IPv4-compatible (deprecated), dotted
     ['::102:304', '1.2.3.4'], // IPv4-compatible, hex: the same address (express-rate-limit: ::/56)
-    ['64:ff9b::1.2.3.4', '1.2.3.4'], // NAT64 well-known prefix (express-rate-limit: 64:ff9b::/56)
-    ['64:ff9b::102:304', '1.2.3.4'],
   ])('%s -> %s', (address, key) => {
     expect(addressKey(address)).toBe(key);
     expect(addressKey(address, 56)).toBe(key); // whatever the IPv6 prefix
@@ -48,6 +45,18 @@ describe('addressKey: IPv4 in every spelling', () => {
     expect(addressKey('2001:db8:1234:5678::1.2.3.4')).toBe(addressKey('2001:db8:1234:5678::102:304'));
     expect(addressKey('2001:db8::1.2.3.4')).not.toBe('1.2.3.4');
     expect(addressKey('64:ff9b:1::1.2.3.4')).toBe('64:ff9b:1:0::/64'); // RFC 8215: the operator's layout
+  });
+
+  it("keeps a translator's IPv6 address as IPv6: NAT64's 64:ff9b::/96 and SIIT's ::ffff:0:0:0/96", () => {
+    // express-rate-limit's case: 64:ff9b::1.2.3.4 and 1.2.3.4 are separate keys (there 64:ff9b::/56).
+    expect(addressKey('64:ff9b::1.2.3.4')).toBe('64:ff9b:0:0::/64');
+    expect(addressKey('64:ff9b::1.2.3.4', 56)).toBe('64:ff9b:0:0::/56');
+    expect(addressKey('64:ff9b::102:304')).toBe(addressKey('64:ff9b::1.2.3.4'));
+    expect(addressKey('64:ff9b::1.2.3.4', 128)).toBe('64:ff9b:0:0:0:0:102:304/128');
+    expect(addressKey('::ffff:0:1.2.3.4')).toBe('0:0:0:0::/64');
+    for (const address of ['64:ff9b::1.2.3.4', '64:ff9b::102:304', '::ffff:0:1.2.3.4']) {
+      for (const bits of [56, 64, 128]) expect(addressKey(address, bits)).not.toBe('1.2.3.4');
+    }
   });
 });
 
@@ -133,6 +142,7 @@ describe('clientAddress: the forwarding chain, from the right', () => {
     expect(xff('', true)).toBe('10.0.0.9');
     expect(xff('192.0.2.1', false)).toBe('10.0.0.9');
     expect(xff('192.0.2.1', ['10.0.0.0/8'], '::ffff:10.0.0.9')).toBe('192.0.2.1'); // a mapped peer is trusted too
+    expect(xff('192.0.2.1', ['10.0.0.0/8'], '64:ff9b::10.0.0.9')).toBe('64:ff9b::10.0.0.9'); // NAT64 is not 10/8
     const forwarded = request('10.0.0.9', { forwarded: 'for="[2001:db8:cafe::17]:4711";proto=https, For=10.0.0.2' });
     expect(clientAddress(forwarded, compileTrust(['10.0.0.0/8']), 'forwarded')).toBe('2001:db8:cafe::17');
   });

@@ -1,14 +1,15 @@
 /**
  * No request left hanging, and no failure swallowed, in node:http, Express 5
  * and Fastify 5: a user's onLimit/onError that throws reaches the framework's
- * error path (here it answers 599), a refusal after the headers went out
- * destroys the connection, a key of '' is a 500, a key or cost promise that
- * never settles is bounded by functionTimeout. Every one is published on
- * tokenpace:http:error.
+ * error path (here it answers 599), a refusal after the headers went out goes
+ * to onLimit if given and else destroys the connection, a key of '' is a 500,
+ * a key or cost promise that never settles is bounded by functionTimeout.
+ * Every failure is published on tokenpace:http:error.
  */
 
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { rmSync } from 'node:fs';
+import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from 'undici';
@@ -119,6 +120,24 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
       expect(messageOf(message)).toContain(`could not answer a ${what} request`);
     },
   );
+
+  it('a request refused after its headers went out is handed to onLimit, with no header set', async () => {
+    // express-rate-limit's "should not attempt to set headers if request.headersSent is true": the
+    // user's handler answers, and no field is set on a response whose headers are out.
+    const seen: unknown[] = [];
+    const onLimit = (_req: unknown, res: unknown, info: { decision: Decision }): void => {
+      seen.push(info.decision.allowed);
+      const raw = (res as { raw?: ServerResponse }).raw ?? (res as ServerResponse);
+      raw.end(' refused');
+    };
+    const app = await start(framework, { sendHeadersFirst: true, layers: [{ limiter: refusing, onLimit }] });
+    const reply = await call(app.url, { dispatcher: client });
+    expect(reply.status).toBe(200); // the status that went out first
+    expect(reply.body).toBe('partial refused');
+    expect(reply.headers['retry-after']).toBeUndefined();
+    expect(seen).toEqual([false]);
+    expect(errors).toEqual([]);
+  });
 
   it("a key of '' is a 500 (a bug in the key function, not an outage), published", async () => {
     const app = await start(framework, { layers: [{ rate: 1, burst: 1, key: () => '' }] });

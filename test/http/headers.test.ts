@@ -124,7 +124,7 @@ describe('addressKey', () => {
     ['2001:DB8:0:0:1:2:3:4', '2001:db8:0:0::/64'],
     ['fe80::1%eth0', 'fe80:0:0:0::/64'],
     ['::1', '0:0:0:0::/64'],
-    ['64:ff9b::192.0.2.33', '192.0.2.33'], // NAT64: the IPv4 host (client-address.test.ts has the full table)
+    ['64:ff9b::192.0.2.33', '64:ff9b:0:0::/64'], // NAT64 is IPv6 (client-address.test.ts has the full table)
     ['', ''],
   ])('%s -> %s', (address, key) => {
     expect(addressKey(address)).toBe(key);

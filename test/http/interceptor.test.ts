@@ -129,6 +129,23 @@ describe('throttleInterceptor: pacing', () => {
     fake.timers.tick(2000);
     expect((await toA).length).toBe(3);
   });
+
+  it("gives an origin with its own rate and no burst the default burst, not the defaults' burst", async () => {
+    const s = await server(ok);
+    const dispatcher = client({ rate: 36, burst: 8, origins: { [s.url]: { rate: 2, concurrency: 1 } } });
+    const replies = Promise.all(Array.from({ length: 4 }, () => get(s.url, dispatcher)));
+    await until(() => s.arrived() === 1, 'the first');
+    await settle();
+    expect(s.arrived()).toBe(1); // a burst of 1 at 2/s, not 8
+    for (const expected of [2, 3, 4]) {
+      fake.timers.tick(499);
+      await settle(10);
+      expect(s.arrived()).toBe(expected - 1);
+      fake.timers.tick(1);
+      await until(() => s.arrived() === expected, `request ${expected}`);
+    }
+    expect((await replies).every((r) => r.status === 200)).toBe(true);
+  });
 });
 
 describe('throttleInterceptor: pushback', () => {

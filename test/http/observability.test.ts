@@ -71,8 +71,8 @@ describe('observability', () => {
     expect(count('tokenpace.http.client.refused', { code: 'ERR_QUEUE_FULL' })).toBe(1);
     // The interceptor's per-origin Scheduler publishes too: three starts, one queue-full rejection.
     expect(count('tokenpace.scheduler.wait')).toBe(3);
-    expect(count('tokenpace.scheduler.refusals', { reason: 'queueFull' })).toBe(1);
-    // And a KeyedLimiter's refusal (the middleware's third request).
-    expect(count('tokenpace.keyed.refusals', { reason: 'limit' })).toBe(1);
+    expect(count('tokenpace.scheduler.rejections', { reason: 'queueFull' })).toBe(1);
+    // And a KeyedLimiter's rejection (the middleware's third request).
+    expect(count('tokenpace.keyed.rejections', { reason: 'limit' })).toBe(1);
   });
 });

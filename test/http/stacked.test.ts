@@ -123,6 +123,34 @@ describe.each(FRAMEWORKS)('%s: stacked limiters', (framework) => {
     expect(no?.headers['retry-after']).toBe('1');
   });
 
+  it('X-RateLimit-Limit is the burst: what Remaining counts down from, and is back to at Reset', async () => {
+    const fake = fakeClock();
+    const wallClock = () => Date.parse('2026-01-01T00:00:00.000Z') + fake.clock.now();
+    // 2 per 500 ms (the policy would say 4 per 1 s), and 3/s with 10 (the policy: 12 per 4 s).
+    for (const [rate, burst] of [
+      ['2/500ms', 2],
+      [3, 10],
+    ] as const) {
+      const app = await start(framework, [
+        { rate, burst, clock: fake.clock, wallClock, headers: 'draft-6', legacyHeaders: true },
+      ]);
+      const replies = await send(app, burst + 1);
+      expect(replies.map((r) => r.headers['x-ratelimit-limit'])).toEqual(Array(burst + 1).fill(String(burst)));
+      expect(replies.map((r) => Number(r.headers['x-ratelimit-remaining']))).toEqual([
+        ...Array.from({ length: burst }, (_, i) => burst - 1 - i),
+        0,
+      ]);
+      expect(replies[burst]?.status).toBe(429);
+      // The draft fields keep the policy's quota per its window.
+      expect(replies[0]?.headers['ratelimit-limit']).toBe(rate === 3 ? '12' : '4');
+      // At X-RateLimit-Reset the bucket is full again: Remaining is back to Limit (less this request).
+      const resetAtMs = Number(replies[burst - 1]?.headers['x-ratelimit-reset']) * 1000;
+      fake.timers.tick(resetAtMs - wallClock());
+      const [after] = await send(app, 1);
+      expect(after?.headers['x-ratelimit-remaining']).toBe(String(burst - 1));
+    }
+  });
+
   it('older styles, stacked: the policy list grows, the single-valued fields keep the fewest remaining', async () => {
     const { clock } = fakeClock();
     const app = await start(framework, [
