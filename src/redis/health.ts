@@ -152,7 +152,7 @@ export interface StoreDegradedMessage {
   readonly policy: FailurePolicy;
 }
 
-/** `tokenpace:redis:recovered`: Redis answers again. */
+/** `tokenpace:redis:recovered`: a probe succeeded, and decisions go to Redis again. */
 export interface StoreRecoveredMessage {
   readonly store: HealthOwner;
   /** How long decisions followed the policy, ms. */
