@@ -19,6 +19,7 @@
  * | `tokenpace:redis:degraded`       | every store in Redis (`StoreDegradedMessage`, redis/health.ts) | decisions start following its `onError` policy |
  * | `tokenpace:redis:recovered`      | every store in Redis (`StoreRecoveredMessage`, redis/health.ts) | Redis answers again |
  * | `tokenpace:redis:failure`        | every store in Redis (`StoreFailureMessage`, redis/health.ts) | a call or probe to Redis failed or timed out |
+ * | `tokenpace:redis:eviction`       | every store in Redis (`StoreEvictionMessage`, redis/health.ts) | Redis's `maxmemory-policy` may evict its keys (read at its first call and each recovery) |
  * | `tokenpace:scheduler:start`      | `Scheduler` (`SchedulerStartMessage`, scheduler/events.ts) | a job started (its `active` event) |
  * | `tokenpace:scheduler:rejected`   | `Scheduler` (`SchedulerRejectedMessage`, scheduler/events.ts) | a job was rejected or removed before it started (its `rejected` event) |
  * | `tokenpace:stream:wait`          | `Throttle`, `ThrottleGroup` (`StreamWaitMessage`, stream/counters.ts) | a stream ran short of tokens and sleeps (once per wait) |
@@ -42,6 +43,7 @@ export const channelNames = {
   storeDegraded: 'tokenpace:redis:degraded',
   storeRecovered: 'tokenpace:redis:recovered',
   storeFailure: 'tokenpace:redis:failure',
+  storeEviction: 'tokenpace:redis:eviction',
   schedulerStart: 'tokenpace:scheduler:start',
   schedulerRejected: 'tokenpace:scheduler:rejected',
   streamWait: 'tokenpace:stream:wait',
@@ -58,6 +60,7 @@ export const keyedRejectedChannel = channel(channelNames.keyedRejected);
 export const storeDegradedChannel = channel(channelNames.storeDegraded);
 export const storeRecoveredChannel = channel(channelNames.storeRecovered);
 export const storeFailureChannel = channel(channelNames.storeFailure);
+export const storeEvictionChannel = channel(channelNames.storeEviction);
 export const schedulerStartChannel = channel(channelNames.schedulerStart);
 export const schedulerRejectedChannel = channel(channelNames.schedulerRejected);
 export const streamWaitChannel = channel(channelNames.streamWait);

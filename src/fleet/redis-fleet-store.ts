@@ -18,8 +18,11 @@
  *
  * Failure policy. Each call is bounded by `timeout`. When Redis fails or
  * does not answer in time the store is degraded (event `degraded`), answers
- * every call by `onError` at once, and probes Redis with PING every
- * `probeInterval`; the first answer ends it (event `recovered`):
+ * every call by `onError` at once, and probes Redis every `probeInterval`
+ * with the script's `g` on the probe keys of the last fleet key called
+ * (`{p:k}:probe:s`, ...: the same slot), which writes as every call does, so
+ * a Redis that answers but cannot decide (a read-only replica, out of memory)
+ * fails it too; the first probe that succeeds ends it (event `recovered`):
  *
  * - `'deny'`: acquires answer `busy`; jobs wait, and `maxWait` rejects them;
  * - `'allow'`: each worker runs on the fleet's limits on its own (an
@@ -32,6 +35,10 @@
  * renewed; a renewal after recovery adds back the ones Redis lost (a restart
  * without persistence), so the budget again counts what really runs. Leases
  * granted by the policy stay local and end with their jobs.
+ *
+ * A `maxmemory-policy` that may evict the fleet's keys (src/redis/eviction.ts)
+ * is an `eviction` event: evicted leases and an evicted bucket free the
+ * budget and the burst while jobs still run.
  */
 
 import { EventEmitter } from 'node:events';
@@ -39,6 +46,7 @@ import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import type { BucketState } from '../meters/bucket.js';
 import type { RedisClientLike } from '../redis/client.js';
+import { readMaxmemory } from '../redis/eviction.js';
 import {
   errorOf,
   type FailurePolicy,
@@ -77,7 +85,7 @@ export interface RedisFleetStoreOptions {
   expectedWorkers?: number;
   /** The longest a call waits for Redis: ms, or a string such as `'100ms'`. @default 200 */
   timeout?: DurationInput;
-  /** How often a failed Redis is probed: ms, or a string such as `'1s'`. @default 250 */
+  /** How often a failed Redis is probed with a call on probe keys: ms, or a string such as `'1s'`. @default 250 */
   probeInterval?: DurationInput;
   /** Idle keys vanish after this long: ms, or a string such as `'1h'`. @default '1d' */
   idleTtl?: DurationInput;
@@ -98,6 +106,9 @@ const GRANT: readonly ExchangeGrant['status'][] = ['waitTooLong', 'ok', 'busy', 
 
 /** How long an idle fleet key lives in Redis by default, ms: a day. */
 const DEFAULT_IDLE_TTL_MS = 86_400_000;
+
+/** How long a probe's state lives in Redis, ms. */
+const PROBE_TTL_MS = 10_000;
 
 const REDIS_FLEET_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'expectedWorkers', 'idleTtl']);
 
@@ -127,6 +138,8 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   readonly #bucketSeen = new Map<string, BucketState>();
   /** The store's time minus this process's clock, from the last answer (undefined before one). */
   #offsetMs: number | undefined;
+  /** The fleet key of the last call: the probe goes to its slot. */
+  #lastKey = '';
   /** Timeouts, degrading, probes and recovery: the one policy of every store in Redis. */
   readonly #health: RedisHealth;
 
@@ -165,7 +178,14 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
     this.idleTtlMs = idleTtlMs;
-    this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), { failures: 0 });
+    this.#health = new RedisHealth(
+      this,
+      failure,
+      this.#clock,
+      () => this.#probe(),
+      { failures: 0 },
+      () => readMaxmemory(client, failure.nodeRedis),
+    );
     this.#script = new LuaScript({
       name: 'fleet',
       lua: FLEET_LUA,
@@ -180,6 +200,15 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   /** False while calls are answered by the failure policy. */
   get healthy(): boolean {
     return this.#health.healthy;
+  }
+
+  /**
+   * Redis's `maxmemory-policy` as read at the first call and after each recovery (`undefined`
+   * before, or if Redis refused CONFIG and INFO). Any but `'noeviction'` may evict the fleet's
+   * leases and bucket: the `eviction` event says so.
+   */
+  get maxmemoryPolicy(): string | undefined {
+    return this.#health.maxmemory?.policy;
   }
 
   /** The five Redis keys of fleet key `key`. */
@@ -433,6 +462,7 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     // (a resumed server, a replayed queue) grants nothing (see ./script.ts).
     const sentAt = this.#clock.now();
     const offset = this.#offsetMs;
+    this.#lastKey = key;
     const args = [
       opArgs[0] as string,
       String(this.idleTtlMs),
@@ -474,6 +504,15 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
         source: 'store',
       },
     };
+  }
+
+  /**
+   * The script's `g` on the probe keys in the last fleet key's slot (`{p:k}:probe:s`, ...), with no
+   * limits: it writes the state as every call does, so it succeeds where calls can.
+   */
+  #probe(): Promise<unknown> {
+    const keys = this.keysFor(this.#lastKey).map((k) => k.replace(/:(.)$/, ':probe:$1'));
+    return this.#script.run(keys, ['g', String(PROBE_TTL_MS), '-1', '1', '-1', '']);
   }
 
   /** A call failed: a `failure`, and on the first one a fresh local state for the outage and `degraded`. */

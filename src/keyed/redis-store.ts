@@ -35,12 +35,16 @@
  * `'local'` decides with an in-memory bucket per instance (each instance then
  * admits up to the full limit on its own). The store then stops sending
  * decisions to Redis (each would wait out the timeout) and answers by the
- * policy at once, while one `PING` at a time probes Redis every
- * `probeInterval`; the first answer restores normal service. Both transitions
- * are events (`degraded`, `recovered`), and every failed call is a `failure`
- * event: never silent. Each is also published on the `tokenpace:redis:*`
- * diagnostics channels (src/diagnostics.ts), for a subscriber that watches
- * every store at once.
+ * policy at once, while one probe at a time (a try on the probe key
+ * `<prefix>:probe:k`, or `{<prefix>}:probe:k` after decisions with a global
+ * limit, written as a decision is) tries Redis every `probeInterval`; the
+ * first that succeeds restores normal service, so a Redis that answers but
+ * cannot decide (a read-only replica, out of memory) keeps the policy. Both
+ * transitions are events (`degraded`, `recovered`), and every failed call is
+ * a `failure` event: never silent. So is a `maxmemory-policy` that may evict
+ * the buckets (`eviction`, src/redis/eviction.ts). Each is also published on
+ * the `tokenpace:redis:*` diagnostics channels (src/diagnostics.ts), for a
+ * subscriber that watches every store at once.
  *
  * A call that timed out may still reach Redis later (a paused server
  * resumes, a client's offline queue flushes) and be counted there: that errs
@@ -53,6 +57,7 @@ import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '..
 import { type BucketParams, delayUntil, tokensAt } from '../meters/bucket.js';
 import { delKeys, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
+import { readMaxmemory } from '../redis/eviction.js';
 import {
   errorOf,
   type FailurePolicy,
@@ -87,7 +92,7 @@ export interface RedisStoreOptions {
    * @default 200
    */
   timeout?: DurationInput;
-  /** How often a failed Redis is probed with PING: ms, or a string such as `'1s'`. @default 250 */
+  /** How often a failed Redis is probed with a decision on a probe key: ms, or a string such as `'1s'`. @default 250 */
   probeInterval?: DurationInput;
   /** Whether `client` is a cluster (batches are then split by slot). @default detected from the client */
   cluster?: boolean;
@@ -107,7 +112,7 @@ export interface RedisStoreOptions {
 export interface RedisStoreStats {
   /** Decisions made by Redis. */
   decisions: number;
-  /** Script calls sent (a batch is one call). */
+  /** Script calls sent for decisions and credits (a batch is one call; probes are not counted). */
   calls: number;
   /** Decisions made by the failure policy. */
   byPolicy: number;
@@ -123,6 +128,8 @@ export const DENY_RETRY_AFTER_MS = 1000;
  * several calls of this size, so each side works while the other does.
  */
 const MAX_BATCH = 32;
+/** The probe's bucket (`rate:burst`): a try of 1 always conforms, and the key lives a few ms. */
+const PROBE_BUCKET = '1000000:1000000';
 
 /**
  * A try the script refused, from the bucket as the decision saw it (redis-script.ts's flag 2):
@@ -179,6 +186,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   #pending: Pending[] = [];
   #flushScheduled = false;
   #inFlight = 0;
+  /** Whether the last call had a global bucket: the probe then uses that layout's slot. */
+  #probeGlobal = false;
   readonly #flushNow = (): void => this.#flush();
 
   constructor(options: RedisStoreOptions) {
@@ -202,7 +211,14 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = checkClock(options.clock);
-    this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
+    this.#health = new RedisHealth(
+      this,
+      failure,
+      this.#clock,
+      () => this.#probe(),
+      this.stats,
+      () => readMaxmemory(client, failure.nodeRedis),
+    );
     this.#script = new LuaScript({
       name: 'keyed',
       lua: KEYED_LUA,
@@ -218,6 +234,15 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   /** False while decisions follow the failure policy. */
   get healthy(): boolean {
     return this.#health.healthy;
+  }
+
+  /**
+   * Redis's `maxmemory-policy` as read at the first call and after each recovery (`undefined`
+   * before, or if Redis refused CONFIG and INFO). Any but `'noeviction'` may evict buckets, which
+   * then come back full: the `eviction` event says so.
+   */
+  get maxmemoryPolicy(): string | undefined {
+    return this.#health.maxmemory?.policy;
   }
 
   /** The Redis key that holds `key`'s bucket (with a global limit: `{prefix}:k:<key>`). */
@@ -342,6 +367,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     }
     this.#inFlight++;
     this.stats.calls++;
+    this.#probeGlobal = hasGlobal;
     this.#script.run(keys, args).then(
       (reply) => {
         this.#inFlight--;
@@ -389,6 +415,12 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
         source: 'store',
       });
     }
+  }
+
+  /** A try of 1 on the probe key, admitted and written as a decision is: it succeeds where decisions can. */
+  #probe(): Promise<unknown> {
+    const key = this.#probeGlobal ? `{${this.prefix}}:probe:k` : `${this.prefix}:probe:k`;
+    return this.#script.run([key], [PROBE_BUCKET, '', 't1']);
   }
 
   #del(keys: string[]): Promise<unknown> {

@@ -34,6 +34,7 @@ import {
   type WindowParams,
 } from '../meters/windows.js';
 import { delKeys } from '../redis/client.js';
+import { readMaxmemory } from '../redis/eviction.js';
 import {
   errorOf,
   type FailurePolicy,
@@ -103,6 +104,9 @@ export interface MemoryWindowStoreOptions {
   /** The store's time; windows are aligned to its zero. @default systemClock */
   clock?: Clock;
 }
+
+/** The probe's decision: a fixed window of 1 ms with room for any count, so every try is counted. */
+const PROBE_ARGS = ['f', 't', '1', '1000000000000000', '1'];
 
 const REDIS_WINDOW_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTIONS, 'localMaxKeys']);
 
@@ -178,7 +182,7 @@ export interface RedisWindowStoreOptions {
    * `'100ms'`. From 1 ms to 2^31 - 1 ms. @default 200
    */
   timeout?: DurationInput;
-  /** How often a failed Redis is probed with PING: ms, or a string such as `'1s'`. @default 250 */
+  /** How often a failed Redis is probed with a decision on a probe key: ms, or a string such as `'1s'`. @default 250 */
   probeInterval?: DurationInput;
   /** Timers (timeouts, probes) and the `'local'` policy's time. @default systemClock */
   clock?: Clock;
@@ -209,9 +213,10 @@ export interface RedisWindowStoreStats {
  *
  * Failure policy: RedisStore's (src/redis/health.ts). Each call is bounded by `timeout`;
  * when Redis fails or does not answer in time, `onError` decides (`'allow'`, `'deny'`, or
- * `'local'`: a MemoryWindowStore per instance), later decisions follow it at once while a PING
- * probes Redis, and the events `failure`, `degraded`, `recovered` (also on the
- * `tokenpace:redis:*` channels) say so.
+ * `'local'`: a MemoryWindowStore per instance), later decisions follow it at once while a probe (a
+ * counted try on `<prefix>:probe:w`, which succeeds only where a decision would) tries Redis, and the
+ * events `failure`, `degraded`, `recovered` (also on the `tokenpace:redis:*` channels) say so. A
+ * `maxmemory-policy` that may evict the windows is an `eviction` event.
  *
  * @example
  * const limiter = new KeyedLimiter({ algorithm: 'fixed-window', limit: 100, window: '1 min',
@@ -249,7 +254,14 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     this.#client = client;
     this.#nodeRedis = nodeRedis;
     this.#clock = checkClock(options.clock);
-    this.#health = new RedisHealth(this, failure, this.#clock, () => client.ping(), this.stats);
+    this.#health = new RedisHealth(
+      this,
+      failure,
+      this.#clock,
+      () => this.#probe(),
+      this.stats,
+      () => readMaxmemory(client, nodeRedis),
+    );
     this.#script = new LuaScript({
       name: 'window',
       lua: WINDOW_LUA,
@@ -267,6 +279,15 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
   /** False while decisions follow the failure policy. */
   get healthy(): boolean {
     return this.#health.healthy;
+  }
+
+  /**
+   * Redis's `maxmemory-policy` as read at the first call and after each recovery (`undefined`
+   * before, or if Redis refused CONFIG and INFO). Any but `'noeviction'` may evict windows, which
+   * then count from zero: the `eviction` event says so.
+   */
+  get maxmemoryPolicy(): string | undefined {
+    return this.#health.maxmemory?.policy;
   }
 
   /** Stops probing and answers every later decision by the policy. Does not close the client (it is yours). */
@@ -319,6 +340,11 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
         { cause: error },
       );
     });
+  }
+
+  /** A counted try on the probe key, written as a decision is: it succeeds where decisions can. */
+  #probe(): Promise<unknown> {
+    return this.#script.run([`${this.prefix}:probe:w`], PROBE_ARGS);
   }
 
   /** The decision by `onError`, while Redis cannot be reached. */

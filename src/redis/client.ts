@@ -1,7 +1,9 @@
 /**
  * The Redis clients tokenpace accepts (ioredis and node-redis, single node or
  * cluster), as the stores in Redis use them; src/redis/lua-script.ts runs
- * their scripts on either.
+ * their scripts on either. Besides the methods below, a store reads Redis's
+ * eviction policy with the client's `config`/`configGet` or `info` where it
+ * has them (src/redis/eviction.ts).
  *
  * Keys are sent faithfully: a string that is not well-formed UTF-16 (a lone
  * surrogate) goes as its WTF-8 bytes (a Buffer), which differ for different
@@ -17,7 +19,6 @@ export interface IoredisLikeClient {
   evalsha(sha: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   eval(script: string, numKeys: number, ...args: (string | Buffer)[]): Promise<unknown>;
   del(...keys: (string | Buffer)[]): Promise<unknown>;
-  ping(): Promise<unknown>;
   /** `true` on an ioredis `Cluster`. */
   isCluster?: boolean;
 }
@@ -27,7 +28,6 @@ export interface NodeRedisLikeClient {
   evalSha(sha: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
   eval(script: string, options: { keys: (string | Buffer)[]; arguments: (string | Buffer)[] }): Promise<unknown>;
   del(keys: string | Buffer | (string | Buffer)[]): Promise<unknown>;
-  ping(): Promise<unknown>;
 }
 
 /** A Redis client: an `ioredis` `Redis`/`Cluster` or a node-redis client/cluster, connected by you. */

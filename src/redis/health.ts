@@ -3,32 +3,52 @@
  * RedisWindowStore and RedisFleetStore: every call is bounded by the store's
  * `timeout`; a call that fails or times out is a `failure`, and the first one
  * makes the store `degraded`, so later decisions follow `onError` at once
- * (none waits out the timeout again) while one `PING` at a time probes Redis
- * every `probeInterval`; the first answer makes it `recovered`. Each
- * transition is an event on the store and a message on the `tokenpace:redis:*`
- * channels (src/diagnostics.ts).
+ * (none waits out the timeout again) while one probe at a time tries Redis
+ * every `probeInterval`. A probe is the store's own script on a probe key,
+ * writing as a decision writes, so it succeeds only where a decision would:
+ * a read-only replica or a Redis out of memory answers PING but refuses the
+ * probe, and the store stays degraded. The first probe that succeeds makes it
+ * `recovered`. Each transition is an event on the store and a message on the
+ * `tokenpace:redis:*` channels (src/diagnostics.ts).
+ *
+ * At its first call and after each recovery the store also reads Redis's
+ * `maxmemory-policy` (./eviction.ts); a policy that may evict its keys is an
+ * `eviction` event and message: the store's bounds do not hold while Redis
+ * deletes its state, and it says so.
  *
  * The store keeps its decisions; this keeps its health.
  */
 
 import type { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
-import { storeDegradedChannel, storeFailureChannel, storeRecoveredChannel } from '../diagnostics.js';
+import {
+  storeDegradedChannel,
+  storeEvictionChannel,
+  storeFailureChannel,
+  storeRecoveredChannel,
+} from '../diagnostics.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { type DurationInput, parseDuration } from '../units.js';
 import { isNodeRedis, type RedisClientLike } from './client.js';
+import { type MaxmemorySettings, mayEvict } from './eviction.js';
 
 /** What to do when Redis fails or does not answer within the store's `timeout`. */
 export type FailurePolicy = 'allow' | 'deny' | 'local';
 
 /** The events a store in Redis emits (RedisStore, RedisWindowStore, RedisFleetStore). */
 export interface RedisStoreEvents {
-  /** Redis stopped answering: decisions now follow the policy. */
+  /** A call to Redis failed or timed out: decisions now follow the policy. */
   degraded: [{ error: Error; policy: FailurePolicy }];
-  /** Redis answers again; `downMs` is how long decisions followed the policy. */
+  /** A probe succeeded: decisions go to Redis again; `downMs` is how long they followed the policy. */
   recovered: [{ downMs: number }];
   /** A call to Redis failed or timed out (also while degraded, for probes). */
   failure: [{ error: Error; operations: number }];
+  /**
+   * Redis's `maxmemory-policy` may evict the store's keys (any policy but `noeviction`): an evicted
+   * key comes back as new (a bucket full, a window empty), so its limit does not hold. Read at the
+   * store's first call and after each recovery.
+   */
+  eviction: [MaxmemorySettings];
 }
 
 /** The default bound on one call to Redis, ms. */
@@ -132,11 +152,16 @@ export interface StoreDegradedMessage {
   readonly policy: FailurePolicy;
 }
 
-/** `tokenpace:redis:recovered`: Redis answers again. */
+/** `tokenpace:redis:recovered`: a probe succeeded, and decisions go to Redis again. */
 export interface StoreRecoveredMessage {
   readonly store: HealthOwner;
   /** How long decisions followed the policy, ms. */
   readonly downMs: number;
+}
+
+/** `tokenpace:redis:eviction`: Redis's `maxmemory-policy` may evict the store's keys. */
+export interface StoreEvictionMessage extends MaxmemorySettings {
+  readonly store: HealthOwner;
 }
 
 /** `tokenpace:redis:failure`: one failed or timed-out call (or probe: `operations` 0). */
@@ -160,8 +185,9 @@ export class RedisHealth {
   readonly probeIntervalMs: number;
   readonly #owner: HealthOwner;
   readonly #clock: Clock;
-  readonly #ping: () => Promise<unknown>;
+  readonly #probeCall: () => Promise<unknown>;
   readonly #stats: { failures: number };
+  readonly #readMaxmemory: (() => Promise<MaxmemorySettings | undefined>) | undefined;
   #degradedSinceMs: number | undefined;
   #probeTimer: unknown;
   /** The calls' deadlines, first due first (from #deadlineHead on), and the one timer for them. */
@@ -170,21 +196,39 @@ export class RedisHealth {
   #deadlineTimer: unknown;
   #probing = false;
   #closed = false;
+  /** Whether the first call has asked for Redis's eviction policy. */
+  #maxmemoryAsked = false;
+  #maxmemory: MaxmemorySettings | undefined;
 
+  /**
+   * `probe` is one decision-shaped call (the store's script on a probe key, bounded by the
+   * timeout): it resolves only where a decision would succeed. `readMaxmemory` reads Redis's
+   * eviction policy (./eviction.ts), never rejecting; without it the policy stays unknown.
+   */
   constructor(
     owner: HealthOwner,
     options: { policy: FailurePolicy; timeoutMs: number; probeIntervalMs: number },
     clock: Clock,
-    ping: () => Promise<unknown>,
+    probe: () => Promise<unknown>,
     stats: { failures: number },
+    readMaxmemory?: () => Promise<MaxmemorySettings | undefined>,
   ) {
     this.#owner = owner;
     this.policy = options.policy;
     this.timeoutMs = options.timeoutMs;
     this.probeIntervalMs = options.probeIntervalMs;
     this.#clock = clock;
-    this.#ping = ping;
+    this.#probeCall = probe;
     this.#stats = stats;
+    this.#readMaxmemory = readMaxmemory;
+  }
+
+  /**
+   * Redis's `maxmemory-policy` and `maxmemory` as the last check read them (the store's first
+   * call, each recovery); `undefined` before it answers, or when Redis refused both ways to ask.
+   */
+  get maxmemory(): MaxmemorySettings | undefined {
+    return this.#maxmemory;
   }
 
   /** False while decisions follow the failure policy. */
@@ -209,8 +253,12 @@ export class RedisHealth {
     this.#probeTimer = undefined;
   }
 
-  /** Settles with `promise`, or rejects after `timeoutMs`; a late settlement is absorbed (never unhandled). */
+  /**
+   * Settles with `promise`, or rejects after `timeoutMs`; a late settlement is absorbed (never
+   * unhandled). Every call to Redis passes here: the first also reads Redis's eviction policy.
+   */
   withTimeout<T>(promise: Promise<T>): Promise<T> {
+    if (!this.#maxmemoryAsked) this.#checkEviction();
     return new Promise<T>((resolve, reject) => {
       const timer = this.deadline(reject);
       promise.then(
@@ -327,13 +375,13 @@ export class RedisHealth {
   #probe(): void {
     if (this.#probing || this.#closed || this.#degradedSinceMs === undefined) return;
     this.#probing = true;
-    let ping: Promise<unknown>;
+    let probe: Promise<unknown>;
     try {
-      ping = this.#ping();
+      probe = this.#probeCall();
     } catch (error) {
-      ping = Promise.reject(error);
+      probe = Promise.reject(error);
     }
-    this.withTimeout(ping).then(
+    this.withTimeout(probe).then(
       () => {
         this.#probing = false;
         if (this.#degradedSinceMs === undefined) return;
@@ -344,11 +392,34 @@ export class RedisHealth {
         if (storeRecoveredChannel.hasSubscribers) {
           storeRecoveredChannel.publish({ store: owner, downMs } satisfies StoreRecoveredMessage);
         }
+        // Redis may not be the one it was (a restart, a fail-over): its eviction policy again
+        this.#checkEviction();
       },
       (error: unknown) => {
         this.#probing = false;
         this.#failure(errorOf(error), 0);
         this.#scheduleProbe();
+      },
+    );
+  }
+
+  /** Reads Redis's eviction policy; one that may evict the store's keys is an `eviction` event. */
+  #checkEviction(): void {
+    this.#maxmemoryAsked = true;
+    const read = this.#readMaxmemory;
+    if (read === undefined || this.#closed) return;
+    this.withTimeout(read()).then(
+      (settings) => {
+        this.#maxmemory = settings;
+        if (settings === undefined || !mayEvict(settings.policy) || this.#closed) return;
+        const owner = this.#owner;
+        owner.emit('eviction', settings);
+        if (storeEvictionChannel.hasSubscribers) {
+          storeEvictionChannel.publish({ store: owner, ...settings } satisfies StoreEvictionMessage);
+        }
+      },
+      () => {
+        this.#maxmemory = undefined; // no answer within the timeout: unknown until the next check
       },
     );
   }
