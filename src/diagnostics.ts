@@ -17,7 +17,7 @@
  * | `tokenpace:keyed:decision`       | `KeyedLimiter` (`KeyedDecisionMessage`, keyed/keyed-limiter.ts) | its store answered `tryTake` or `take` |
  * | `tokenpace:keyed:rejected`       | `KeyedLimiter` (`KeyedRejectedMessage`, keyed/keyed-limiter.ts) | it turned a request away (`tryTake` not allowed, `take` over `maxWait` or denied) |
  * | `tokenpace:redis:degraded`       | every store in Redis (`StoreDegradedMessage`, redis/health.ts) | decisions start following its `onError` policy |
- * | `tokenpace:redis:recovered`      | every store in Redis (`StoreRecoveredMessage`, redis/health.ts) | Redis answers again |
+ * | `tokenpace:redis:recovered`      | every store in Redis (`StoreRecoveredMessage`, redis/health.ts) | a probe succeeded: decisions go to Redis again |
  * | `tokenpace:redis:failure`        | every store in Redis (`StoreFailureMessage`, redis/health.ts) | a call or probe to Redis failed or timed out |
  * | `tokenpace:redis:eviction`       | every store in Redis (`StoreEvictionMessage`, redis/health.ts) | Redis's `maxmemory-policy` may evict its keys (read at its first call and each recovery) |
  * | `tokenpace:scheduler:start`      | `Scheduler` (`SchedulerStartMessage`, scheduler/events.ts) | a job started (its `active` event) |

@@ -124,9 +124,11 @@ export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './
 export type {
   FailurePolicy,
   StoreDegradedMessage,
+  StoreEvictionMessage,
   StoreFailureMessage,
   StoreRecoveredMessage,
 } from './redis/health.js';
+export type { MaxmemorySettings } from './redis/eviction.js';
 export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {
