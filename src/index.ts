@@ -121,6 +121,7 @@ export {
   type WindowOptions,
 } from './meters/windows.js';
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis/client.js';
+export type { MaxmemorySettings } from './redis/eviction.js';
 export type {
   FailurePolicy,
   StoreDegradedMessage,
@@ -128,7 +129,6 @@ export type {
   StoreFailureMessage,
   StoreRecoveredMessage,
 } from './redis/health.js';
-export type { MaxmemorySettings } from './redis/eviction.js';
 export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {
