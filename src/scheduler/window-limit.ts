@@ -1,11 +1,13 @@
 /**
  * A Scheduler's window limit (`limit`, `window`): no window of `window` ms,
- * wherever it starts, sees more than `limit` of cost started. It is the
- * sliding log of ../meters/windows.ts, run with that file's steps (one entry
- * per start instant, at most `limit` live entries for cost-1 jobs), kept over
- * `window + windowMargin`: a server counts arrival times, which differ from
- * our start times by a varying one-way delay, and the margin covers that
- * jitter.
+ * wherever it starts, sees more than `limit` of cost started, across any
+ * `setWindow`. It is the sliding log of ../meters/windows.ts, run with that
+ * file's steps (one entry per start instant), kept over `window +
+ * windowMargin`: a server counts arrival times, which differ from our start
+ * times by a varying one-way delay, and the margin covers that jitter. The
+ * log keeps, besides the starts in the window, the newest starts behind it up
+ * to `limit` of cost: enough for a window made longer to count every start it
+ * covers (about `2 * limit` entries for cost-1 jobs, whatever the length).
  *
  * Invariants: a start is counted at the instant the admission read the clock
  * for it (never a theoretical instant in the past, unlike the bucket's
@@ -173,8 +175,9 @@ export class StartWindow {
 
   /**
    * A new limit or length from now on (the same way of counting, see {@link parseWindowChange}): the
-   * starts counted so far stay, so a window made shorter frees at once what slid out of it. Starts
-   * older than the window in force were already forgotten: a longer window does not bring them back.
+   * starts counted so far stay, so a window made shorter frees at once what slid out of it, and a
+   * window made longer counts every start it covers (the log kept them; after a higher limit too,
+   * it waits until the starts it did not keep have surely slid out).
    */
   reconfigure(settings: WindowSettings): void {
     this.#settings = settings;
@@ -206,14 +209,16 @@ export class StartWindow {
    * counting nothing. At least 1 ms when it does not fit now: the timer's step.
    */
   waitMs(now: number, cost: number): number {
-    const at = slideLog(this.#log, this.#params, now);
+    const at = slideLog(this.#log, this.#params, now, this.#params.limit);
     const waitMs = slidingLogWaitMs(this.#log, this.#params, at, cost, this.#running);
     return waitMs === 0 ? 0 : Math.max(1, waitMs);
   }
 
   /** The cost that may start at `now` within the limit. */
   remaining(now: number): number {
-    slideLog(this.#log, this.#params, now);
+    const at = slideLog(this.#log, this.#params, now, this.#params.limit);
+    const forgottenAtMs = this.#log.forgottenAtMs;
+    if (forgottenAtMs !== undefined && forgottenAtMs + this.#params.windowMs > at) return 0; // see slidingLogWaitMs
     return Math.max(0, this.#params.limit - this.#log.used - this.#running);
   }
 }

@@ -182,6 +182,24 @@ describe('Scheduler.setWindow', () => {
     expect(starts).toEqual([0, 100, 100, 100]);
   });
 
+  it('a longer window counts the starts made under the shorter one (no window of the new length sees more)', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 5, window: 50, windowMargin: 0 });
+    const starts: number[] = [];
+    const run = () => scheduler.schedule(() => starts.push(clock.now()));
+    const jobs = Array.from({ length: 5 }, run); // 5 at 0
+    await timers.tickAsync(50);
+    jobs.push(run(), run()); // 2 at 50: the 5 at 0 slid out of 50 ms
+    await timers.tickAsync(10);
+    scheduler.setWindow({ limit: 5, window: 1000 });
+    expect(scheduler.windowRemaining).toBe(0); // 7 started in the last 1000 ms
+    jobs.push(run(), run(), run());
+    await timers.tickAsync(3000);
+    await Promise.all(jobs);
+    // The 5 at 0 are inside 1000 ms of 60: the next three wait until they slide out, at 1000.
+    expect(starts).toEqual([0, 0, 0, 0, 0, 50, 50, 1000, 1000, 1000]);
+    expect(worstWindow(starts.slice(5), 1000)).toBeLessThanOrEqual(5);
+  });
+
   it('rejects waiting jobs that cost more than the new limit, naming the window', async () => {
     const { scheduler, timers } = setup({ limit: 5, window: 1000, windowMargin: 0 });
     const ran: number[] = [];
@@ -239,7 +257,7 @@ describe('Scheduler.setWindow, properties', () => {
           fc.record({
             atMs: fc.integer({ min: 0, max: 2000 }),
             limit: fc.integer({ min: 1, max: 8 }),
-            windowMs: fc.integer({ min: 10, max: 400 }),
+            windowMs: fc.integer({ min: 10, max: 3000 }),
           }),
           { maxLength: 4 },
         ),
@@ -252,20 +270,18 @@ describe('Scheduler.setWindow, properties', () => {
             t += gap;
             timers.setTimeout(() => jobs.push(scheduler.schedule(() => starts.push(clock.now()))), t);
           }
-          // Each change is no longer than the window before it, so that no counted start was forgotten.
+          // Changes may make the window longer or shorter, the limit higher or lower.
           // The timeline records starts and changes in the order they happened.
           const timeline: Array<{ startMs: number } | { limit: number; windowMs: number }> = [];
-          let longest = 400;
           for (const change of [...changes].sort((a, b) => a.atMs - b.atMs)) {
-            const windowMs = Math.min(change.windowMs, longest);
-            longest = windowMs;
+            const windowMs = change.windowMs;
             timers.setTimeout(() => {
               timeline.push({ limit: change.limit, windowMs }); // before: jobs may start inside setWindow
               scheduler.setWindow({ limit: change.limit, window: windowMs });
             }, change.atMs);
           }
           scheduler.on('active', () => timeline.push({ startMs: clock.now() }));
-          await timers.tickAsync(t + 2001);
+          await timers.tickAsync(t + 5001);
           await timers.runAllAsync();
           await Promise.all(jobs);
           expect(starts.length).toBe(gaps.length);
