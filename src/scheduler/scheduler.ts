@@ -428,10 +428,12 @@ export class Scheduler {
   /**
    * Changes the concurrency from now on. Running jobs are never stopped: a smaller limit holds new
    * starts back until enough cost finishes. Waiting jobs that cost more are rejected, as for a burst.
+   * Infinity (no concurrency limit) only beside a rate or a window limit.
    */
   setConcurrency(concurrency: number): void {
     const admission = this.#admission;
-    admission.configure({ concurrency: parseConcurrency(concurrency, admission.rate < Number.POSITIVE_INFINITY) });
+    const otherLimit = admission.rate < Number.POSITIVE_INFINITY || admission.window !== undefined;
+    admission.configure({ concurrency: parseConcurrency(concurrency, otherLimit) });
   }
 
   /**

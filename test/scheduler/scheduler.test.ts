@@ -560,9 +560,9 @@ describe.each(forms)('Scheduler ($name)', (form) => {
 
   describe('options', () => {
     it.each([
-      [{}, 'a Scheduler needs a limit'],
+      [{}, 'a Scheduler needs at least one finite limit'],
       [{ concurrency: 0 }, 'Expected `concurrency` to be a number > 0'],
-      [{ concurrency: Number.POSITIVE_INFINITY }, 'or give a `rate`'],
+      [{ concurrency: Number.POSITIVE_INFINITY }, 'a Scheduler needs at least one finite limit'],
       [{ burst: 5, concurrency: 1 }, '`burst` needs a `rate`'],
       [{ rate: 10, maxQueue: Number.POSITIVE_INFINITY }, 'the queue is bounded on purpose'],
       [{ rate: 10, maxQueue: -1 }, 'Expected `maxQueue` to be a finite integer >= 0'],
