@@ -20,7 +20,15 @@
  */
 
 import type { Clock } from '../clock.js';
-import { AbortError, ClosedError, checkSignal, InvalidOptionError, retryHintMs, WaitTooLongError } from '../errors.js';
+import {
+  AbortError,
+  ClosedError,
+  checkSignal,
+  InvalidOptionError,
+  QueueFullError,
+  retryHintMs,
+  WaitTooLongError,
+} from '../errors.js';
 import { burstParam, rateParam } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
@@ -150,6 +158,7 @@ export class Scheduler {
       start: (job, now, held) => this.#start(job, now, held),
       reserve: (job) => waiting.reserve(job),
       reject: (job, reason, error) => waiting.reject(job, reason, error),
+      waits: (job) => this.#waits(job),
       limitsChanged: (now) => this.#limitsChanged(now),
       pump: (now) => this.#pump(now),
       notify: () => this.#notify(),
@@ -273,9 +282,11 @@ export class Scheduler {
     }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) return rejectPriority(priority);
     if (signal?.aborted) return rejections.reject('aborted', signal.reason, cost, priority);
-    const queue = this.#waiting.queue;
+    const waiting = this.#waiting;
+    const queue = waiting.queue;
     // A full queue first: with a job waiting at its head nothing could start now, so this one is rejected.
-    if (queue.size >= this.#maxQueue && queue.size !== 0) {
+    const counted = waiting.counted;
+    if (counted >= this.#maxQueue && counted !== 0) {
       return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, priority));
     }
     let timeoutMs = this.#timeoutMs;
@@ -303,8 +314,11 @@ export class Scheduler {
       return promise;
     }
 
-    if (queue.size >= this.#maxQueue)
+    // A job the local form would have started now waits for a fleet's first answer on trial, outside `maxQueue`.
+    const trial = counted === 0 && !this.#paused && admission.startsAtOnce?.(cost, waiting.trialCost, now) === true;
+    if (!trial && counted >= this.#maxQueue) {
       return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, priority));
+    }
     const maxWaitMs = this.#maxWaitMs;
     if (maxWaitMs !== Number.POSITIVE_INFINITY) {
       const waitMs = admission.predictWaitMs(now, cost, priority, maxWaitMs);
@@ -319,7 +333,8 @@ export class Scheduler {
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
     const job = new this.#JobKind(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
     const promise = promiseOf<R>(job);
-    this.#waiting.push(job);
+    if (trial) waiting.pushOnTrial(job);
+    else waiting.push(job);
     this.#counters.admitted++;
     this.#empty.queued();
     this.#idleOwed = true;
@@ -554,6 +569,14 @@ export class Scheduler {
     this.#waiting.take(job);
     this.#empty.started(this.#waiting.size);
     this.#runner.runJob(job, held, now - job.enqueuedAtMs, job.extra?.timeoutMs ?? Number.POSITIVE_INFINITY);
+  }
+
+  /** A job on trial waits: it counts against `maxQueue` from now, and is rejected if the queue is full without it. */
+  #waits(job: Job): void {
+    const waiting = this.#waiting;
+    if (!waiting.endTrial(job) || waiting.counted <= this.#maxQueue) return;
+    const retryAfterMs = this.#admission.retryAfterMs(job.cost, job.priority);
+    waiting.reject(job, 'queueFull', new QueueFullError(this.#maxQueue, retryAfterMs));
   }
 
   /** After a limit changed: reject waiting jobs that can no longer ever start, then start what can. */
