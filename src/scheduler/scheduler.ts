@@ -102,6 +102,8 @@ export class Scheduler {
   readonly #JobKind: typeof Job;
   /** The largest cost a job may have: min(burst, concurrency). */
   #maxCost: number;
+  /** A window counts jobs until they finish (`windowCounts: 'finish'`): a job started at once needs its record. */
+  #countsFinish: boolean;
   #timeoutMs: number;
   #paused: boolean;
   /** The latest arrival time given to a waiting job. */
@@ -168,6 +170,7 @@ export class Scheduler {
         ? new LocalAdmission(host, settings, this.#watchdog)
         : new FleetAdmission(host, settings.fleet, settings);
     this.#maxCost = maxCostOf(this.#admission);
+    this.#countsFinish = this.#admission.window?.untilFinish === true;
   }
 
   // ---------------------------------------------------------------- state
@@ -305,7 +308,7 @@ export class Scheduler {
     if (held >= 0) {
       this.#counters.admitted++;
       this.#idleOwed = true;
-      if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
+      if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY && !this.#countsFinish) {
         return this.#runner.run(fn as JobFunction<unknown>, cost, priority, held) as Promise<R>;
       }
       const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
@@ -583,6 +586,7 @@ export class Scheduler {
   #limitsChanged(now: number): void {
     const { burst, concurrency, windowLimit } = this.#admission;
     this.#maxCost = maxCostOf(this.#admission);
+    this.#countsFinish = this.#admission.window?.untilFinish === true;
     const waiting = this.#waiting;
     for (const job of [...waiting.queue]) {
       if (job.cost > this.#maxCost) {

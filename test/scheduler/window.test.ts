@@ -33,8 +33,8 @@ describe('Scheduler window limit', () => {
     expect(starts).toEqual([0, 0, 0, 1000, 1000, 1000, 2000, 2000, 2000]);
   });
 
-  it('adds the margin to the window (default 10 ms)', async () => {
-    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000 });
+  it("windowCounts: 'start' adds the margin to the window (default 10 ms)", async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000, windowCounts: 'start' });
     const starts: number[] = [];
     const jobs = Array.from({ length: 4 }, () => scheduler.schedule(() => starts.push(clock.now())));
     await timers.tickAsync(2000);
@@ -107,8 +107,8 @@ describe('Scheduler window limit', () => {
     expect(code({ limit: 3, window: '1s', store: new MemoryFleetStore(), key: 'k' })).toBe('ERR_NOT_SUPPORTED');
   });
 
-  it("windowCounts: 'finish' counts a job until the window after it finishes (no margin by default)", async () => {
-    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000, windowCounts: 'finish' });
+  it("by default ('finish') a job counts until the window after it finishes, with no margin", async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000 });
     const starts: number[] = [];
     const jobs = Array.from({ length: 4 }, () =>
       scheduler.schedule(async () => {
@@ -119,6 +119,7 @@ describe('Scheduler window limit', () => {
     await timers.tickAsync(3000);
     await Promise.all(jobs);
     expect(starts).toEqual([0, 0, 1300, 1300]);
+    expect(scheduler.counters.started).toBe(4);
     const error = (() => {
       try {
         new Scheduler({ limit: 2, window: 1000, windowCounts: 'end' as 'start' });
@@ -127,6 +128,42 @@ describe('Scheduler window limit', () => {
       }
     })();
     expect(isTokenpaceError(error, 'ERR_INVALID_OPTION')).toBe(true);
+  });
+});
+
+describe('Scheduler window limit, counted until finish (the default)', () => {
+  it('starts within schedule() when the window has room, and maxQueue 0 runs the job', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000, maxQueue: 0 });
+    const starts: number[] = [];
+    const job = () => scheduler.schedule(() => starts.push(clock.now()));
+    const first = job();
+    expect(starts).toEqual([0]); // started within schedule(), as without a window
+    const second = job();
+    const third = job().catch((e: unknown) => e);
+    expect(await third).toMatchObject({ code: 'ERR_QUEUE_FULL' });
+    await timers.tickAsync(2000);
+    await Promise.all([first, second]);
+    expect(starts).toEqual([0, 0]);
+    expect(scheduler.windowRemaining).toBe(2); // both finished at 0 and slid out at 1000
+  });
+
+  it('a full window that only running jobs can free: no up-front maxWait refusal, a finite retry hint', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 1, window: 100, maxQueue: 1, maxWait: 1000 });
+    const starts: number[] = [];
+    const long = (ms: number) =>
+      scheduler.schedule(async () => {
+        starts.push(clock.now());
+        await new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
+      });
+    const first = long(200); // counts until 300
+    const second = long(0); // waits: nothing predicts when the first finishes
+    const third = long(0).catch((e: unknown) => e);
+    const error = await third;
+    expect(error).toMatchObject({ code: 'ERR_QUEUE_FULL' });
+    expect((error as { retryAfterMs: number }).retryAfterMs).toBeLessThan(Number.POSITIVE_INFINITY);
+    await timers.tickAsync(1000);
+    await Promise.all([first, second]);
+    expect(starts).toEqual([0, 300]);
   });
 });
 
