@@ -76,6 +76,11 @@ export interface SlidingLogState {
   used: number;
   /** The latest time seen, ms (time never goes back). */
   latestMs: number;
+  /**
+   * The newest admission time among entries dropped while a longer window could still have counted
+   * them (see {@link slideLog}'s `keepCost`); absent when none was.
+   */
+  forgottenAtMs?: number;
 }
 
 /** A sliding counter's variables. */
@@ -126,23 +131,50 @@ export function fixedWindowTake(state: FixedWindowState, params: WindowParams, n
 }
 
 /**
- * Drops the entries that have slid out of the window at `nowMs` (W = `params.windowMs`, which may
- * have changed since they were recorded) and returns the time the log is now at: `nowMs`, or the
- * latest time it has seen if that is later (time never goes back). `used` is then the cost in
- * (now - W, now].
+ * Brings the log to `nowMs` under the window in force (W = `params.windowMs`, which may have changed
+ * since the entries were recorded) and returns the time the log is now at: `nowMs`, or the latest
+ * time it has seen if that is later (time never goes back). `used` is then the cost in
+ * (now - W, now]: entries that slid out leave it, and entries still kept that a longer W covers
+ * again count again.
+ *
+ * Entries that slid out are kept while the entries after them cost less than `keepCost` in all, and
+ * dropped beyond that (with a `keepCost`, the newest dropped one's time is kept as `forgottenAtMs`). A log whose
+ * window may grow keeps `keepCost` = its limit: any window that holds all the kept entries then holds
+ * at least `limit` and admits nothing more until one of them slides out, and the dropped entries,
+ * older than every kept one, have slid out by then. So the kept entries decide exactly, whatever the
+ * new length, for any limit up to `keepCost`; for a higher one, {@link slidingLogWaitMs} admits
+ * nothing until the dropped entries have surely slid out (`forgottenAtMs` + W). The log holds the
+ * cost in the window and at most `keepCost` more (one entry per admission time: about `limit` entries
+ * for cost-1 requests), however long the window grows, plus the dropped entries not yet compacted.
+ * With `keepCost` 0 (the default) an entry is dropped once it slides out.
  */
-export function slideLog(state: SlidingLogState, params: WindowParams, nowMs: number): number {
+export function slideLog(state: SlidingLogState, params: WindowParams, nowMs: number, keepCost = 0): number {
   const now = Math.max(nowMs, state.latestMs);
   state.latestMs = now;
-  while (state.head < state.atMs.length && (state.atMs[state.head] as number) + params.windowMs <= now) {
-    state.used -= state.cost[state.head] as number;
+  const { atMs, cost } = state;
+  while (state.head < atMs.length && (atMs[state.head] as number) + params.windowMs <= now) {
+    state.used -= cost[state.head] as number;
     state.head++;
   }
-  if (state.head === state.atMs.length) state.used = 0; // no rounding left over in an empty window
-  if (state.head > 64 && state.head * 2 > state.atMs.length) {
-    state.atMs.splice(0, state.head);
-    state.cost.splice(0, state.head);
-    state.head = 0;
+  // A longer window than when they slid out: kept entries it covers count again.
+  while (state.head > 0 && (atMs[state.head - 1] as number) + params.windowMs > now) {
+    state.head--;
+    state.used += cost[state.head] as number;
+  }
+  if (state.head === atMs.length) state.used = 0; // no rounding left over in an empty window
+  // Compaction, once more than half the array (and more than 64 entries) is dropped at once: keep the
+  // slid-out entries needed to make `keepCost` with those after them.
+  const least = Math.max(64, atMs.length >> 1);
+  if (state.head > least) {
+    let keep = state.head;
+    let after = state.used;
+    while (after < keepCost && keep > least) after += cost[--keep] as number;
+    if (after >= keepCost && keep > least) {
+      if (keepCost > 0) state.forgottenAtMs = atMs[keep - 1] as number;
+      atMs.splice(0, keep);
+      cost.splice(0, keep);
+      state.head -= keep;
+    }
   }
   return now;
 }
@@ -174,13 +206,17 @@ export function slidingLogWaitMs(
   cost: number,
   heldCost = 0,
 ): number {
+  // Dropped entries may still be in the window (a higher limit than the one they were kept for):
+  // nothing more until they have surely slid out. When a kept entry must slide out first, they have too.
+  const forgottenAtMs = state.forgottenAtMs;
+  const floorMs = forgottenAtMs !== undefined && cost > 0 ? Math.max(0, forgottenAtMs + params.windowMs - now) : 0;
   let used = state.used + heldCost;
-  if (used + cost <= params.limit) return 0;
+  if (used + cost <= params.limit) return floorMs;
   const last = state.atMs.length - 1;
   for (let i = state.head; i <= last; i++) {
     // Once the newest entry slides out only the held cost is left (exactly, with no rounding carried).
     used = i === last ? heldCost : used - (state.cost[i] as number);
-    if (used + cost <= params.limit) return (state.atMs[i] as number) + params.windowMs - now;
+    if (used + cost <= params.limit) return Math.max(floorMs, (state.atMs[i] as number) + params.windowMs - now);
   }
   return Number.POSITIVE_INFINITY;
 }

@@ -42,6 +42,11 @@ export interface Host {
   reserve(job: Job): void;
   /** Removes a job that has not started and rejects it. */
   reject(job: Job, reason: RejectReason, error: unknown): void;
+  /**
+   * The first answer about a job on trial (see {@link Admission.startsAtOnce}) is that it waits: from
+   * now it counts against `maxQueue`, and it is rejected (`queueFull`) if the queue is full without it.
+   */
+  waits(job: Job): void;
   /** The limits changed: reject the waiting jobs that can never start now, then {@link pump}. */
   limitsChanged(now: number): void;
   /** Starts what can start, expires what waited too long, arms the timer, and tells waiters. */
@@ -92,6 +97,14 @@ export interface Admission {
    * the concurrency it holds; else -1.
    */
   tryStart(cost: number, now: number): number;
+  /**
+   * For an admission that decides in calls of its own (a fleet's), where {@link tryStart} cannot
+   * answer at once: true if, as far as it knows at `now`, a job of `cost` could start at once beside
+   * `aheadCost` of jobs already on trial. Such a job waits for the first answer on trial, not counted
+   * against `maxQueue`, since the local form would have started it; the admission calls
+   * {@link Host.waits} if the answer is that it waits.
+   */
+  startsAtOnce?(cost: number, aheadCost: number, now: number): boolean;
   /** Starts waiting jobs, head first, as far as the limits allow; returns the time it last read. */
   drain(now: number): number;
   /** True while the admission waits for an answer about `job`: its deadline is that answer's to decide. */

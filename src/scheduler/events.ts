@@ -10,7 +10,9 @@
  * left undone). Its exception goes to the `error` listeners, as p-queue's
  * does, if there are any; otherwise (or if an `error` listener throws) it
  * surfaces on its own, as an uncaught exception on the next microtask, like
- * a throwing timer callback's.
+ * a throwing timer callback's. A listener that returns a promise (an `async`
+ * one) is not awaited; its rejection takes the same way as a throw, never
+ * that of an unhandled rejection.
  */
 
 import { schedulerRejectedChannel, schedulerStartChannel } from '../diagnostics.js';
@@ -33,7 +35,17 @@ export interface SchedulerRejectedMessage {
 /** The public events, and `changed`: the queue or the jobs running may have changed (for the promise forms; not public). */
 export type Events = SchedulerEvents & { changed: [] };
 
-type Listener<E extends keyof Events> = ((...args: Events[E]) => void) & { original?: unknown };
+/** A listener; what it returns is looked at only for a promise (an `async` listener's), whose rejection is an error. */
+type Listener<E extends keyof Events> = ((...args: Events[E]) => unknown) & { original?: unknown };
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== undefined &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function' &&
+    (typeof value === 'object' || typeof value === 'function')
+  );
+}
 
 /** Listeners per event; an event with none costs one property read to emit. */
 export class Emitter {
@@ -78,9 +90,9 @@ export class Emitter {
 
   once<E extends keyof Events>(event: E, listener: Listener<E>): void {
     const wrapped: Listener<E> = Object.assign(
-      (...args: Events[E]): void => {
+      (...args: Events[E]): unknown => {
         this.off(event, wrapped);
-        listener(...args);
+        return listener(...args);
       },
       { original: listener },
     );
@@ -112,16 +124,22 @@ export class Emitter {
     if (list === undefined) return;
     for (const listener of list) {
       try {
-        listener(...args);
+        const result: unknown = listener(...args);
+        if (isThenable(result)) result.then(undefined, (error: unknown) => this.#failed(event, error));
       } catch (error) {
-        if (event !== 'error' && this.has('error')) {
-          this.emit('error', error);
-        } else {
-          queueMicrotask(() => {
-            throw error;
-          });
-        }
+        this.#failed(event, error);
       }
+    }
+  }
+
+  /** A listener of `event` threw `error` (or its promise rejected with it). */
+  #failed(event: keyof Events, error: unknown): void {
+    if (event !== 'error' && this.has('error')) {
+      this.emit('error', error);
+    } else {
+      queueMicrotask(() => {
+        throw error;
+      });
     }
   }
 }

@@ -161,6 +161,19 @@ export class FleetAdmission implements Admission {
     return -1; // the store decides, in a call of its own
   }
 
+  /**
+   * As far as the store last said: the bucket holds the cost of the jobs on trial and this one's,
+   * and the jobs running here, those on trial and this one fit the concurrency. (Other workers'
+   * use is known only from the answer: a job that must wait after all counts then.)
+   */
+  startsAtOnce(cost: number, aheadCost: number, now: number): boolean {
+    if (this.#blocked || this.#failed) return false;
+    const params = this.#params;
+    if (this.#host.runner.runningCost + aheadCost + cost > params.concurrency) return false;
+    if (!(params.ratePerSecond < Number.POSITIVE_INFINITY)) return true;
+    return waitForMs(this.#bucket, params, now, aheadCost + cost, 0) === 0;
+  }
+
   drain(now: number): number {
     this.#pump();
     return now;
@@ -319,6 +332,9 @@ export class FleetAdmission implements Admission {
           this.#blocked = true;
           this.#failed = true;
           this.#retryIn(this.#pollMs);
+          for (let i = 0; i < batch.length; i++) {
+            if ((tickets[i] as Ticket).state === 'queued') this.#host.waits(batch[i] as Job);
+          }
           this.#host.pump(this.#host.clock.now()); // the deadlines of the jobs asked run again
         },
       );
@@ -372,8 +388,10 @@ export class FleetAdmission implements Admission {
         case 'busy':
           this.#blocked = true;
           this.#retryIn(Math.min(this.#pollMs, Math.max(1, result.nextExpiryMs)));
+          host.waits(job);
           break;
         case 'later':
+          host.waits(job);
           break;
       }
     }

@@ -121,7 +121,10 @@ export class LocalAdmission implements Admission {
 
   predictWaitMs(now: number, cost: number, priority: number, withinMs: number): number {
     const bucket = this.#bucket;
-    const windowMs = this.#window === undefined || this.#host.queue.size !== 0 ? 0 : this.#window.waitMs(now, cost);
+    // The window's wait, when known: not behind queued jobs, nor while only running jobs' finishes can
+    // make room (as for the concurrency, that is not predicted).
+    let windowMs = this.#window === undefined || this.#host.queue.size !== 0 ? 0 : this.#window.waitMs(now, cost);
+    if (windowMs === Number.POSITIVE_INFINITY) windowMs = 0;
     if (bucket === undefined) return windowMs > withinMs ? windowMs : 0;
     const bucketMs = waitForMs(bucket, this.#params, now, this.#host.queue.costAtOrAbove(priority) + cost, withinMs);
     return windowMs > withinMs ? Math.max(windowMs, bucketMs) : bucketMs;
@@ -133,7 +136,6 @@ export class LocalAdmission implements Admission {
     const bucket = this.#bucket;
     const window = this.#window;
     if (window !== undefined) {
-      if (window.untilFinish) return -1; // through the queue, so that its finish comes back with its cost
       if (bucket !== undefined && !conformsAt(bucket, this.#params, now, cost)) return -1;
       if (window.take(now, cost) !== 0) return -1;
     }
@@ -278,11 +280,14 @@ export class LocalAdmission implements Admission {
       else if (this.#nextStartMs !== Number.POSITIVE_INFINITY) baseMs = this.#nextStartMs - now;
       spacingMs = msUntil(0, cost, params);
     }
-    if (this.#window !== undefined && !queued) baseMs = Math.max(baseMs, this.#window.waitMs(now, cost));
+    // Under `windowCounts: 'finish'`, a window that only running jobs' finishes can free is full as a concurrency is.
+    const windowMs = this.#window === undefined || queued ? 0 : this.#window.waitMs(now, cost);
+    const windowFull = windowMs === Number.POSITIVE_INFINITY;
+    if (!windowFull) baseMs = Math.max(baseMs, windowMs);
     const held = cost === 0 ? this.#zeroCostHold : cost;
-    const full = queued
-      ? this.#concurrencyBlocked
-      : host.runner.runningCost + held > this.#concurrency + this.#concurrencySlack;
+    const full =
+      windowFull ||
+      (queued ? this.#concurrencyBlocked : host.runner.runningCost + held > this.#concurrency + this.#concurrencySlack);
     if (full) {
       this.#contended = true;
       const gapMs = this.#finishGapMs;

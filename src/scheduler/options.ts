@@ -15,7 +15,7 @@ import { type DurationInput, parseDuration, type RateInput, type SizeInput } fro
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import { noWindowOnFleet, parseWindowLimit, type WindowLimitOptions, type WindowSettings } from './window-limit.js';
 
-/** Options for {@link Scheduler}. At least one of `rate`, `concurrency` and `limit`/`window` must be given. */
+/** Options for {@link Scheduler}. At least one limit must be finite: `rate`, `concurrency`, or `limit` with `window`. */
 export interface SchedulerOptions extends WindowLimitOptions {
   /**
    * Tokens per second refilled into the bucket jobs draw their cost from: a
@@ -31,8 +31,9 @@ export interface SchedulerOptions extends WindowLimitOptions {
   burst?: SizeInput;
   /**
    * The most cost that may run at once (a weighted semaphore): a job of cost c
-   * holds c units while it runs. Any positive number.
-   * @default Infinity (only the rate limits)
+   * holds c units while it runs. Any positive number; Infinity (no concurrency
+   * limit) beside a `rate` or a window limit.
+   * @default Infinity (only the rate or the window limits)
    */
   concurrency?: number;
   /**
@@ -304,13 +305,25 @@ export const DEFAULT_MAX_QUEUE = 1000;
 /** The default timer lateness made up for, ms (see {@link SchedulerOptions.catchUp}). */
 export const DEFAULT_CATCH_UP_MS = 5;
 
-/** `concurrency`: a number > 0; Infinity only with a rate (something must limit). */
-export function parseConcurrency(value: unknown, hasRate: boolean): number {
-  if (typeof value === 'number' && value > 0 && (value < Number.POSITIVE_INFINITY || hasRate)) return value;
+/** What a Scheduler with no finite limit is told. */
+export const NEEDS_A_LIMIT =
+  'a Scheduler needs at least one finite limit: `rate`, `concurrency` or `limit` with `window` ' +
+  '(cost per second, cost running at once, cost started per window)';
+
+/**
+ * `concurrency`: a number > 0, or Infinity (no concurrency limit) when `otherLimit`: a rate or a
+ * window limit is there. At least one limit must be finite.
+ */
+export function parseConcurrency(value: unknown, otherLimit: boolean): number {
+  if (typeof value === 'number' && value > 0 && value < Number.POSITIVE_INFINITY) return value;
+  if (value === Number.POSITIVE_INFINITY) {
+    if (otherLimit) return value;
+    throw new InvalidOptionError('concurrency', value, `${NEEDS_A_LIMIT}; \`concurrency: Infinity\` sets none`);
+  }
   throw new InvalidOptionError(
     'concurrency',
     value,
-    `Expected \`concurrency\` to be a number > 0${hasRate ? ' or Infinity' : ' (or give a `rate`)'}, got ${describeValue(value)}`,
+    `Expected \`concurrency\` to be a number > 0 or Infinity, got ${describeValue(value)}`,
   );
 }
 
@@ -399,11 +412,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
   const rate = options.rate;
   const hasRate = rate !== undefined;
   if (!hasRate && options.concurrency === undefined && window === undefined) {
-    throw new InvalidOptionError(
-      'rate',
-      undefined,
-      'a Scheduler needs a limit: give `rate` (cost per second), `concurrency` (cost running at once), `limit` with `window`',
-    );
+    throw new InvalidOptionError('rate', undefined, NEEDS_A_LIMIT);
   }
   let params: BucketParams | undefined;
   if (hasRate) {

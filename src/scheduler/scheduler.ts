@@ -20,7 +20,15 @@
  */
 
 import type { Clock } from '../clock.js';
-import { AbortError, ClosedError, checkSignal, InvalidOptionError, retryHintMs, WaitTooLongError } from '../errors.js';
+import {
+  AbortError,
+  ClosedError,
+  checkSignal,
+  InvalidOptionError,
+  QueueFullError,
+  retryHintMs,
+  WaitTooLongError,
+} from '../errors.js';
 import { burstParam, rateParam } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
@@ -94,6 +102,8 @@ export class Scheduler {
   readonly #JobKind: typeof Job;
   /** The largest cost a job may have: min(burst, concurrency). */
   #maxCost: number;
+  /** A window counts jobs until they finish (`windowCounts: 'finish'`): a job started at once needs its record. */
+  #countsFinish: boolean;
   #timeoutMs: number;
   #paused: boolean;
   /** The latest arrival time given to a waiting job. */
@@ -150,6 +160,7 @@ export class Scheduler {
       start: (job, now, held) => this.#start(job, now, held),
       reserve: (job) => waiting.reserve(job),
       reject: (job, reason, error) => waiting.reject(job, reason, error),
+      waits: (job) => this.#waits(job),
       limitsChanged: (now) => this.#limitsChanged(now),
       pump: (now) => this.#pump(now),
       notify: () => this.#notify(),
@@ -159,6 +170,7 @@ export class Scheduler {
         ? new LocalAdmission(host, settings, this.#watchdog)
         : new FleetAdmission(host, settings.fleet, settings);
     this.#maxCost = maxCostOf(this.#admission);
+    this.#countsFinish = this.#admission.window?.untilFinish === true;
   }
 
   // ---------------------------------------------------------------- state
@@ -273,9 +285,11 @@ export class Scheduler {
     }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) return rejectPriority(priority);
     if (signal?.aborted) return rejections.reject('aborted', signal.reason, cost, priority);
-    const queue = this.#waiting.queue;
+    const waiting = this.#waiting;
+    const queue = waiting.queue;
     // A full queue first: with a job waiting at its head nothing could start now, so this one is rejected.
-    if (queue.size >= this.#maxQueue && queue.size !== 0) {
+    const counted = waiting.counted;
+    if (counted >= this.#maxQueue && counted !== 0) {
       return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, priority));
     }
     let timeoutMs = this.#timeoutMs;
@@ -294,7 +308,7 @@ export class Scheduler {
     if (held >= 0) {
       this.#counters.admitted++;
       this.#idleOwed = true;
-      if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY) {
+      if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY && !this.#countsFinish) {
         return this.#runner.run(fn as JobFunction<unknown>, cost, priority, held) as Promise<R>;
       }
       const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
@@ -303,8 +317,11 @@ export class Scheduler {
       return promise;
     }
 
-    if (queue.size >= this.#maxQueue)
+    // A job the local form would have started now waits for a fleet's first answer on trial, outside `maxQueue`.
+    const trial = counted === 0 && !this.#paused && admission.startsAtOnce?.(cost, waiting.trialCost, now) === true;
+    if (!trial && counted >= this.#maxQueue) {
       return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, priority));
+    }
     const maxWaitMs = this.#maxWaitMs;
     if (maxWaitMs !== Number.POSITIVE_INFINITY) {
       const waitMs = admission.predictWaitMs(now, cost, priority, maxWaitMs);
@@ -319,7 +336,8 @@ export class Scheduler {
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
     const job = new this.#JobKind(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
     const promise = promiseOf<R>(job);
-    this.#waiting.push(job);
+    if (trial) waiting.pushOnTrial(job);
+    else waiting.push(job);
     this.#counters.admitted++;
     this.#empty.queued();
     this.#idleOwed = true;
@@ -428,10 +446,12 @@ export class Scheduler {
   /**
    * Changes the concurrency from now on. Running jobs are never stopped: a smaller limit holds new
    * starts back until enough cost finishes. Waiting jobs that cost more are rejected, as for a burst.
+   * Infinity (no concurrency limit) only beside a rate or a window limit.
    */
   setConcurrency(concurrency: number): void {
     const admission = this.#admission;
-    admission.configure({ concurrency: parseConcurrency(concurrency, admission.rate < Number.POSITIVE_INFINITY) });
+    const otherLimit = admission.rate < Number.POSITIVE_INFINITY || admission.window !== undefined;
+    admission.configure({ concurrency: parseConcurrency(concurrency, otherLimit) });
   }
 
   /**
@@ -554,10 +574,19 @@ export class Scheduler {
     this.#runner.runJob(job, held, now - job.enqueuedAtMs, job.extra?.timeoutMs ?? Number.POSITIVE_INFINITY);
   }
 
+  /** A job on trial waits: it counts against `maxQueue` from now, and is rejected if the queue is full without it. */
+  #waits(job: Job): void {
+    const waiting = this.#waiting;
+    if (!waiting.endTrial(job) || waiting.counted <= this.#maxQueue) return;
+    const retryAfterMs = this.#admission.retryAfterMs(job.cost, job.priority);
+    waiting.reject(job, 'queueFull', new QueueFullError(this.#maxQueue, retryAfterMs));
+  }
+
   /** After a limit changed: reject waiting jobs that can no longer ever start, then start what can. */
   #limitsChanged(now: number): void {
     const { burst, concurrency, windowLimit } = this.#admission;
     this.#maxCost = maxCostOf(this.#admission);
+    this.#countsFinish = this.#admission.window?.untilFinish === true;
     const waiting = this.#waiting;
     for (const job of [...waiting.queue]) {
       if (job.cost > this.#maxCost) {

@@ -6,6 +6,11 @@
  * rejected one is handed back to its admission (`dropped`), which gives back
  * what it held for it. Aborting a signal rejects every job waiting on it.
  *
+ * Jobs on trial: queued jobs that wait for their admission's first answer
+ * where the local form would have started them at once (a fleet's). They do
+ * not count against `maxQueue` ({@link Waiting.counted}) until the answer
+ * says they wait ({@link Waiting.endTrial}).
+ *
  * One abort listener per signal, not per job (./signal-watch.ts).
  */
 
@@ -31,6 +36,9 @@ export class Waiting {
   readonly queue: WaitQueue<Job>;
   /** Taken from the queue to wait for a reservation's time: waiting, not started. */
   readonly #reserved = new Set<Job>();
+  /** Queued jobs on trial (see the file's opening comment), and their cost. */
+  readonly #trial = new Set<Job>();
+  #trialCost = 0;
   readonly #signals = new SignalWatch<Job>((signal, jobs) => this.#abort(signal, jobs));
   readonly #rejections: Rejections;
   readonly #dropped: (job: Job) => void;
@@ -48,11 +56,35 @@ export class Waiting {
     return this.queue.size + this.#reserved.size;
   }
 
+  /** Queued jobs that count against `maxQueue`: all but those on trial. */
+  get counted(): number {
+    return this.queue.size - this.#trial.size;
+  }
+
+  /** The cost of the jobs on trial. */
+  get trialCost(): number {
+    return this.#trialCost;
+  }
+
   /** Jobs waiting at exactly `priority`. */
   sizeAt(priority: number): number {
     let reserved = 0;
     for (const job of this.#reserved) if (job.priority === priority) reserved++;
     return this.queue.sizeAt(priority) + reserved;
+  }
+
+  /** Queues `job` on trial: not counted against `maxQueue` until {@link endTrial}. */
+  pushOnTrial(job: Job): void {
+    this.push(job);
+    this.#trial.add(job);
+    this.#trialCost += job.cost;
+  }
+
+  /** `job`'s trial is over (it waits, starts or leaves); false if it was not on trial. */
+  endTrial(job: Job): boolean {
+    if (this.#trial.size === 0 || !this.#trial.delete(job)) return false;
+    this.#trialCost = this.#trial.size === 0 ? 0 : this.#trialCost - job.cost;
+    return true;
   }
 
   /** Queues `job`; its signal (if any) rejects it while it waits. */
@@ -67,6 +99,7 @@ export class Waiting {
 
   /** Takes `job` from the queue to wait for its reservation: its signal still rejects it. */
   reserve(job: Job): void {
+    this.endTrial(job);
     this.queue.remove(job);
     this.#reserved.add(job);
   }
@@ -74,8 +107,10 @@ export class Waiting {
   /** Takes `job` out (from the queue or its reservation) to start it. */
   take(job: Job): void {
     // Queued (the usual case): no set to look in.
-    if (job.level !== undefined) this.queue.remove(job);
-    else this.#reserved.delete(job);
+    if (job.level !== undefined) {
+      this.queue.remove(job);
+      this.endTrial(job);
+    } else this.#reserved.delete(job);
     this.#unwatch(job);
   }
 
@@ -106,7 +141,10 @@ export class Waiting {
   #abort(signal: AbortSignal, jobs: Set<Job>): void {
     for (const job of jobs) {
       (job.extra as { watched: boolean }).watched = false;
-      if (!this.#reserved.delete(job)) this.queue.remove(job);
+      if (!this.#reserved.delete(job)) {
+        this.queue.remove(job);
+        this.endTrial(job);
+      }
       this.#dropped(job);
       this.#rejections.rejectWaiting(job, 'aborted', signal.reason);
     }

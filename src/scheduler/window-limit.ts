@@ -1,11 +1,20 @@
 /**
  * A Scheduler's window limit (`limit`, `window`): no window of `window` ms,
- * wherever it starts, sees more than `limit` of cost started. It is the
- * sliding log of ../meters/windows.ts, run with that file's steps (one entry
- * per start instant, at most `limit` live entries for cost-1 jobs), kept over
- * `window + windowMargin`: a server counts arrival times, which differ from
- * our start times by a varying one-way delay, and the margin covers that
- * jitter.
+ * wherever it starts, sees more than `limit` of cost, across any
+ * `setWindow`. It is the sliding log of ../meters/windows.ts, run with that
+ * file's steps (one entry per instant), kept over `window + windowMargin`.
+ *
+ * How a job counts (`windowCounts`). `'finish'` (the default): from its start
+ * until `window` after it finishes. A downstream that counts at some instant
+ * between the two (a server counting arrival times, which lag our starts by a
+ * varying one-way delay) then never sees `limit + 1` within `window`,
+ * whatever the delays. `'start'`: at its start only, for `window +
+ * windowMargin`: exact for a limit on the starts themselves; against a server
+ * the margin is a guess at the spread of one-way delays.
+ *
+ * The log keeps, besides the entries in the window, the newest behind it up
+ * to `limit` of cost: enough for a window made longer to count every entry it
+ * covers (about `2 * limit` entries for cost-1 jobs, whatever the length).
  *
  * Invariants: a start is counted at the instant the admission read the clock
  * for it (never a theoretical instant in the past, unlike the bucket's
@@ -27,8 +36,9 @@ import {
 import { type DurationInput, parseDuration } from '../units.js';
 
 /**
- * The default margin added to the window, ms: room for the spread of one-way delays on a LAN, at the
- * cost of 1 % of a 1 s window's throughput (docs/calling-apis.md has the measurement).
+ * The default margin added to a window under `windowCounts: 'start'`, ms: room for the spread of
+ * one-way delays on a LAN over connections already open, at the cost of 1 % of a 1 s window's
+ * throughput. Under `'finish'` (the default) it is 0: no jitter can bring two jobs closer there.
  */
 export const DEFAULT_WINDOW_MARGIN_MS = 10;
 
@@ -47,25 +57,28 @@ export interface WindowSettings {
 /** The window options as the Scheduler and the interceptor take them. */
 export interface WindowLimitOptions {
   /**
-   * With `window`: the most cost that may start in any window of that length, wherever it starts
-   * (a sliding window, exact). Combines with `rate`/`burst` and `concurrency`: all given must hold.
+   * With `window`: the most cost in any window of that length, wherever it starts (a sliding
+   * window, exact), a job counting as `windowCounts` says. Combines with `rate`/`burst` and
+   * `concurrency`: all given must hold.
    */
   limit?: number;
   /** With `limit`: the window's length, ms or a string such as `'1s'`. */
   window?: DurationInput;
   /**
-   * Added to the window to cover the varying one-way delay between our starts and the server's
-   * arrivals, so that a server counting arrival times sees no more than `limit` in any `window`.
-   * @default 10 (ms)
+   * Added to the window. Under `windowCounts: 'start'` it covers the varying one-way delay between
+   * our starts and a server's arrivals; under `'finish'` no delay needs it.
+   * @default 0 with `windowCounts: 'finish'`, 10 (ms) with `'start'`
    */
   windowMargin?: DurationInput;
   /**
-   * When a job's cost counts in the window. `'start'`: from its start, for `window`.
-   * `'finish'`: from its start until `window` after it finishes (settles or times out): right when
-   * the limit is counted downstream at an instant between the two that is not known (an API
-   * counting arrivals), since then no jitter can put two jobs closer than `window` there; the
-   * margin's default is 0. throttleInterceptor counts this way.
-   * @default 'start'
+   * When a job's cost counts in the window. `'finish'`: from its start until `window` after it
+   * finishes (settles or times out), so a downstream that counts at any instant between the two
+   * (an API counting arrivals) sees no more than `limit` in any `window`, whatever the delays; a
+   * long job holds its share of the limit while it runs. `'start'`: at its start, for `window`
+   * plus `windowMargin`: exact for a limit on the starts themselves (p-queue's `interval`), a
+   * guess against a server, whose arrivals lag the starts by a delay that varies (a new
+   * connection, a loaded machine).
+   * @default 'finish'
    */
   windowCounts?: 'start' | 'finish';
 }
@@ -95,7 +108,7 @@ export function parseWindowLimit(options: WindowLimitOptions): WindowSettings | 
       `Expected \`windowCounts\` to be 'start' or 'finish', got ${describeValue(windowCounts)}`,
     );
   }
-  const untilFinish = windowCounts === 'finish';
+  const untilFinish = windowCounts !== 'start';
   if (limit === undefined || window === undefined) {
     const missing = limit === undefined ? 'limit' : 'window';
     throw new InvalidOptionError(
@@ -123,7 +136,7 @@ const WINDOW_OPTIONS: ReadonlySet<string> = new Set(['limit', 'window', 'windowM
 export function parseWindowChange(options: WindowLimitOptions, current: WindowSettings | undefined): WindowSettings {
   checkOptions(options, 'setWindow({ limit, window })', true);
   checkKnownOptions(options, WINDOW_OPTIONS, 'setWindow options');
-  const counts = options.windowCounts ?? (current?.untilFinish === true ? 'finish' : 'start');
+  const counts = options.windowCounts ?? (current === undefined || current.untilFinish ? 'finish' : 'start');
   if (current !== undefined && (counts === 'finish') !== current.untilFinish) {
     throw new InvalidOptionError(
       'windowCounts',
@@ -173,8 +186,9 @@ export class StartWindow {
 
   /**
    * A new limit or length from now on (the same way of counting, see {@link parseWindowChange}): the
-   * starts counted so far stay, so a window made shorter frees at once what slid out of it. Starts
-   * older than the window in force were already forgotten: a longer window does not bring them back.
+   * starts counted so far stay, so a window made shorter frees at once what slid out of it, and a
+   * window made longer counts every start it covers (the log kept them; after a higher limit too,
+   * it waits until the starts it did not keep have surely slid out).
    */
   reconfigure(settings: WindowSettings): void {
     this.#settings = settings;
@@ -206,14 +220,16 @@ export class StartWindow {
    * counting nothing. At least 1 ms when it does not fit now: the timer's step.
    */
   waitMs(now: number, cost: number): number {
-    const at = slideLog(this.#log, this.#params, now);
+    const at = slideLog(this.#log, this.#params, now, this.#params.limit);
     const waitMs = slidingLogWaitMs(this.#log, this.#params, at, cost, this.#running);
     return waitMs === 0 ? 0 : Math.max(1, waitMs);
   }
 
   /** The cost that may start at `now` within the limit. */
   remaining(now: number): number {
-    slideLog(this.#log, this.#params, now);
+    const at = slideLog(this.#log, this.#params, now, this.#params.limit);
+    const forgottenAtMs = this.#log.forgottenAtMs;
+    if (forgottenAtMs !== undefined && forgottenAtMs + this.#params.windowMs > at) return 0; // see slidingLogWaitMs
     return Math.max(0, this.#params.limit - this.#log.used - this.#running);
   }
 }

@@ -7,7 +7,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FixedWindow, SlidingWindow } from '../../src/index.js';
-import { newSlidingLog, slideLog, slidingLogRecord, slidingLogWaitMs } from '../../src/meters/windows.js';
+import {
+  newSlidingLog,
+  slideLog,
+  slidingLogRecord,
+  slidingLogWaitMs,
+  type WindowParams,
+} from '../../src/meters/windows.js';
 import { manualClock } from '../helpers/fake-clock.js';
 
 describe('FixedWindow', () => {
@@ -182,6 +188,92 @@ describe("the sliding log's steps (shared with the Scheduler's window limit)", (
     const tenth = { limit: 0.3, windowMs: 1000 };
     for (const at of [0, 1, 2]) slidingLogRecord(log, at, 0.1);
     expect(slidingLogWaitMs(log, tenth, 2, 0.3)).toBe(1000); // when the last 0.1 goes: 1002 - 2
+  });
+});
+
+describe('a sliding log whose window grows (slideLog with keepCost)', () => {
+  /** A log of `limit` per `windowMs`, taking one request every `stepMs` while it fits, for `untilMs`. */
+  function fill(log: ReturnType<typeof newSlidingLog>, params: WindowParams, stepMs: number, untilMs: number): number {
+    let t = 0;
+    for (; t < untilMs; t += stepMs) {
+      const now = slideLog(log, params, t, params.limit);
+      if (slidingLogWaitMs(log, params, now, 1) === 0) slidingLogRecord(log, now, 1);
+    }
+    return t;
+  }
+
+  it('a longer window counts the entries that slid out of the shorter one', () => {
+    const log = newSlidingLog();
+    const short = { limit: 5, windowMs: 50 };
+    for (let i = 0; i < 5; i++) slidingLogRecord(log, 0, 1);
+    for (let i = 0; i < 5; i++) slidingLogRecord(log, 60, 1);
+    slideLog(log, short, 100, 5);
+    expect(log.used).toBe(5); // the 5 at 0 slid out of 50 ms
+    const long = { limit: 5, windowMs: 1000 };
+    const now = slideLog(log, long, 100, 5);
+    expect(log.used).toBe(10); // both fives are inside 1000 ms
+    expect(slidingLogWaitMs(log, long, now, 1)).toBe(960); // room once the 5 at 60 slide out, at 1060
+  });
+
+  it('keeps at most keepCost behind the window, and after compaction still decides exactly for a longer window', () => {
+    const log = newSlidingLog();
+    const short = { limit: 5, windowMs: 10 };
+    const end = fill(log, short, 1, 10_000); // 5 starts every 10 ms: 5000 in all
+    expect(log.atMs.length - log.head).toBeLessThanOrEqual(5);
+    expect(log.atMs.length).toBeLessThanOrEqual(80); // bounded, however long it ran
+    expect(log.atMs[0]).toBeGreaterThan(end - 200);
+    // Lengthened to 1 s at 10000: the 5 newest starts (9990-9994) are inside, so the next waits until the
+    // oldest of them slides out, at 10990.
+    const long = { limit: 5, windowMs: 1000 };
+    const now = slideLog(log, long, end, 5);
+    expect(log.used).toBeGreaterThanOrEqual(5);
+    expect(now + slidingLogWaitMs(log, long, now, 1)).toBe(10_990);
+  });
+
+  it('after a higher limit, admits nothing until the entries it dropped have surely slid out', () => {
+    const log = newSlidingLog();
+    const end = fill(log, { limit: 5, windowMs: 10 }, 1, 10_000);
+    const forgottenAtMs = log.forgottenAtMs as number;
+    expect(forgottenAtMs).toBeGreaterThan(end - 200);
+    const wider = { limit: 500, windowMs: 1000 };
+    const now = slideLog(log, wider, end, 500);
+    expect(slidingLogWaitMs(log, wider, now, 1)).toBe(forgottenAtMs + 1000 - now);
+    expect(slidingLogWaitMs(log, wider, now, 0)).toBe(0); // a cost of 0 adds nothing
+    const later = slideLog(log, wider, forgottenAtMs + 1000, 500);
+    expect(slidingLogWaitMs(log, wider, later, 1)).toBe(0);
+  });
+
+  it('property: across any changes of limit and length, no window of the length in force ending at an admission holds more than its limit', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 30 }), { minLength: 1, maxLength: 300 }),
+        fc.array(
+          fc.record({
+            index: fc.nat(),
+            limit: fc.integer({ min: 1, max: 8 }),
+            windowMs: fc.integer({ min: 5, max: 2000 }),
+          }),
+          { maxLength: 6 },
+        ),
+        (gaps, changes) => {
+          const log = newSlidingLog();
+          let params: WindowParams = { limit: 3, windowMs: 100 };
+          const admitted: number[] = [];
+          let t = 0;
+          gaps.forEach((gap, i) => {
+            for (const change of changes) if (change.index % gaps.length === i) params = change;
+            t += gap;
+            const now = slideLog(log, params, t, params.limit);
+            if (slidingLogWaitMs(log, params, now, 1) !== 0) return;
+            slidingLogRecord(log, now, 1);
+            admitted.push(now);
+            const inWindow = admitted.filter((a) => a > now - params.windowMs).length;
+            expect(inWindow).toBeLessThanOrEqual(params.limit);
+          });
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
 

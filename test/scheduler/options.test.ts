@@ -5,6 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { MemoryFleetStore } from '../../src/fleet/store.js';
+import { Scheduler } from '../../src/index.js';
 import {
   DEFAULT_MAX_QUEUE,
   parseConcurrency,
@@ -20,16 +21,38 @@ describe('option checks', () => {
     [4, false, 4],
     [0.5, false, 0.5],
     [Number.POSITIVE_INFINITY, true, Number.POSITIVE_INFINITY],
-    [Number.POSITIVE_INFINITY, false, /or give a `rate`/],
+    [
+      Number.POSITIVE_INFINITY,
+      false,
+      /needs at least one finite limit: `rate`, `concurrency` or `limit` with `window`/,
+    ],
     [0, true, /Expected `concurrency` to be a number > 0 or Infinity, got 0/],
     ['4', true, /got "4"/],
-  ] as const)('parseConcurrency(%s, hasRate %s)', (value, hasRate, expected) => {
+  ] as const)('parseConcurrency(%s, another finite limit %s)', (value, hasRate, expected) => {
     if (expected instanceof RegExp) {
       expect(() => parseConcurrency(value, hasRate)).toThrow(expect.objectContaining({ option: 'concurrency' }));
       expect(() => parseConcurrency(value, hasRate)).toThrow(expected);
     } else {
       expect(parseConcurrency(value, hasRate)).toBe(expected);
     }
+  });
+
+  it('concurrency Infinity is fine beside any finite limit; alone it is refused with the rule', () => {
+    expect(parseSchedulerOptions({ concurrency: Number.POSITIVE_INFINITY, rate: 5 }).concurrency).toBe(
+      Number.POSITIVE_INFINITY,
+    );
+    expect(parseSchedulerOptions({ concurrency: Number.POSITIVE_INFINITY, limit: 5, window: '1s' }).concurrency).toBe(
+      Number.POSITIVE_INFINITY,
+    );
+    const rule = /a Scheduler needs at least one finite limit: `rate`, `concurrency` or `limit` with `window`/;
+    expect(() => parseSchedulerOptions({ concurrency: Number.POSITIVE_INFINITY })).toThrow(rule);
+    expect(() => parseSchedulerOptions({})).toThrow(rule);
+    const windowOnly = new Scheduler({ limit: 5, window: '1s', concurrency: 2 });
+    windowOnly.setConcurrency(Number.POSITIVE_INFINITY); // the window still limits
+    expect(windowOnly.concurrency).toBe(Number.POSITIVE_INFINITY);
+    const concurrencyOnly = new Scheduler({ concurrency: 2 });
+    expect(() => concurrencyOnly.setConcurrency(Number.POSITIVE_INFINITY)).toThrow(rule);
+    expect(concurrencyOnly.concurrency).toBe(2);
   });
 
   it.each([

@@ -33,8 +33,8 @@ describe('Scheduler window limit', () => {
     expect(starts).toEqual([0, 0, 0, 1000, 1000, 1000, 2000, 2000, 2000]);
   });
 
-  it('adds the margin to the window (default 10 ms)', async () => {
-    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000 });
+  it("windowCounts: 'start' adds the margin to the window (default 10 ms)", async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000, windowCounts: 'start' });
     const starts: number[] = [];
     const jobs = Array.from({ length: 4 }, () => scheduler.schedule(() => starts.push(clock.now())));
     await timers.tickAsync(2000);
@@ -107,8 +107,8 @@ describe('Scheduler window limit', () => {
     expect(code({ limit: 3, window: '1s', store: new MemoryFleetStore(), key: 'k' })).toBe('ERR_NOT_SUPPORTED');
   });
 
-  it("windowCounts: 'finish' counts a job until the window after it finishes (no margin by default)", async () => {
-    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000, windowCounts: 'finish' });
+  it("by default ('finish') a job counts until the window after it finishes, with no margin", async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000 });
     const starts: number[] = [];
     const jobs = Array.from({ length: 4 }, () =>
       scheduler.schedule(async () => {
@@ -119,6 +119,7 @@ describe('Scheduler window limit', () => {
     await timers.tickAsync(3000);
     await Promise.all(jobs);
     expect(starts).toEqual([0, 0, 1300, 1300]);
+    expect(scheduler.counters.started).toBe(4);
     const error = (() => {
       try {
         new Scheduler({ limit: 2, window: 1000, windowCounts: 'end' as 'start' });
@@ -127,6 +128,42 @@ describe('Scheduler window limit', () => {
       }
     })();
     expect(isTokenpaceError(error, 'ERR_INVALID_OPTION')).toBe(true);
+  });
+});
+
+describe('Scheduler window limit, counted until finish (the default)', () => {
+  it('starts within schedule() when the window has room, and maxQueue 0 runs the job', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 2, window: 1000, maxQueue: 0 });
+    const starts: number[] = [];
+    const job = () => scheduler.schedule(() => starts.push(clock.now()));
+    const first = job();
+    expect(starts).toEqual([0]); // started within schedule(), as without a window
+    const second = job();
+    const third = job().catch((e: unknown) => e);
+    expect(await third).toMatchObject({ code: 'ERR_QUEUE_FULL' });
+    await timers.tickAsync(2000);
+    await Promise.all([first, second]);
+    expect(starts).toEqual([0, 0]);
+    expect(scheduler.windowRemaining).toBe(2); // both finished at 0 and slid out at 1000
+  });
+
+  it('a full window that only running jobs can free: no up-front maxWait refusal, a finite retry hint', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 1, window: 100, maxQueue: 1, maxWait: 1000 });
+    const starts: number[] = [];
+    const long = (ms: number) =>
+      scheduler.schedule(async () => {
+        starts.push(clock.now());
+        await new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
+      });
+    const first = long(200); // counts until 300
+    const second = long(0); // waits: nothing predicts when the first finishes
+    const third = long(0).catch((e: unknown) => e);
+    const error = await third;
+    expect(error).toMatchObject({ code: 'ERR_QUEUE_FULL' });
+    expect((error as { retryAfterMs: number }).retryAfterMs).toBeLessThan(Number.POSITIVE_INFINITY);
+    await timers.tickAsync(1000);
+    await Promise.all([first, second]);
+    expect(starts).toEqual([0, 300]);
   });
 });
 
@@ -180,6 +217,24 @@ describe('Scheduler.setWindow', () => {
     await timers.tickAsync(0);
     await Promise.all(jobs);
     expect(starts).toEqual([0, 100, 100, 100]);
+  });
+
+  it('a longer window counts the starts made under the shorter one (no window of the new length sees more)', async () => {
+    const { scheduler, timers, clock } = setup({ limit: 5, window: 50, windowMargin: 0 });
+    const starts: number[] = [];
+    const run = () => scheduler.schedule(() => starts.push(clock.now()));
+    const jobs = Array.from({ length: 5 }, run); // 5 at 0
+    await timers.tickAsync(50);
+    jobs.push(run(), run()); // 2 at 50: the 5 at 0 slid out of 50 ms
+    await timers.tickAsync(10);
+    scheduler.setWindow({ limit: 5, window: 1000 });
+    expect(scheduler.windowRemaining).toBe(0); // 7 started in the last 1000 ms
+    jobs.push(run(), run(), run());
+    await timers.tickAsync(3000);
+    await Promise.all(jobs);
+    // The 5 at 0 are inside 1000 ms of 60: the next three wait until they slide out, at 1000.
+    expect(starts).toEqual([0, 0, 0, 0, 0, 50, 50, 1000, 1000, 1000]);
+    expect(worstWindow(starts.slice(5), 1000)).toBeLessThanOrEqual(5);
   });
 
   it('rejects waiting jobs that cost more than the new limit, naming the window', async () => {
@@ -239,7 +294,7 @@ describe('Scheduler.setWindow, properties', () => {
           fc.record({
             atMs: fc.integer({ min: 0, max: 2000 }),
             limit: fc.integer({ min: 1, max: 8 }),
-            windowMs: fc.integer({ min: 10, max: 400 }),
+            windowMs: fc.integer({ min: 10, max: 3000 }),
           }),
           { maxLength: 4 },
         ),
@@ -252,20 +307,18 @@ describe('Scheduler.setWindow, properties', () => {
             t += gap;
             timers.setTimeout(() => jobs.push(scheduler.schedule(() => starts.push(clock.now()))), t);
           }
-          // Each change is no longer than the window before it, so that no counted start was forgotten.
+          // Changes may make the window longer or shorter, the limit higher or lower.
           // The timeline records starts and changes in the order they happened.
           const timeline: Array<{ startMs: number } | { limit: number; windowMs: number }> = [];
-          let longest = 400;
           for (const change of [...changes].sort((a, b) => a.atMs - b.atMs)) {
-            const windowMs = Math.min(change.windowMs, longest);
-            longest = windowMs;
+            const windowMs = change.windowMs;
             timers.setTimeout(() => {
               timeline.push({ limit: change.limit, windowMs }); // before: jobs may start inside setWindow
               scheduler.setWindow({ limit: change.limit, window: windowMs });
             }, change.atMs);
           }
           scheduler.on('active', () => timeline.push({ startMs: clock.now() }));
-          await timers.tickAsync(t + 2001);
+          await timers.tickAsync(t + 5001);
           await timers.runAllAsync();
           await Promise.all(jobs);
           expect(starts.length).toBe(gaps.length);
