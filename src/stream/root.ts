@@ -225,6 +225,7 @@ export class Pacer {
         const sent = port.send(nowMs, piece);
         meter.take(nowMs, sent);
         if (sent > 0) progress.record(nowMs, sent);
+        this.#passed(sent);
         if (sent === 0 || !port.inRing) return false;
         ring.charge(port, sent);
         if (port.deficit === 0) return false;
@@ -272,6 +273,7 @@ export class Pacer {
         const sent = port.send(nowMs, piece);
         meter.take(nowMs, sent);
         if (sent > 0) progress.record(nowMs, sent);
+        this.#passed(sent);
         if (!port.inRing) continue; // it left while sending
         if (sent === 0) ring.drop(port);
         else ring.charge(port, sent);
@@ -280,6 +282,14 @@ export class Pacer {
       this.#serving = false;
       this.#bookWaiting(nowMs);
     }
+  }
+
+  /**
+   * A piece of `sent` bytes, taken at the pass's clock read, has passed: the
+   * root's bucket is done with it at a clock read now (meters/byte-meter.ts).
+   */
+  #passed(sent: number): void {
+    if (sent > 0) this.#root.meter.done(this.#clock.now(), sent);
   }
 
   /** Waiting time runs while some child is in the ring (a record stops it). */

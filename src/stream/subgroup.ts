@@ -13,7 +13,8 @@
  * Invariants: what it reports it can send (`sendableNow`) is its next
  * member's piece, within its own bucket, so its parent waits for no more
  * tokens than it will use; every piece it sends is charged to its own bucket
- * and counted in its progress at the instant it passes.
+ * at the instant it was decided, done with at a clock read after it passed,
+ * and counted in its progress.
  */
 
 import type { Clock } from '../clock.js';
@@ -110,6 +111,7 @@ export function subgroupHooks(node: ServedClass, weight: number, guaranteedPerSe
       sent = port.send(nowMs, Math.min(chosenLimit, budget));
       if (sent > 0) {
         meter?.take(nowMs, sent);
+        meter?.done(node.clock.now(), sent);
         progress.start(nowMs);
         progress.record(nowMs, sent);
       }
