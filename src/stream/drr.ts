@@ -6,7 +6,8 @@
  * The ring is served in rounds. A child gets one turn per round (its size is
  * the class's business: `turnFor`, by weight and guarantee) and sends it in
  * pieces, one per visit, the children taking turns within the round; a child
- * whose turn is spent waits for the next round. A child that runs dry mid-turn holds its turn (it waits in
+ * whose turn is spent waits for the next round, and so does a child that
+ * joins back from idle while others are served. A child that runs dry mid-turn holds its turn (it waits in
  * `holding`) while `mayHold` says so; once it does not, the next round
  * starts and the dry children give up their turns. A child back from its own
  * cap (`sparse`) goes first and its turn may take what its cap allows; a
@@ -71,11 +72,17 @@ export class DrrRing {
     return this.#current.every(ended) && this.#next.every(ended) && this.#holding.every(ended);
   }
 
-  /** A child that is not in the ring joins it: first (a sparse or urgent child), or last. */
+  /**
+   * A child that is not in the ring joins it: first (a sparse or urgent
+   * child), or last. A child back from idle (no turn in this round or the last)
+   * while others are served waits for the next round: a turn granted now, in
+   * what is left of a round, would come on top of its next one.
+   */
   join(port: MemberPort, first: boolean): void {
     port.inRing = true;
     port.dry = false;
     if (first) this.#current.unshift(port);
+    else if (this.size > 0 && port.round < this.round - 1) this.#next.push(port);
     else this.#current.push(port);
     this.weight += port.weight;
     this.guaranteedPerSecond += port.guaranteedPerSecond;
