@@ -18,6 +18,13 @@
  * (Charging pieces that passed without a clock read at the next read, after
  * the cap, drops the tokens earned meanwhile whenever the bucket would have
  * been full in between; charging them before the cap overshoots the burst.)
+ *
+ * Passing a piece takes time: the reader gets it at some instant between the
+ * clock read that decided it and the end of `push()`. A piece is taken at the
+ * first ({@link take}) and done at a clock read after the second
+ * ({@link done}): the refill in between counts only as far as it leaves room
+ * for the piece, as if it had been charged at the end. So whenever in that
+ * span a reader sees it, no window of T carries more than burst + rate * T.
  */
 
 import {
@@ -25,10 +32,12 @@ import {
   type BucketParams,
   type BucketState,
   charge,
+  clampToCapacity,
   conforms,
   largestConforming,
   readyAt,
   reconfigure,
+  tokensAt,
 } from './bucket.js';
 
 /** A bucket's rate and capacity, in bytes. */
@@ -45,6 +54,18 @@ interface Bucket {
 
 function bucket(ratePerSecond: number, burst: number, nowMs: number): Bucket {
   return { params: { ratePerSecond, burst }, state: { tokens: burst, updatedAtMs: nowMs } };
+}
+
+/**
+ * `bytes` taken from `b` finished passing at `nowMs`: the refill up to then
+ * stops at the capacity less `bytes`. Below that the bucket is left as it is
+ * (its lazy refill gives the same tokens at every later read).
+ */
+function finish(b: Bucket, nowMs: number, bytes: number): void {
+  const room = { ratePerSecond: b.params.ratePerSecond, burst: b.params.burst - bytes };
+  if (tokensAt(b.state, b.params, nowMs) <= room.burst) return;
+  advance(b.state, room, nowMs);
+  clampToCapacity(b.state, room);
 }
 
 /** The largest piece `b` lets pass now (fractional): every n up to it conforms by the one tolerance rule. */
@@ -100,6 +121,17 @@ export class ByteMeter {
   take(nowMs: number, bytes: number): void {
     charge(this.#main.state, this.#main.params, nowMs, bytes);
     if (this.#peak !== undefined) charge(this.#peak.state, this.#peak.params, nowMs, bytes);
+  }
+
+  /**
+   * `bytes` taken earlier ({@link take}, {@link tryTake}) finished passing at
+   * `nowMs`, a clock read after the reader had them: both buckets refill up
+   * to `nowMs`, but only to their capacity less `bytes`, so the piece counts
+   * as charged at `nowMs` (see the file's opening comment).
+   */
+  done(nowMs: number, bytes: number): void {
+    finish(this.#main, nowMs, bytes);
+    if (this.#peak !== undefined) finish(this.#peak, nowMs, bytes);
   }
 
   /**

@@ -5,13 +5,17 @@
  *
  * The ring is served in rounds. A child gets one turn per round (its size is
  * the class's business: `turnFor`, by weight and guarantee) and sends it in
- * pieces, one per visit, the children taking turns within the round; a child
- * whose turn is spent waits for the next round. A child that runs dry mid-turn holds its turn (it waits in
- * `holding`) while `mayHold` says so; once it does not, the next round
- * starts and the dry children give up their turns. A child back from its own
- * cap (`sparse`) goes first and its turn may take what its cap allows; a
- * subgroup with such a member below it (`urgent`) goes first too, taking its
- * next turn early if this round's is spent.
+ * pieces, one per visit, the children taking turns within the round at one
+ * pace (by the part of its turn each has sent), so that each passes its
+ * share all through the round; a child whose turn is spent waits for the
+ * next round, and so does a child that joins back from idle while others are
+ * served. A child that runs dry mid-turn holds its turn (it waits in
+ * `holding`) while `mayHold` says so, and the children ahead of it wait for
+ * its data meanwhile; once it does not, the next round starts and the dry
+ * children give up their turns. A child back from its own cap (`sparse`)
+ * goes first and its turn may take what its cap allows; a subgroup with such
+ * a member below it (`urgent`) goes first too, taking its next turn early if
+ * this round's is spent.
  *
  * Invariants: every child in the ring is in exactly one of `current` (turn
  * open or not yet granted this round), `next` (turn spent) and `holding`
@@ -71,11 +75,17 @@ export class DrrRing {
     return this.#current.every(ended) && this.#next.every(ended) && this.#holding.every(ended);
   }
 
-  /** A child that is not in the ring joins it: first (a sparse or urgent child), or last. */
+  /**
+   * A child that is not in the ring joins it: first (a sparse or urgent
+   * child), or last. A child back from idle (no turn in this round or the last)
+   * while others are served waits for the next round: a turn granted now, in
+   * what is left of a round, would come on top of its next one.
+   */
   join(port: MemberPort, first: boolean): void {
     port.inRing = true;
     port.dry = false;
     if (first) this.#current.unshift(port);
+    else if (this.size > 0 && port.round < this.round - 1) this.#next.push(port);
     else this.#current.push(port);
     this.weight += port.weight;
     this.guaranteedPerSecond += port.guaranteedPerSecond;
@@ -200,6 +210,19 @@ export class DrrRing {
         }
         continue;
       }
+      const holder = this.#holding.head;
+      if (
+        holder !== undefined &&
+        !port.sparse &&
+        !port.urgent &&
+        port.round === this.round &&
+        this.#behind(holder, port) &&
+        policy.mayHold(nowMs)
+      ) {
+        // A dry child is behind it in its turn: the tokens wait for the dry one's data.
+        this.idle = 'hold';
+        return undefined;
+      }
       if (port.sparse) {
         // What its own cap allows, up to the sparse limit (which fits the bucket).
         const turn = policy.turnFor(port);
@@ -240,6 +263,22 @@ export class DrrRing {
     }
   }
 
+  /** The part of its turn in this round a child has sent (0 before its turn is granted). */
+  #spent(port: MemberPort): number {
+    return port.round < this.round || port.turnBytes <= 0 ? 0 : 1 - port.deficit / port.turnBytes;
+  }
+
+  /**
+   * True if `port`, after `marginBytes` more of its turn, would still have
+   * sent a smaller part of it than `next`: it goes first, so that the children
+   * go through their turns at one pace, each at its share all through the
+   * round, and a large turn (a large guarantee or weight) is not left for the
+   * end of the round, after the small ones are spent. Equal turns alternate.
+   */
+  #behind(port: MemberPort, next: MemberPort | undefined, marginBytes = 0): boolean {
+    return next !== undefined && this.#spent(port) + marginBytes / port.turnBytes < this.#spent(next);
+  }
+
   /**
    * `port` sent `bytes` of its turn (so it is no longer urgent): with some
    * turn left it goes behind the others still to send in this round, and a
@@ -249,9 +288,10 @@ export class DrrRing {
     port.urgent = false;
     port.deficit -= bytes;
     if (port.deficit > 0) {
-      // Its turn goes on after the others' next pieces: the round's pieces are interleaved.
+      // Its turn goes on after the others' next pieces (the round's pieces are
+      // interleaved), unless another piece like this one leaves it still behind the next child.
       const current = this.#current;
-      if (port.ringQueue === current && current.size > 1) {
+      if (port.ringQueue === current && current.size > 1 && !this.#behind(port, port.ringNext, bytes)) {
         current.remove(port);
         current.push(port);
       }

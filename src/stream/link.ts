@@ -150,6 +150,8 @@ export interface GroupLink {
    * took; 0 (taking nothing) otherwise.
    */
   takeUpTo(nowMs: number, bytes: number): number;
+  /** `bytes` taken by {@link tryTake} or {@link takeUpTo} have passed, at `nowMs` (see meters/byte-meter.ts's `done`). */
+  done(nowMs: number, bytes: number): void;
   /**
    * The member has data it could not send: join the ring (if not in it) and
    * be served in turn. A member already in the ring calls it when new data

@@ -33,7 +33,7 @@ import { DrrRing, type TurnPolicy } from './drr.js';
 import { ClassGuarantees, checkSum } from './guarantees.js';
 import { type GroupLink, type MemberPort, makePort } from './link.js';
 import { MAX_ROUND_MS, MIN_TURN_BYTES, type RoundPlan, roundPlan, turnBytes } from './pacing.js';
-import { takeUpToOnPath, tryTakeOnPath } from './path.js';
+import { doneOnPath, takeUpToOnPath, tryTakeOnPath } from './path.js';
 import { Pacer, type Request } from './root.js';
 import { holdsForOwnRate, type ServedClass, subgroupHooks } from './subgroup.js';
 
@@ -149,6 +149,7 @@ export class ClassNode implements ServedClass {
       clock,
       tryTake: (atMs, bytes) => tryTakeOnPath(this, atMs, bytes),
       takeUpTo: (atMs, bytes) => takeUpToOnPath(this, atMs, bytes),
+      done: (atMs, bytes) => doneOnPath(this, atMs, bytes),
       request: (port) => this.request(port),
       replan: () => this.pacer.replan(),
       leave: (port) => this.leave(port),

@@ -141,6 +141,27 @@ export function groupWakePieceBytes(
 }
 
 /**
+ * The longest a group sleeps while children with guaranteed rates wait, ms
+ * of its rate (and a subgroup with a guarantee, on its own rate). A window
+ * of 100 ms may hold one wake-up fewer than the next: it misses at most this
+ * much (and 1 ms of the timer's rounding) of a child's share, so a child
+ * whose share is 1.1 times its guarantee or more passes its guarantee in
+ * every such window.
+ */
+export const GUARANTEE_WAKE_MS = 8;
+
+/**
+ * The piece a group sleeps for while children with guaranteed rates wait:
+ * {@link GUARANTEE_WAKE_MS} of its rate, at most `wakeBytes` (its wake piece),
+ * whole bytes, at least 1.
+ *
+ * @example guaranteeWakePieceBytes(1000, 75) === 8
+ */
+export function guaranteeWakePieceBytes(ratePerSecond: number, wakeBytes: number): number {
+  return Math.max(1, Math.min(wakeBytes, Math.floor((ratePerSecond * GUARANTEE_WAKE_MS) / 1000)));
+}
+
+/**
  * With default quanta, the longest a round of a group's deficit round robin
  * lasts, ms: once its members' quanta add up to more than this much of the
  * rate, every turn shrinks in proportion, so that each member is served at

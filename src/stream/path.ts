@@ -5,7 +5,8 @@
  *
  * Invariant: a piece is taken only if every class on the path has an empty
  * ring (taking it then overtakes no one) and it conforms to every bucket on
- * the path; it is then charged to all of them at the same instant.
+ * the path; it is then charged to all of them at the same instant, and done
+ * with in all of them once it has passed.
  */
 
 import type { ByteMeter } from '../meters/byte-meter.js';
@@ -38,6 +39,11 @@ export function takeUpToOnPath(first: PathClass, nowMs: number, bytes: number): 
   if (taken <= 0) return 0;
   charge(first, nowMs, taken);
   return taken;
+}
+
+/** `bytes` taken on the path have passed, at `nowMs`: each bucket on it is done with them. */
+export function doneOnPath(first: PathClass, nowMs: number, bytes: number): void {
+  for (let n: PathClass | undefined = first; n !== undefined; n = n.parent) n.meter?.done(nowMs, bytes);
 }
 
 function charge(first: PathClass, nowMs: number, bytes: number): void {

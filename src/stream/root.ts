@@ -5,9 +5,11 @@
  * A pass serves the root's ring (drr.ts) piece by piece while the root's
  * bucket holds the next piece; a subgroup's piece is passed on to its own
  * members (node.ts). When the bucket is short the root sleeps for a group
- * wake piece (pacing.ts), so one wake-up serves many turns. Subgroups whose
- * own rate (their ceiling) is short leave their ring and sleep on this same
- * timer: the root keeps their wake-up instants and arms for the earliest.
+ * wake piece (pacing.ts), so one wake-up serves many turns; while children
+ * with guaranteed rates wait, for at most GUARANTEE_WAKE_MS of its rate.
+ * Subgroups whose own rate (their ceiling) is short leave their ring and
+ * sleep on this same timer: the root keeps their wake-up instants and arms
+ * for the earliest.
  *
  * Invariants: one timer per tree, armed for the earliest of (the root's
  * piece, the hold limit, a sleeping subgroup's piece), or none when nothing
@@ -25,7 +27,7 @@ import { Watchdog } from '../timer.js';
 import type { Progress } from './counters.js';
 import type { DrrRing, TurnPolicy } from './drr.js';
 import type { MemberPort } from './link.js';
-import { defaultGroupBurstBytes, groupWakePieceBytes, wakePieceBytes } from './pacing.js';
+import { defaultGroupBurstBytes, groupWakePieceBytes, guaranteeWakePieceBytes, wakePieceBytes } from './pacing.js';
 
 /** What the pacer needs of the root class. */
 export interface PacedClass {
@@ -65,6 +67,8 @@ export class Pacer {
   wakePieceBytes = 0;
   /** The largest piece sent at once: the hold limit (the quantum if larger), which fits the bucket with the timer's margin. */
   maxPieceBytes = 1;
+  /** The piece the root sleeps for while children with guaranteed rates wait: at most GUARANTEE_WAKE_MS of its rate (pacing.ts). */
+  guaranteeWakeBytes = 1;
 
   constructor(root: PacedClass, clock: Clock) {
     this.#root = root;
@@ -99,6 +103,7 @@ export class Pacer {
     this.holdLimitBytes = wakePieceBytes(ratePerSecond, capacityBytes, lateMs, defaultGroupBurstBytes(ratePerSecond));
     this.wakePieceBytes = groupWakePieceBytes(ratePerSecond, capacityBytes, quantumBytes, lateMs);
     this.maxPieceBytes = Math.max(1, quantumBytes, this.holdLimitBytes);
+    this.guaranteeWakeBytes = guaranteeWakePieceBytes(ratePerSecond, this.wakePieceBytes);
   }
 
   /** True while dry members may keep their turns: the root's bucket is below the hold limit. */
@@ -225,6 +230,7 @@ export class Pacer {
         const sent = port.send(nowMs, piece);
         meter.take(nowMs, sent);
         if (sent > 0) progress.record(nowMs, sent);
+        this.#passed(sent);
         if (sent === 0 || !port.inRing) return false;
         ring.charge(port, sent);
         if (port.deficit === 0) return false;
@@ -259,9 +265,11 @@ export class Pacer {
         const piece = Math.min(ring.limit, this.maxPieceBytes);
         if (meter.available(nowMs) < piece) {
           // Sleep for a wake piece, not just this piece: one wake-up then serves
-          // several turns. Once every waiting writer has ended, only what they
+          // several turns (a smaller one while children with guarantees wait, see
+          // pacing.ts). Once every waiting writer has ended, only what they
           // hold is left. A capped child is served as soon as its piece conforms.
-          const target = port.capped() || port.urgent || ring.allEnded() ? piece : Math.max(piece, this.wakePieceBytes);
+          const wakePiece = ring.guaranteedPerSecond > 0 ? this.guaranteeWakeBytes : this.wakePieceBytes;
+          const target = port.capped() || port.urgent || ring.allEnded() ? piece : Math.max(piece, wakePiece);
           const waitMs = meter.msUntil(nowMs, target);
           if (streamWaitChannel.hasSubscribers) {
             streamWaitChannel.publish({ stream: this.#root.publicObject, waitMs });
@@ -272,6 +280,7 @@ export class Pacer {
         const sent = port.send(nowMs, piece);
         meter.take(nowMs, sent);
         if (sent > 0) progress.record(nowMs, sent);
+        this.#passed(sent);
         if (!port.inRing) continue; // it left while sending
         if (sent === 0) ring.drop(port);
         else ring.charge(port, sent);
@@ -280,6 +289,14 @@ export class Pacer {
       this.#serving = false;
       this.#bookWaiting(nowMs);
     }
+  }
+
+  /**
+   * A piece of `sent` bytes, taken at the pass's clock read, has passed: the
+   * root's bucket is done with it at a clock read now (meters/byte-meter.ts).
+   */
+  #passed(sent: number): void {
+    if (sent > 0) this.#root.meter.done(this.#clock.now(), sent);
   }
 
   /** Waiting time runs while some child is in the ring (a record stops it). */

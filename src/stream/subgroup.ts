@@ -13,7 +13,8 @@
  * Invariants: what it reports it can send (`sendableNow`) is its next
  * member's piece, within its own bucket, so its parent waits for no more
  * tokens than it will use; every piece it sends is charged to its own bucket
- * and counted in its progress at the instant it passes.
+ * at the instant it was decided, done with at a clock read after it passed,
+ * and counted in its progress.
  */
 
 import type { Clock } from '../clock.js';
@@ -21,7 +22,7 @@ import type { ByteMeter } from '../meters/byte-meter.js';
 import type { Progress } from './counters.js';
 import type { DrrRing, TurnPolicy } from './drr.js';
 import type { MemberPort, PortHooks } from './link.js';
-import { defaultGroupBurstBytes, groupWakePieceBytes, wakePieceBytes } from './pacing.js';
+import { defaultGroupBurstBytes, groupWakePieceBytes, guaranteeWakePieceBytes, wakePieceBytes } from './pacing.js';
 import type { Pacer, Sleeper } from './root.js';
 
 /** What a subgroup's port needs of its class (node.ts). */
@@ -34,6 +35,8 @@ export interface ServedClass extends Sleeper {
   readonly clock: Clock;
   readonly destroyed: boolean;
   readonly numbers: { readonly quantumBytes: number };
+  /** What its parent sees of it (its guaranteed rate, among others). */
+  readonly port: MemberPort | undefined;
   /** Asks its parent for service again: members of its own still wait. */
   askParent(): void;
   endAll(): void;
@@ -92,7 +95,8 @@ export function subgroupHooks(node: ServedClass, weight: number, guaranteedPerSe
       available = Math.floor(meter.available(nowMs));
       if (available < 1) {
         const { ratePerSecond, burstBytes } = meter;
-        const piece = groupWakePieceBytes(ratePerSecond, burstBytes, node.numbers.quantumBytes, node.pacer.latenessMs);
+        let piece = groupWakePieceBytes(ratePerSecond, burstBytes, node.numbers.quantumBytes, node.pacer.latenessMs);
+        if ((node.port?.guaranteedPerSecond ?? 0) > 0) piece = guaranteeWakePieceBytes(ratePerSecond, piece);
         node.pacer.sleep(node, meter.readyAt(nowMs, piece));
         return 0;
       }
@@ -110,6 +114,7 @@ export function subgroupHooks(node: ServedClass, weight: number, guaranteedPerSe
       sent = port.send(nowMs, Math.min(chosenLimit, budget));
       if (sent > 0) {
         meter?.take(nowMs, sent);
+        meter?.done(node.clock.now(), sent);
         progress.start(nowMs);
         progress.record(nowMs, sent);
       }

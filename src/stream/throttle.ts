@@ -11,8 +11,10 @@
  * beyond that chunk. What conforms passes now; for the rest the stream sleeps
  * on one timer (timer.ts's Watchdog) for a wake piece (pacing.ts).
  *
- * Invariants: no piece is larger than the burst; nothing is dropped,
- * reordered or duplicated; a full readable side holds the rest until
+ * Invariants: no piece is larger than the burst; every piece is taken at a
+ * clock read before it is pushed and done with at one after (so the bound
+ * holds wherever in `push()` the reader receives it; meters/byte-meter.ts);
+ * nothing is dropped, reordered or duplicated; a full readable side holds the rest until
  * `_read()`; after `destroy()` (an aborted `signal`, a failed `pipeline`)
  * no timer is armed and nothing more is pushed. docs/internals/streams.md
  * gives the reasoning (runs, early wake-ups, the peak bucket).
@@ -324,7 +326,8 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
         callback();
         return;
       }
-      // Otherwise it is charged now: one clock read, a comparison, a subtraction.
+      // Otherwise it is taken at a clock read now, and done with at one once
+      // it has passed (see meters/byte-meter.ts), which a lone stream starts a run at.
       const nowMs = this.#clock.now();
       this.#endRun(nowMs);
       const progress = this.#progress;
@@ -337,9 +340,12 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
           : (meter === undefined || meter.available(nowMs) >= length) && link.tryTake(nowMs, length)
       ) {
         if (link !== undefined) meter?.take(nowMs, length);
-        else this.#beginRun(nowMs);
         progress.record(nowMs, length);
         this.push(bytes);
+        const doneMs = this.#clock.now();
+        meter?.done(doneMs, length);
+        if (link !== undefined) link.done(doneMs, length);
+        else this.#beginRun(doneMs);
         callback();
         return;
       }
@@ -407,7 +413,8 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
    * synchronous stretch of the event loop (refill only adds), so chunks
    * handed over before it ends pass against them without a clock read. Their
    * bytes are charged once, when the run ends (a microtask, or the next clock
-   * read, whichever comes first), after the refill up to then is capped at
+   * read, whichever comes first: a read after they have passed, as
+   * meters/byte-meter.ts's `done` asks), after the refill up to then is capped at
    * the burst. That is exactly TBF's charge per piece whenever the bucket
    * could not have filled up during the run (tokens at the read + rate x the
    * run's length <= burst); otherwise the bucket is left at most rate x the
@@ -446,7 +453,11 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
     else this.#endRun(this.#clock.now());
   };
 
-  /** Passes what conforms of the held chunk (and of chunks handed over behind it); sleeps for the rest. */
+  /**
+   * Passes what conforms of the held chunk (and of chunks handed over behind
+   * it) at one clock read; sleeps for the rest. Each piece is done with at a
+   * clock read once it has passed (meters/byte-meter.ts).
+   */
   #pump(): void {
     this.#pumping = true;
     try {
@@ -484,6 +495,9 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
           }
         }
         this.#pushPiece(nowMs, allowed);
+        const doneMs = this.#clock.now();
+        meter?.done(doneMs, allowed);
+        if (link !== undefined && port !== undefined) link.done(doneMs, allowed);
       }
     } finally {
       this.#pumping = false;
@@ -544,7 +558,7 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
     return 0;
   }
 
-  /** For the group: sends up to `limit` bytes now; returns the bytes sent. */
+  /** For the group: sends up to `limit` bytes now; returns the bytes sent (done with in its own bucket once they have passed). */
   #send(nowMs: number, limit: number): number {
     const wasPumping = this.#pumping;
     this.#pumping = true;
@@ -560,6 +574,7 @@ export class Throttle<Options extends ThrottleOptions = ThrottleOptions> extends
     } finally {
       this.#pumping = wasPumping;
     }
+    if (sent > 0) this.#meter?.done(this.#clock.now(), sent);
     if (this.#chunk !== undefined && !this.destroyed) this.#progress.waiting(nowMs);
     return sent;
   }

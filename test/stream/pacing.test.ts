@@ -15,6 +15,7 @@ import {
   defaultQuantumBytes,
   describeDefaultBurst,
   groupWakePieceBytes,
+  guaranteeWakePieceBytes,
   MAX_BURST,
   MAX_RATE,
   minBurstBytes,
@@ -58,6 +59,13 @@ describe('the wake-piece rule', () => {
     expect(defaultQuantumBytes(1024 ** 2, defaultBurstBytes(1024 ** 2))).toBe(5243); // 5 ms of the rate
     expect(defaultQuantumBytes(1e6, 2000)).toBe(1000); // at most half the burst
     expect(defaultQuantumBytes(1000, 1024)).toBe(250); // and at most a wake piece
+  });
+
+  it('while guaranteed children wait, a group sleeps for at most 8 ms of its rate', () => {
+    expect(guaranteeWakePieceBytes(1000, 75)).toBe(8);
+    expect(guaranteeWakePieceBytes(8 * 1024 ** 2, 204800)).toBe(67108); // 25 ms of the rate becomes 8
+    expect(guaranteeWakePieceBytes(1e6, 5000)).toBe(5000); // never more than the wake piece
+    expect(guaranteeWakePieceBytes(10, 75)).toBe(1);
   });
 });
 
