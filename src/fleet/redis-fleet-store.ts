@@ -178,14 +178,14 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
     this.idleTtlMs = idleTtlMs;
-    this.#health = new RedisHealth(
-      this,
+    this.#health = new RedisHealth({
+      owner: this,
       failure,
-      this.#clock,
-      () => this.#probe(),
-      { failures: 0 },
-      () => readMaxmemory(client, failure.nodeRedis),
-    );
+      clock: this.#clock,
+      probe: () => this.#probe(),
+      stats: { failures: 0 },
+      readMaxmemory: () => readMaxmemory(client, failure.nodeRedis),
+    });
     this.#script = new LuaScript({
       name: 'fleet',
       lua: FLEET_LUA,

@@ -211,14 +211,14 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = checkClock(options.clock);
-    this.#health = new RedisHealth(
-      this,
+    this.#health = new RedisHealth({
+      owner: this,
       failure,
-      this.#clock,
-      () => this.#probe(),
-      this.stats,
-      () => readMaxmemory(client, failure.nodeRedis),
-    );
+      clock: this.#clock,
+      probe: () => this.#probe(),
+      stats: this.stats,
+      readMaxmemory: () => readMaxmemory(client, failure.nodeRedis),
+    });
     this.#script = new LuaScript({
       name: 'keyed',
       lua: KEYED_LUA,

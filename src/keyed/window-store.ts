@@ -254,14 +254,14 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     this.#client = client;
     this.#nodeRedis = nodeRedis;
     this.#clock = checkClock(options.clock);
-    this.#health = new RedisHealth(
-      this,
+    this.#health = new RedisHealth({
+      owner: this,
       failure,
-      this.#clock,
-      () => this.#probe(),
-      this.stats,
-      () => readMaxmemory(client, nodeRedis),
-    );
+      clock: this.#clock,
+      probe: () => this.#probe(),
+      stats: this.stats,
+      readMaxmemory: () => readMaxmemory(client, nodeRedis),
+    });
     this.#script = new LuaScript({
       name: 'window',
       lua: WINDOW_LUA,

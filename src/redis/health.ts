@@ -178,6 +178,24 @@ interface Deadline {
   onTimeout: ((error: Error) => void) | undefined;
 }
 
+/** What a {@link RedisHealth} watches over, and how it asks Redis. */
+export interface RedisHealthOptions {
+  /** The store whose events (`degraded`, `recovered`, `failure`, `eviction`) it emits. */
+  owner: HealthOwner;
+  /** The store's failure settings. */
+  failure: { policy: FailurePolicy; timeoutMs: number; probeIntervalMs: number };
+  clock: Clock;
+  /**
+   * One decision-shaped call (the store's script on a probe key, bounded by the timeout): it
+   * resolves only where a decision would succeed.
+   */
+  probe: () => Promise<unknown>;
+  /** The store's counters; `failures` counts every failed call or probe. */
+  stats: { failures: number };
+  /** Reads Redis's eviction policy (./eviction.ts), never rejecting; without it the policy stays unknown. */
+  readMaxmemory?: () => Promise<MaxmemorySettings | undefined>;
+}
+
 /** The health of one store's Redis, with the store's events and channel messages. @internal */
 export class RedisHealth {
   readonly policy: FailurePolicy;
@@ -200,23 +218,11 @@ export class RedisHealth {
   #maxmemoryAsked = false;
   #maxmemory: MaxmemorySettings | undefined;
 
-  /**
-   * `probe` is one decision-shaped call (the store's script on a probe key, bounded by the
-   * timeout): it resolves only where a decision would succeed. `readMaxmemory` reads Redis's
-   * eviction policy (./eviction.ts), never rejecting; without it the policy stays unknown.
-   */
-  constructor(
-    owner: HealthOwner,
-    options: { policy: FailurePolicy; timeoutMs: number; probeIntervalMs: number },
-    clock: Clock,
-    probe: () => Promise<unknown>,
-    stats: { failures: number },
-    readMaxmemory?: () => Promise<MaxmemorySettings | undefined>,
-  ) {
+  constructor({ owner, failure, clock, probe, stats, readMaxmemory }: RedisHealthOptions) {
     this.#owner = owner;
-    this.policy = options.policy;
-    this.timeoutMs = options.timeoutMs;
-    this.probeIntervalMs = options.probeIntervalMs;
+    this.policy = failure.policy;
+    this.timeoutMs = failure.timeoutMs;
+    this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = clock;
     this.#probeCall = probe;
     this.#stats = stats;

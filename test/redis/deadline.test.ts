@@ -12,13 +12,13 @@ import { fakeClock } from '../helpers/fake-clock.js';
 function health(timeoutMs: number) {
   const fake = fakeClock(1000);
   const owner = new EventEmitter<RedisStoreEvents>();
-  const h = new RedisHealth(
+  const h = new RedisHealth({
     owner,
-    { policy: 'deny', timeoutMs, probeIntervalMs: 50 },
-    fake.clock,
-    () => Promise.resolve('PONG'),
-    { failures: 0 },
-  );
+    failure: { policy: 'deny', timeoutMs, probeIntervalMs: 50 },
+    clock: fake.clock,
+    probe: () => Promise.resolve('PONG'),
+    stats: { failures: 0 },
+  });
   return { h, ...fake };
 }
 

@@ -30,14 +30,14 @@ function health(probe: () => Promise<unknown>, read?: () => Promise<MaxmemorySet
   owner.on('recovered', ({ downMs }) => events.push(`recovered after ${downMs}`));
   owner.on('failure', ({ error, operations }) => events.push(`failure (${operations}): ${error.message}`));
   owner.on('eviction', ({ policy }) => events.push(`eviction: ${policy}`));
-  const h = new RedisHealth(
+  const h = new RedisHealth({
     owner,
-    { policy: 'deny', timeoutMs: 100, probeIntervalMs: 50 },
-    fake.clock,
+    failure: { policy: 'deny', timeoutMs: 100, probeIntervalMs: 50 },
+    clock: fake.clock,
     probe,
-    { failures: 0 },
-    read,
-  );
+    stats: { failures: 0 },
+    readMaxmemory: read,
+  });
   return { h, events, ...fake };
 }
 

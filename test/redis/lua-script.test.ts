@@ -39,13 +39,13 @@ function ioredisFake(answer: (command: 'evalsha' | 'eval') => unknown) {
 
 function script(client: object, options: { nodeRedis?: boolean; now?: () => number; timeoutMs?: number } = {}) {
   const fake = fakeClock(1000);
-  const health = new RedisHealth(
-    new EventEmitter<RedisStoreEvents>(),
-    { policy: 'deny', timeoutMs: options.timeoutMs ?? 100, probeIntervalMs: 50 },
-    fake.clock,
-    () => Promise.resolve('PONG'),
-    { failures: 0 },
-  );
+  const health = new RedisHealth({
+    owner: new EventEmitter<RedisStoreEvents>(),
+    failure: { policy: 'deny', timeoutMs: options.timeoutMs ?? 100, probeIntervalMs: 50 },
+    clock: fake.clock,
+    probe: () => Promise.resolve('PONG'),
+    stats: { failures: 0 },
+  });
   const lua = new LuaScript({
     name: 'test',
     lua: 'return { fmt(now) }',
