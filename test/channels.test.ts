@@ -5,7 +5,7 @@
  */
 
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   channelNames,
   QueueFullError,
@@ -16,19 +16,8 @@ import {
   Throttle,
   ThrottleGroup,
 } from '../src/index.js';
+import { record as listen } from './helpers/channel-recorder.js';
 import { fakeClock } from './helpers/fake-clock.js';
-
-const subscriptions: [string, (message: unknown) => void][] = [];
-function listen<T>(name: string): T[] {
-  const seen: T[] = [];
-  const fn = (message: unknown) => seen.push(message as T);
-  subscribe(name, fn);
-  subscriptions.push([name, fn]);
-  return seen;
-}
-afterEach(() => {
-  for (const [name, fn] of subscriptions.splice(0)) unsubscribe(name, fn);
-});
 
 const flush = async () => {
   for (let i = 0; i < 10; i++) await Promise.resolve();

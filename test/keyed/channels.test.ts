@@ -5,27 +5,15 @@
  * and restarts for the store's transitions.
  */
 
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channelNames, keyedDecisionChannel } from '../../src/diagnostics.js';
 import { type KeyedDecisionMessage, KeyedLimiter, type KeyedRejectedMessage } from '../../src/keyed/keyed-limiter.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
 import type { StoreDegradedMessage, StoreFailureMessage, StoreRecoveredMessage } from '../../src/redis/health.js';
+import { record } from '../helpers/channel-recorder.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
-
-const subscriptions: Array<[string, (message: unknown) => void]> = [];
-function record<T>(name: string): T[] {
-  const messages: T[] = [];
-  const listener = (message: unknown) => messages.push(message as T);
-  subscribe(name, listener);
-  subscriptions.push([name, listener]);
-  return messages;
-}
-afterEach(() => {
-  for (const [name, listener] of subscriptions.splice(0)) unsubscribe(name, listener);
-});
 
 describe('keyed channels', () => {
   it('names every channel under tokenpace:, the keyed and Redis ones included', () => {

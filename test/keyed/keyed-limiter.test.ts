@@ -5,12 +5,12 @@
  * Either way the decisions are the same.
  */
 
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { channelNames } from '../../src/diagnostics.js';
 import { type KeyedDecisionMessage, KeyedLimiter, type KeyedRejectedMessage } from '../../src/keyed/keyed-limiter.js';
 import { MemoryStore } from '../../src/keyed/memory-store.js';
 import type { KeyedStore, StoreOp } from '../../src/keyed/store.js';
+import { record } from '../helpers/channel-recorder.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 /** A store of one's own around a MemoryStore, counting the calls the limiter makes. */
@@ -33,18 +33,6 @@ function wrap(inner: MemoryStore, withSync: boolean) {
   }
   return { store, calls };
 }
-
-const subscriptions: Array<[string, (message: unknown) => void]> = [];
-function record<T>(name: string): T[] {
-  const messages: T[] = [];
-  const listener = (message: unknown) => messages.push(message as T);
-  subscribe(name, listener);
-  subscriptions.push([name, listener]);
-  return messages;
-}
-afterEach(() => {
-  for (const [name, listener] of subscriptions.splice(0)) unsubscribe(name, listener);
-});
 
 const kinds = {
   'the default MemoryStore': (inner: MemoryStore) => ({ store: inner as KeyedStore, calls: undefined }),
