@@ -132,7 +132,7 @@ export function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerO
   const options: SchedulerOptions = { clock };
   if (limits.rate !== undefined) {
     options.rate = limits.rate;
-    options.burst = limits.burst ?? 1;
+    if (limits.burst !== undefined) options.burst = limits.burst;
   }
   if (limits.concurrency !== undefined) options.concurrency = limits.concurrency;
   else if (limits.rate === undefined && limits.limit === undefined) options.concurrency = Number.MAX_SAFE_INTEGER; // pushback only

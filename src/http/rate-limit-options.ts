@@ -17,6 +17,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, describeValue, InvalidOptionError } from '../errors.js';
 import { KeyedLimiter } from '../keyed/keyed-limiter.js';
+import { requiredBurstParam } from '../meters/bucket.js';
 import {
   type DurationInput,
   parseDuration,
@@ -319,7 +320,7 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
       policy = policyWindow(own.rate, own.burst);
     }
   } else {
-    if (options.rate === undefined || options.burst === undefined) {
+    if (options.rate === undefined) {
       throw new InvalidOptionError(
         'rate',
         options.rate,
@@ -328,7 +329,7 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
     }
     const made = new KeyedLimiter({
       rate: options.rate,
-      burst: options.burst,
+      burst: requiredBurstParam(options.burst),
       global: options.global,
       maxKeys: options.maxKeys,
       clock: options.clock,

@@ -6,7 +6,7 @@
 
 import type { Clock } from '../clock.js';
 import { checkKnownOptions, checkOptions, InvalidOptionError } from '../errors.js';
-import { type BucketParams, burstParam, rateParam } from '../meters/bucket.js';
+import { type BucketParams, rateParam, requiredBurstParam } from '../meters/bucket.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import type { KeyedStore } from './store.js';
 import type { WindowStore } from './window-store.js';
@@ -117,7 +117,10 @@ export function globalParams(global: GlobalLimitOptions | undefined): BucketPara
   if (global === undefined) return undefined;
   checkOptions(global, 'global options ({ rate, burst })', true);
   checkKnownOptions(global, GLOBAL_OPTIONS, 'global options');
-  return { ratePerSecond: rateParam(global.rate, 'global.rate'), burst: burstParam(global.burst, 'global.burst') };
+  return {
+    ratePerSecond: rateParam(global.rate, 'global.rate'),
+    burst: requiredBurstParam(global.burst, 'global.burst'),
+  };
 }
 const GLOBAL_OPTIONS: ReadonlySet<string> = new Set(['rate', 'burst']);
 

@@ -387,9 +387,30 @@ export function checkTime(nowMs: unknown, option = 'nowMs'): number {
 }
 
 /**
+ * The one rule for a missing `burst` (docs/buckets.md#a-missing-burst): a bucket that refuses work
+ * (`TokenBucket`, `KeyedLimiter` and its `global`, `rateLimit`) needs it stated, because it is the
+ * largest burst promised to callers and no default suits every caller; a bucket that only paces work
+ * (the Scheduler and the interceptor: one job; streams: a little time of the rate, see
+ * stream/pacing.ts) takes the smallest burst that sustains its rate. This is the first half.
+ */
+export function requiredBurstParam(burst: SizeInput | undefined, option = 'burst'): number {
+  if (burst !== undefined) return burstParam(burst, option);
+  throw new InvalidOptionError(
+    option,
+    undefined,
+    `\`${option}\` is required: a limit that refuses work states its largest burst (the bucket's capacity, and how ` +
+      'much a new or idle key admits at once). Give the largest cost to pass at once, e.g. `burst: rate` for one ' +
+      'second of it (docs/buckets.md#a-missing-burst)',
+  );
+}
+
+/** A missing `burst` of a bucket that paces jobs (the Scheduler, the interceptor): one job, evenly spaced. */
+export const PACED_JOB_BURST = 1;
+
+/**
  * Parses and validates `rate` and `burst` options into bucket parameters.
  * The error names the option, so a message reads "invalid rate ..." or "invalid burst ...".
  */
-export function bucketParams(rate: RateInput, burst: SizeInput): BucketParams {
-  return { ratePerSecond: rateParam(rate), burst: burstParam(burst) };
+export function bucketParams(rate: RateInput, burst: SizeInput | undefined): BucketParams {
+  return { ratePerSecond: rateParam(rate), burst: requiredBurstParam(burst) };
 }

@@ -147,14 +147,6 @@ export class TokenBucket {
       tokensPerInterval: 'write `rate` (tokens per second, or a string such as "100/min")',
       bucketSize: 'write `burst`',
     });
-    if (options.burst === undefined) {
-      throw new InvalidOptionError(
-        'burst',
-        undefined,
-        'a TokenBucket needs `burst`, its capacity: the most tokens it holds, and so the largest burst it admits ' +
-          '(it starts full). Give the largest cost you want to pass at once, e.g. `burst: rate` for one second of it',
-      );
-    }
     const params = bucketParams(options.rate, options.burst);
     this.#clock = checkClock(options.clock);
     const tokens = options.tokens ?? params.burst;

@@ -18,6 +18,7 @@ import {
   conformsAt,
   delayUntil,
   msUntil,
+  PACED_JOB_BURST,
   rebill,
   reconfigure,
   slackFor,
@@ -340,8 +341,8 @@ export class LocalAdmission implements Admission {
     }
     if (this.#bucket === undefined) {
       if (ratePerSecond === undefined) return;
-      this.#params = { ratePerSecond, burst: 1 };
-      this.#bucket = { tokens: 1, updatedAtMs: now };
+      this.#params = { ratePerSecond, burst: PACED_JOB_BURST };
+      this.#bucket = { tokens: PACED_JOB_BURST, updatedAtMs: now };
       host.limitsChanged(now);
       return;
     }

@@ -9,7 +9,7 @@
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, checkOptions, describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
 import type { FleetStore } from '../fleet/store.js';
-import { type BucketParams, bucketParams } from '../meters/bucket.js';
+import { type BucketParams, bucketParams, PACED_JOB_BURST } from '../meters/bucket.js';
 import type { FailurePolicy } from '../redis/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
@@ -26,7 +26,8 @@ export interface SchedulerOptions extends WindowLimitOptions {
   /**
    * The bucket's capacity: the largest burst of cost that starts at once after
    * an idle spell, and the largest cost a job may have. Needs `rate`.
-   * @default 1 (jobs are spaced evenly; raise it to allow bursts and costs above 1)
+   * @default 1 (jobs are spaced evenly; raise it to allow bursts and costs above 1). A bucket that paces takes
+   * the smallest burst that sustains its rate: docs/buckets.md#a-missing-burst
    */
   burst?: SizeInput;
   /**
@@ -416,7 +417,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
   }
   let params: BucketParams | undefined;
   if (hasRate) {
-    params = bucketParams(rate, options.burst ?? 1);
+    params = bucketParams(rate, options.burst ?? PACED_JOB_BURST);
   } else if (options.burst !== undefined) {
     throw new InvalidOptionError('burst', options.burst, '`burst` needs a `rate`: give the rate the bucket refills at');
   }

@@ -55,7 +55,7 @@ describe('KeyedLimiter: bad options are coded errors at construction', () => {
   it('says what to write: the closest name, the missing method, the words of the message', () => {
     expect(refused({ rate: 1, burst: 1, maxkeys: 5 }).message).toContain('did you mean `maxKeys`?');
     expect(refused({ rate: 1, burst: 1, store: {} }).message).toContain('no `decide()` method');
-    expect(refused({ rate: 1 }).message).toMatch(/^missing burst: expected/);
+    expect(refused({ rate: 1 }).message).toMatch(/^`burst` is required: a limit that refuses work/);
     expect(refused({ rate: 1, burst: 1, points: 5 }).message).toContain('write `burst`');
     expect(refused({ rate: 1, burst: 1, capacity: 5 }).message).toContain("write `burst`: it is each key's capacity");
   });

@@ -50,7 +50,7 @@ describe('TokenBucket: bad input is a coded error', () => {
   it.each([
     ['no options', undefined, 'ERR_INVALID_OPTION', /Expected the TokenBucket options/],
     ['null', null, 'ERR_INVALID_OPTION', /got a value of type null/],
-    ['no burst', { rate: 10 }, 'ERR_INVALID_OPTION', /needs `burst`, its capacity/],
+    ['no burst', { rate: 10 }, 'ERR_INVALID_OPTION', /`burst` is required: a limit that refuses work/],
     ['clock: {}', { rate: 10, burst: 1, clock: {} }, 'ERR_INVALID_OPTION', /Expected `clock` to have now\(\)/],
     ["tokens: '5'", { rate: 10, burst: 10, tokens: '5' }, 'ERR_INVALID_OPTION', /invalid tokens "5"/],
     ['tokens: NaN', { rate: 10, burst: 10, tokens: Number.NaN }, 'ERR_INVALID_OPTION', /invalid tokens NaN/],
