@@ -11,7 +11,9 @@
  * passed; its lease is renewed while it runs and given back when it ends.
  * Invariants: at most `reserveAhead` jobs hold a reservation with a delay
  * (plus one per call in flight); a full budget leaves a claim in the store, so
- * small jobs of other workers cannot starve a large one. The reasoning (calls
+ * small jobs of other workers cannot starve a large one, and the worker's claim
+ * is always its head's: a job that overtakes the claimant (a higher priority)
+ * takes the claim over, so no claim of its own holds the worker back. The reasoning (calls
  * in flight, the bound on starts, leases and claims) is in
  * docs/internals/scheduler.md.
  */
@@ -38,8 +40,8 @@ interface Ticket {
   state: 'queued' | 'reserved' | 'running' | 'done';
   /** In a call to the store now. */
   calling: boolean;
-  /** Its lease id, and its claim's while it waits for units. */
-  readonly leaseId: string;
+  /** Its lease id, and its claim's while it waits for units (swapped with the head's: see `#send`). */
+  leaseId: string;
   lease: HeldLease | undefined;
   /** When the store's bucket holds its cost, in the store's ms (for `cancel`). */
   readyAtMs: number;
@@ -79,6 +81,8 @@ export class FleetAdmission implements Admission {
   #failed = false;
   /** Jobs holding a reservation with a delay. */
   #reserved = 0;
+  /** The ticket whose lease id names this worker's claim in the store (its last answer was `busy`). */
+  #claimant: Ticket | undefined;
   /** Jobs holding a lease (reserved or running): renewed together. */
   readonly #leased = new Set<Ticket>();
   /** The ticket of each job it asked the store about; weak, so a job that leaves takes its ticket with it. */
@@ -303,9 +307,10 @@ export class FleetAdmission implements Admission {
         ticket = { state: 'queued', calling: false, leaseId, lease: undefined, readyAtMs: 0, timer: undefined };
         this.#tickets.set(job, ticket);
       }
-      ticket.calling = true;
       return ticket;
     });
+    this.#passClaim(tickets[0]);
+    for (const ticket of tickets) ticket.calling = true;
     const acquire = batch.map((job, i) => ({
       cost: job.cost,
       maxWaitMs: Math.max(0, job.enqueuedAtMs + this.#maxWaitMs - now),
@@ -340,6 +345,22 @@ export class FleetAdmission implements Admission {
       );
   }
 
+  /**
+   * The claim goes with the head: a job asked first whose ticket is not the claimant's (it overtook
+   * the claimant, or the claimant left) takes the claimant's lease id, and the claimant its id. Neither
+   * holds a lease, so an id names only the claim; the claim keeps its age, so the worker keeps its
+   * place among the fleet's claims, and no claim of its own stands before its head until it lapses.
+   */
+  #passClaim(head: Ticket | undefined): void {
+    const claimant = this.#claimant;
+    if (head === undefined || claimant === undefined || claimant === head) return;
+    if (claimant.calling || claimant.lease !== undefined || head.lease !== undefined) return;
+    const leaseId = claimant.leaseId;
+    claimant.leaseId = head.leaseId;
+    head.leaseId = leaseId;
+    this.#claimant = head;
+  }
+
   #answered(batch: Job[], tickets: Ticket[], result: ExchangeResult): void {
     this.#calls--;
     this.#adopt(result);
@@ -361,6 +382,7 @@ export class FleetAdmission implements Admission {
       }
       switch (grant.status) {
         case 'ok': {
+          if (ticket === this.#claimant) this.#claimant = undefined; // the store dropped the claim
           ticket.lease = { leaseId: ticket.leaseId, cost: job.cost, source: result.source };
           ticket.readyAtMs = grant.readyAtMs;
           this.#hold(ticket);
@@ -386,6 +408,7 @@ export class FleetAdmission implements Admission {
           host.reject(job, 'costExceedsCapacity', costError(job.cost, this.burst, this.#params.concurrency));
           break;
         case 'busy':
+          this.#claimant = ticket;
           this.#blocked = true;
           this.#retryIn(Math.min(this.#pollMs, Math.max(1, result.nextExpiryMs)));
           host.waits(job);
