@@ -38,9 +38,16 @@ describe('validations tests', () => {
   });
 
   describe('ipv6SubnetOrKeyGenerator', () => {
-    it('should warn on both', () => {
+    it.each([{}, { ipv6Subnet: 64 }, { key: () => 'global' }])(
+      'should allow one or the other (or none): %j',
+      (options) => {
+        expect(() => rateLimit({ ...base, ...options })).not.toThrow();
+      },
+    );
+
+    it.each([64, false as const])('should warn on both (ipv6Subnet %s)', (ipv6Subnet) => {
       // tokenpace: accepted; `ipv6Subnet` shapes only the default key, and a `key` replaces it.
-      expect(() => rateLimit({ ...base, ipv6Subnet: 64, key: () => 'global' })).not.toThrow();
+      expect(() => rateLimit({ ...base, ipv6Subnet, key: () => 'global' })).not.toThrow();
     });
   });
 
