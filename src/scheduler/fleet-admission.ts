@@ -40,6 +40,11 @@ interface Ticket {
   state: 'queued' | 'reserved' | 'running' | 'done';
   /** In a call to the store now. */
   calling: boolean;
+  /**
+   * Every call with its lease id was answered by the store itself (not lost, not a failure policy's
+   * answer), so the store holds no lease under the id unless it granted one: the id may be swapped.
+   */
+  certain: boolean;
   /** Its lease id, and its claim's while it waits for units (swapped with the head's: see `#send`). */
   leaseId: string;
   lease: HeldLease | undefined;
@@ -304,7 +309,15 @@ export class FleetAdmission implements Admission {
       let ticket = this.#tickets.get(job);
       if (ticket === undefined) {
         const leaseId = `${this.#workerId}:${this.#leaseSeq++}`;
-        ticket = { state: 'queued', calling: false, leaseId, lease: undefined, readyAtMs: 0, timer: undefined };
+        ticket = {
+          state: 'queued',
+          calling: false,
+          certain: true,
+          leaseId,
+          lease: undefined,
+          readyAtMs: 0,
+          timer: undefined,
+        };
         this.#tickets.set(job, ticket);
       }
       return ticket;
@@ -331,7 +344,10 @@ export class FleetAdmission implements Admission {
         () => {
           // A store that rejects (RedisFleetStore answers by its policy instead): ask again later.
           this.#calls--;
-          for (const ticket of tickets) ticket.calling = false;
+          for (const ticket of tickets) {
+            ticket.calling = false;
+            ticket.certain = false; // the store may have granted what the lost answer said
+          }
           this.#releases.push(...release);
           this.#fast = false;
           this.#blocked = true;
@@ -348,13 +364,15 @@ export class FleetAdmission implements Admission {
   /**
    * The claim goes with the head: a job asked first whose ticket is not the claimant's (it overtook
    * the claimant, or the claimant left) takes the claimant's lease id, and the claimant its id. Neither
-   * holds a lease, so an id names only the claim; the claim keeps its age, so the worker keeps its
+   * holds a lease and the store answered every call with either id itself (none was lost), so an id
+   * names only the claim; the claim keeps its age, so the worker keeps its
    * place among the fleet's claims, and no claim of its own stands before its head until it lapses.
    */
   #passClaim(head: Ticket | undefined): void {
     const claimant = this.#claimant;
     if (head === undefined || claimant === undefined || claimant === head) return;
     if (claimant.calling || claimant.lease !== undefined || head.lease !== undefined) return;
+    if (!claimant.certain || !head.certain) return; // an id the store may hold a lease under stays its job's
     const leaseId = claimant.leaseId;
     claimant.leaseId = head.leaseId;
     head.leaseId = leaseId;
@@ -371,6 +389,7 @@ export class FleetAdmission implements Admission {
       const ticket = tickets[i] as Ticket;
       const grant = result.grants[i] ?? { status: 'later', delayMs: 0, readyAtMs: 0 };
       ticket.calling = false;
+      if (result.source !== 'store') ticket.certain = false; // a failure policy answered: a call may have been lost
       if (grant.status !== 'ok' || grant.delayMs > 0) fast = false;
       if (ticket.state === 'done') {
         // Aborted or expired while the store decided: give the reservation back.
