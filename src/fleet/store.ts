@@ -240,7 +240,10 @@ export class MemoryFleetStore implements FleetStore {
       if (state.inFlight + a.cost + this.#ahead(state, a.leaseId, op.claimTtlMs, now) > limit) {
         const claim = state.claims.get(a.leaseId);
         if (claim === undefined) state.claims.set(a.leaseId, [a.cost, now]);
-        else claim[1] = now;
+        else {
+          claim[0] = a.cost; // the claim's job may have changed (see FleetAdmission's #passClaim), as in Lua
+          claim[1] = now;
+        }
         grants.push({ status: 'busy', delayMs: 0, readyAtMs: now });
         stop = true;
         continue;

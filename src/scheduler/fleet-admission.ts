@@ -11,7 +11,9 @@
  * passed; its lease is renewed while it runs and given back when it ends.
  * Invariants: at most `reserveAhead` jobs hold a reservation with a delay
  * (plus one per call in flight); a full budget leaves a claim in the store, so
- * small jobs of other workers cannot starve a large one. The reasoning (calls
+ * small jobs of other workers cannot starve a large one, and the worker's claim
+ * is always its head's: a job that overtakes the claimant (a higher priority)
+ * takes the claim over, so no claim of its own holds the worker back. The reasoning (calls
  * in flight, the bound on starts, leases and claims) is in
  * docs/internals/scheduler.md.
  */
@@ -38,8 +40,13 @@ interface Ticket {
   state: 'queued' | 'reserved' | 'running' | 'done';
   /** In a call to the store now. */
   calling: boolean;
-  /** Its lease id, and its claim's while it waits for units. */
-  readonly leaseId: string;
+  /**
+   * Every call with its lease id was answered by the store itself (not lost, not a failure policy's
+   * answer), so the store holds no lease under the id unless it granted one: the id may be swapped.
+   */
+  certain: boolean;
+  /** Its lease id, and its claim's while it waits for units (swapped with the head's: see `#send`). */
+  leaseId: string;
   lease: HeldLease | undefined;
   /** When the store's bucket holds its cost, in the store's ms (for `cancel`). */
   readyAtMs: number;
@@ -79,6 +86,8 @@ export class FleetAdmission implements Admission {
   #failed = false;
   /** Jobs holding a reservation with a delay. */
   #reserved = 0;
+  /** The ticket whose lease id names this worker's claim in the store (its last answer was `busy`). */
+  #claimant: Ticket | undefined;
   /** Jobs holding a lease (reserved or running): renewed together. */
   readonly #leased = new Set<Ticket>();
   /** The ticket of each job it asked the store about; weak, so a job that leaves takes its ticket with it. */
@@ -300,12 +309,21 @@ export class FleetAdmission implements Admission {
       let ticket = this.#tickets.get(job);
       if (ticket === undefined) {
         const leaseId = `${this.#workerId}:${this.#leaseSeq++}`;
-        ticket = { state: 'queued', calling: false, leaseId, lease: undefined, readyAtMs: 0, timer: undefined };
+        ticket = {
+          state: 'queued',
+          calling: false,
+          certain: true,
+          leaseId,
+          lease: undefined,
+          readyAtMs: 0,
+          timer: undefined,
+        };
         this.#tickets.set(job, ticket);
       }
-      ticket.calling = true;
       return ticket;
     });
+    this.#passClaim(tickets[0]);
+    for (const ticket of tickets) ticket.calling = true;
     const acquire = batch.map((job, i) => ({
       cost: job.cost,
       maxWaitMs: Math.max(0, job.enqueuedAtMs + this.#maxWaitMs - now),
@@ -326,7 +344,10 @@ export class FleetAdmission implements Admission {
         () => {
           // A store that rejects (RedisFleetStore answers by its policy instead): ask again later.
           this.#calls--;
-          for (const ticket of tickets) ticket.calling = false;
+          for (const ticket of tickets) {
+            ticket.calling = false;
+            ticket.certain = false; // the store may have granted what the lost answer said
+          }
           this.#releases.push(...release);
           this.#fast = false;
           this.#blocked = true;
@@ -340,6 +361,24 @@ export class FleetAdmission implements Admission {
       );
   }
 
+  /**
+   * The claim goes with the head: a job asked first whose ticket is not the claimant's (it overtook
+   * the claimant, or the claimant left) takes the claimant's lease id, and the claimant its id. Neither
+   * holds a lease and the store answered every call with either id itself (none was lost), so an id
+   * names only the claim; the claim keeps its age, so the worker keeps its
+   * place among the fleet's claims, and no claim of its own stands before its head until it lapses.
+   */
+  #passClaim(head: Ticket | undefined): void {
+    const claimant = this.#claimant;
+    if (head === undefined || claimant === undefined || claimant === head) return;
+    if (claimant.calling || claimant.lease !== undefined || head.lease !== undefined) return;
+    if (!claimant.certain || !head.certain) return; // an id the store may hold a lease under stays its job's
+    const leaseId = claimant.leaseId;
+    claimant.leaseId = head.leaseId;
+    head.leaseId = leaseId;
+    this.#claimant = head;
+  }
+
   #answered(batch: Job[], tickets: Ticket[], result: ExchangeResult): void {
     this.#calls--;
     this.#adopt(result);
@@ -350,6 +389,7 @@ export class FleetAdmission implements Admission {
       const ticket = tickets[i] as Ticket;
       const grant = result.grants[i] ?? { status: 'later', delayMs: 0, readyAtMs: 0 };
       ticket.calling = false;
+      if (result.source !== 'store') ticket.certain = false; // a failure policy answered: a call may have been lost
       if (grant.status !== 'ok' || grant.delayMs > 0) fast = false;
       if (ticket.state === 'done') {
         // Aborted or expired while the store decided: give the reservation back.
@@ -361,6 +401,7 @@ export class FleetAdmission implements Admission {
       }
       switch (grant.status) {
         case 'ok': {
+          if (ticket === this.#claimant) this.#claimant = undefined; // the store dropped the claim
           ticket.lease = { leaseId: ticket.leaseId, cost: job.cost, source: result.source };
           ticket.readyAtMs = grant.readyAtMs;
           this.#hold(ticket);
@@ -386,6 +427,7 @@ export class FleetAdmission implements Admission {
           host.reject(job, 'costExceedsCapacity', costError(job.cost, this.burst, this.#params.concurrency));
           break;
         case 'busy':
+          this.#claimant = ticket;
           this.#blocked = true;
           this.#retryIn(Math.min(this.#pollMs, Math.max(1, result.nextExpiryMs)));
           host.waits(job);

@@ -223,6 +223,30 @@ describe('Scheduler with a fleet store', () => {
     expect(s.counters.rejected.queueFull).toBe(1);
   });
 
+  it("a job that overtakes the worker's claimant takes its claim: it starts when units free, not when the claim lapses", async () => {
+    const { clock, timers, workers } = fleet({ concurrency: 1 }, 1);
+    const s = workers[0] as Scheduler;
+    const starts: Array<[string, number]> = [];
+    const job = (name: string, ms: number) => () => {
+      starts.push([name, clock.now() - 1000]);
+      return new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
+    };
+    const running = s.schedule(job('running', 50));
+    await flush();
+    const low = s.schedule(job('low', 10)); // the budget is full: its claim is recorded in the store
+    await flush();
+    const high = s.schedule(job('high', 10), { priority: 1 }); // overtakes it
+    await advance(timers, 200);
+    await Promise.all([running, low, high]);
+    // Before: 'high' was refused (busy) behind the worker's own claim for 'low' until the claim lapsed
+    // (claimTtlMs, 100 ms), and started at 120.
+    expect(starts).toEqual([
+      ['running', 0],
+      ['high', 50],
+      ['low', 60],
+    ]);
+  });
+
   it("a store that denies (onError 'deny' while Redis is away): jobs wait, then maxWait rejects them", async () => {
     const { clock, timers } = fakeClock(0);
     let asked = 0;
