@@ -5,15 +5,17 @@
  * pair, and puts qdiscs on the sender's side); it always removes them, also
  * when a run fails or is interrupted.
  *
- * Each case (scenarios.ts) runs once on each side per round: ours (the
- * senders' bytes through our shaper, no qdisc) and the kernel's (the senders
- * write as fast as they can, the qdisc shapes). A receiver in the other
- * namespace timestamps every read of each flow. `BENCH_KERNEL_ROUNDS` rounds
+ * Each case (scenarios.ts) runs three ways per round: ours (the senders'
+ * bytes through our shaper, no qdisc), at the machine's usual priority and
+ * with the sender at a real-time one, and the kernel's (the senders write as
+ * fast as they can, the qdisc shapes). A receiver in the other
+ * namespace timestamps every read of each flow, and a capture on its veth
+ * (capture.py) every packet as the kernel takes it in. `BENCH_KERNEL_ROUNDS` rounds
  * (default 3), each with the load average beside it; the sides' order
  * alternates from round to round. Prints markdown.
  */
 
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +28,7 @@ import {
   kernelQdisc,
   qdiscSentBytes,
   RECEIVER_ADDRESS,
+  RECEIVER_DEV,
   RECEIVER_NS,
   SENDER_NS,
   setUp,
@@ -42,6 +45,7 @@ import { bytesBetween, fullestWindowRatio, leanestWindow, type Reads } from './w
 type Side = 'ours' | 'ours, real-time' | 'kernel';
 const SIDES: readonly Side[] = ['ours', 'ours, real-time', 'kernel'];
 const REAL_TIME = ['chrt', '--fifo', '10'];
+const RECEIVER_PRIORITY = ['chrt', '--fifo', '20'];
 
 /** One side's run of one case: where each flow's bytes were seen, and when each flow started. */
 interface Measured {
@@ -51,6 +55,8 @@ interface Measured {
   startedAtMs: Record<number, number>;
   /** Reads at the receiver, by port. */
   received: Record<number, Reads>;
+  /** Packets as they reach the receiver's veth (capture.py), by port. */
+  wire: Record<number, Reads>;
   /** Ours only: the shaper's output at the sender, by port. */
   output: Record<number, Reads>;
   /** The sender's event loop delays over the run, ms (p99, max): how late a timer could fire. */
@@ -85,11 +91,18 @@ async function runOnce(scenario: Scenario, side: Side, round: number): Promise<M
   clearQdisc();
   if (side === 'kernel') applyQdisc(kernelQdisc(scenario));
   const ports = scenario.flows.map((f) => String(f.port));
-  // The receiver runs at a real-time priority so that a loaded machine delays its reads as little as
-  // possible: it only timestamps, and its delays would blur both sides alike.
-  const receiver = nodeIn(RECEIVER_NS, 'receiver.ts', [RECEIVER_ADDRESS, ...ports], REAL_TIME);
+  // The receiver runs at a real-time priority above the sender's, so that a loaded machine delays
+  // its reads (and so the flows' acknowledgements) as little as possible.
+  const receiver = nodeIn(RECEIVER_NS, 'receiver.ts', [RECEIVER_ADDRESS, ...ports], RECEIVER_PRIORITY);
   const receiverLines = lines(receiver);
   if ((await receiverLines.next()).value !== 'ready') throw new Error('the receiver did not start');
+  const capture = spawn('ip', ['netns', 'exec', RECEIVER_NS, 'python3', here('capture.py'), RECEIVER_DEV, ...ports], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  children.add(capture);
+  capture.on('exit', () => children.delete(capture));
+  const captureLines = lines(capture);
+  if ((await captureLines.next()).value !== 'ready') throw new Error('the capture did not start');
   const sender = nodeIn(
     SENDER_NS,
     'sender.ts',
@@ -101,7 +114,9 @@ async function runOnce(scenario: Scenario, side: Side, round: number): Promise<M
   await sleep(500); // what the qdisc still holds drains
   const frameBytes = side === 'kernel' ? qdiscSentBytes() : Number.NaN;
   receiver.stdin?.write('done\n');
+  capture.stdin?.write('done\n');
   const received = JSON.parse((await receiverLines.next()).value as string) as Record<number, Reads>;
+  const wire = JSON.parse((await captureLines.next()).value as string) as Record<number, Reads>;
   clearQdisc();
   const payload = Object.values(received).reduce((sum, r) => sum + r.bytes.reduce((a, b) => a + b, 0), 0);
   return {
@@ -111,14 +126,22 @@ async function runOnce(scenario: Scenario, side: Side, round: number): Promise<M
     startedAtMs: sent.startedAtMs,
     delayMs: sent.delayMs,
     received,
+    wire,
     output: sent.output,
     ...(side === 'kernel' ? { frameFactor: frameBytes / payload } : {}),
   };
 }
 
-/** Each way a side's bytes were seen: ours at the receiver and at the sender's output, the kernel's at the receiver. */
+/**
+ * Each way a side's bytes were seen: on the wire (the receiver's veth, stamped by the kernel as the
+ * packet leaves the sender's qdisc or socket), by the receiving process, and for ours at the sender's
+ * output too.
+ */
 function views(m: Measured): { at: string; reads: Record<number, Reads> }[] {
-  const all = [{ at: 'receiver', reads: m.received }];
+  const all = [
+    { at: 'wire', reads: m.wire },
+    { at: 'receiver', reads: m.received },
+  ];
   if (m.side !== 'kernel') all.push({ at: 'sender output', reads: m.output });
   return all;
 }
@@ -128,6 +151,40 @@ const kib = (bytes: number) => `${(bytes / KiB).toFixed(0)} KiB`;
 const WINDOWS_MS = [5, 20, 100, 1000];
 const LOOP_HEADER = "sender's loop delay p99 / max";
 const loop = (m: Measured) => `${m.delayMs.p99.toFixed(0)} / ${m.delayMs.max.toFixed(0)} ms`;
+
+const NUMBER = /-?\d+(?:\.\d+)?/g;
+
+/**
+ * The rounds' table, then one row per side and place of measure giving each figure's range over the
+ * rounds (`low-high`, or the one value when they agree); the first column is the round.
+ */
+function tables(headers: readonly string[], rows: readonly string[][]): string {
+  const groups = new Map<string, string[][]>();
+  for (const row of rows) {
+    const key = `${row[1]}\u0000${row[2]}`;
+    groups.set(key, [...(groups.get(key) ?? []), row]);
+  }
+  const ranges = [...groups.values()].map((group) => {
+    const first = group[0] as string[];
+    return [
+      first[1] as string,
+      first[2] as string,
+      ...first.slice(3).map((cell, col) => {
+        const values = group.map((row) => (row[col + 3] ?? '').match(NUMBER)?.map(Number) ?? []);
+        let i = 0;
+        return cell.replace(NUMBER, (text) => {
+          const at = i++;
+          const digits = text.includes('.') ? (text.split('.')[1] as string).length : 0;
+          const seen = values.map((v) => v[at] ?? Number.NaN);
+          const low = Math.min(...seen).toFixed(digits);
+          const high = Math.max(...seen).toFixed(digits);
+          return low === high ? low : `${low}-${high}`;
+        });
+      }),
+    ];
+  });
+  return `${table(headers, rows)}\n\nOver the rounds:\n\n${table(headers.slice(1), ranges)}`;
+}
 
 /** Item 8: the most any window of T carried against burst + rate * T, and the rate achieved after the first second. */
 function boundTable(scenario: Scenario): string {
@@ -152,7 +209,7 @@ function boundTable(scenario: Scenario): string {
       ];
     }),
   );
-  return table(
+  return tables(
     [
       'round',
       'side',
@@ -193,7 +250,7 @@ function treeTable(scenario: Scenario): string {
       ];
     }),
   );
-  return table(
+  return tables(
     [
       'round',
       'side',
@@ -270,6 +327,20 @@ if (typeof process.getuid === 'function' && process.getuid() !== 0) {
     'bench:kernel needs root: it creates the network namespaces tpk-send and tpk-recv, a veth pair between them, and qdiscs with tc. Run it as root (sudo npm run bench:kernel).',
   );
   process.exit(1);
+}
+for (const [tool, args, from] of [
+  ['ip', ['-V'], 'iproute2'],
+  ['tc', ['-V'], 'iproute2'],
+  ['chrt', ['--version'], 'util-linux'],
+  ['python3', ['--version'], 'python3'],
+] as const) {
+  const found = spawnSync(tool, args, { encoding: 'utf8' });
+  if (found.error !== undefined || found.status !== 0) {
+    console.error(
+      `bench:kernel needs \`${tool}\`, which is not installed here (Debian/Ubuntu: apt-get install ${from}).`,
+    );
+    process.exit(1);
+  }
 }
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {

@@ -15,7 +15,7 @@ import { rootQuantumBytes, type Scenario } from './scenarios.js';
 export const SENDER_NS = 'tpk-send';
 export const RECEIVER_NS = 'tpk-recv';
 export const SENDER_DEV = 'tpk-s';
-const RECEIVER_DEV = 'tpk-r';
+export const RECEIVER_DEV = 'tpk-r';
 export const SENDER_ADDRESS = '10.235.35.1';
 export const RECEIVER_ADDRESS = '10.235.35.2';
 /**
