@@ -44,13 +44,10 @@ def main():
     sock.bind((device, ETH_P_IP))
     offset_ns = realtime_minus_monotonic_ns()
     print("ready", flush=True)
-    while True:
-        readable, _, _ = select.select([sock, sys.stdin], [], [])
-        if sys.stdin in readable:
-            break
-        data, ancillary, _, address = sock.recvmsg(128, socket.CMSG_SPACE(16))
+
+    def take(data, ancillary, address):
         if address[2] == socket.PACKET_OUTGOING or len(data) < 40 or data[9] != socket.IPPROTO_TCP:
-            continue
+            return
         ip_header = (data[0] & 0x0F) * 4
         total = struct.unpack_from("!H", data, 2)[0]
         port = struct.unpack_from("!H", data, ip_header + 2)[0]
@@ -58,16 +55,28 @@ def main():
         payload = total - ip_header - tcp_header
         flow = flows.get(port)
         if flow is None or payload <= 0:
-            continue
-        stamp_ns = None
+            return
         for level, kind, value in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 seconds, nanoseconds = struct.unpack("qq", value[:16])
-                stamp_ns = seconds * 1_000_000_000 + nanoseconds
-        if stamp_ns is None:
-            continue
-        flow["atMs"].append((stamp_ns - offset_ns) / 1e6)
-        flow["bytes"].append(payload)
+                flow["atMs"].append((seconds * 1_000_000_000 + nanoseconds - offset_ns) / 1e6)
+                flow["bytes"].append(payload)
+
+    while True:
+        readable, _, _ = select.select([sock, sys.stdin], [], [])
+        if sock in readable:
+            data, ancillary, _, address = sock.recvmsg(128, socket.CMSG_SPACE(16))
+            take(data, ancillary, address)
+        elif sys.stdin in readable:
+            break
+    # What the socket still holds was on the wire before the end: take it too.
+    sock.setblocking(False)
+    while True:
+        try:
+            data, ancillary, _, address = sock.recvmsg(128, socket.CMSG_SPACE(16))
+        except BlockingIOError:
+            break
+        take(data, ancillary, address)
     print(json.dumps(flows), flush=True)
 
 

@@ -295,6 +295,9 @@ async function main(): Promise<void> {
     }
   }
   const kernelRelease = execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim();
+  const total = (flows: Record<number, Reads>) =>
+    Object.values(flows).reduce((sum, r) => sum + r.bytes.reduce((a, b) => a + b, 0), 0);
+  const seen = [...results.values()].flat().map((m) => total(m.wire) / total(m.received));
   const factors = [...results.values()].flat().flatMap((m) => (m.frameFactor === undefined ? [] : [m.frameFactor]));
   const sections: Record<Scenario['id'], (s: Scenario) => string[]> = {
     tbf: (s) => [`## A Throttle against TBF: ${s.rate / MiB} MiB/s, burst ${kib(s.burst)}`, '', boundTable(s)],
@@ -316,6 +319,7 @@ async function main(): Promise<void> {
     '',
     ...loads.map((line) => `- ${line}`),
     `- the kernel's qdiscs are set at our figures times ${FRAME_FACTOR.toFixed(4)} (a 1514-byte frame per 1460 bytes of payload); measured frame bytes per payload byte: ${fixed(Math.min(...factors), 4)} to ${fixed(Math.max(...factors), 4)}`,
+    `- payload bytes on the wire per byte the receiving process read: ${fixed(Math.min(...seen), 4)} to ${fixed(Math.max(...seen), 4)}`,
     ...chosen.flatMap((s) => ['', ...sections[s.id](s)]),
     ...(classes.length === 0 ? [] : ['', "The kernel's HTB classes:", '', '```text', ...classes, '```']),
   ];
