@@ -77,12 +77,7 @@ export {
   type WindowKeyedLimiterOptions,
 } from './keyed/keyed-limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './keyed/memory-store.js';
-export {
-  RedisStore,
-  type RedisStoreEvents,
-  type RedisStoreOptions,
-  type RedisStoreStats,
-} from './keyed/redis-store.js';
+export { RedisStore, type RedisStoreOptions, type RedisStoreStats } from './keyed/redis-store.js';
 export type { KeyedStore, StoreCredit, StoreMode, StoreOp, StoreResult } from './keyed/store.js';
 export {
   MemoryWindowStore,
@@ -121,14 +116,15 @@ export {
   type WindowOptions,
 } from './meters/windows.js';
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis/client.js';
-export type { MaxmemorySettings } from './redis/eviction.js';
 export type {
   FailurePolicy,
+  MaxmemorySettings,
   StoreDegradedMessage,
+  StoreEvents,
   StoreEvictionMessage,
   StoreFailureMessage,
   StoreRecoveredMessage,
-} from './redis/health.js';
+} from './stores/health.js';
 export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {

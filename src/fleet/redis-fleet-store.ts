@@ -6,7 +6,7 @@
  * The client is an ioredis or node-redis client (src/redis/client.ts); the
  * script runs the way every store in Redis runs its Lua
  * (src/redis/lua-script.ts: `EVALSHA`, `EVAL` on `NOSCRIPT`, each call
- * bounded by `timeout`), and failures follow src/redis/health.ts.
+ * bounded by `timeout`), and failures follow src/stores/health.ts.
  * A worker batches on its own: one `exchange` call gives back the leases of
  * the jobs that ended and asks for several queued jobs (see ./store.ts), and
  * renewals of all its leases go in one call.
@@ -45,16 +45,16 @@ import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import type { BucketState } from '../meters/bucket.js';
-import type { RedisClientLike } from '../redis/client.js';
-import { readMaxmemory } from '../redis/eviction.js';
+import { isNodeRedis, REDIS_CLIENT, type RedisClientLike } from '../redis/client.js';
+import { redisEviction } from '../redis/eviction.js';
 import {
   errorOf,
   type FailurePolicy,
   failureOptions,
-  RedisHealth,
-  type RedisStoreEvents,
+  StoreHealth,
+  type StoreEvents,
   SHARED_STORE_OPTIONS,
-} from '../redis/health.js';
+} from '../stores/health.js';
 import { LuaScript } from '../redis/lua-script.js';
 import { type DurationInput, parseDuration } from '../units.js';
 import { FLEET_LUA } from './script.js';
@@ -98,8 +98,8 @@ export interface RedisFleetStoreOptions {
   now?: () => number;
 }
 
-/** The events a RedisFleetStore emits: those of every store in Redis (redis/health.ts). */
-export type RedisFleetStoreEvents = RedisStoreEvents;
+/** The events a RedisFleetStore emits: those of every shared store (stores/health.ts). */
+export type RedisFleetStoreEvents = StoreEvents;
 
 /** A job's status in the script's reply. */
 const GRANT: readonly ExchangeGrant['status'][] = ['waitTooLong', 'ok', 'busy', 'tooLarge', 'later'];
@@ -141,14 +141,15 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
   /** The fleet key of the last call: the probe goes to its slot. */
   #lastKey = '';
   /** Timeouts, degrading, probes and recovery: the one policy of every store in Redis. */
-  readonly #health: RedisHealth;
+  readonly #health: StoreHealth;
 
   constructor(options: RedisFleetStoreOptions) {
     super();
     // One store serves every fleet key of a process, and each Scheduler on it listens for its
     // `degraded` and `recovered` (until closed): more than ten is normal, not a leak.
     this.setMaxListeners(0);
-    const failure = failureOptions(options);
+    const failure = failureOptions(options, REDIS_CLIENT);
+    const nodeRedis = isNodeRedis(options.client);
     checkKnownOptions(options, REDIS_FLEET_STORE_OPTIONS, 'RedisFleetStore options');
     const { client } = options;
     const expectedWorkers = options.expectedWorkers ?? (options.onError === 'local' ? Number.NaN : 1);
@@ -178,19 +179,20 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
     this.idleTtlMs = idleTtlMs;
-    this.#health = new RedisHealth({
+    this.#health = new StoreHealth({
       owner: this,
+      backend: 'Redis',
       failure,
       clock: this.#clock,
       probe: () => this.#probe(),
       stats: { failures: 0 },
-      readMaxmemory: () => readMaxmemory(client, failure.nodeRedis),
+      eviction: redisEviction(client, nodeRedis),
     });
     this.#script = new LuaScript({
       name: 'fleet',
       lua: FLEET_LUA,
       client,
-      nodeRedis: failure.nodeRedis,
+      nodeRedis,
       health: this.#health,
       now: failure.now,
     });

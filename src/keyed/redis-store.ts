@@ -29,7 +29,7 @@
  *   and one slot go together; split traffic over several prefixes, each with
  *   its share of the global rate, to spread it.
  *
- * Failure policy (src/redis/health.ts). Each call is bounded by `timeout`.
+ * Failure policy (src/stores/health.ts). Each call is bounded by `timeout`.
  * When Redis fails or does not answer in time, the store decides by
  * `onError`: `'allow'` admits (fail-open), `'deny'` refuses (fail-closed),
  * `'local'` decides with an in-memory bucket per instance (each instance then
@@ -55,17 +55,23 @@ import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { type BucketParams, delayUntil, tokensAt } from '../meters/bucket.js';
-import { delKeys, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
+import {
+  delKeys,
+  type IoredisLikeClient,
+  isNodeRedis,
+  REDIS_CLIENT,
+  type RedisClientLike,
+} from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
-import { readMaxmemory } from '../redis/eviction.js';
+import { redisEviction } from '../redis/eviction.js';
 import {
   errorOf,
   type FailurePolicy,
   failureOptions,
-  RedisHealth,
-  type RedisStoreEvents,
+  StoreHealth,
+  type StoreEvents,
   SHARED_STORE_OPTIONS,
-} from '../redis/health.js';
+} from '../stores/health.js';
 import { LuaScript } from '../redis/lua-script.js';
 import type { DurationInput } from '../units.js';
 import { MemoryStore } from './memory-store.js';
@@ -73,7 +79,7 @@ import { KEYED_LUA } from './redis-script.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../redis/client.js';
-export { DEFAULT_TIMEOUT_MS, type FailurePolicy, type RedisStoreEvents } from '../redis/health.js';
+export { DEFAULT_TIMEOUT_MS, type FailurePolicy, type StoreEvents } from '../stores/health.js';
 
 /** Options for {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -168,7 +174,7 @@ const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTION
  * store.on('degraded', ({ error }) => log.warn({ error }, 'rate limits are per instance until Redis is back'));
  * const limiter = new KeyedLimiter({ rate: '100/min', burst: 20, store });
  */
-export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedStore {
+export class RedisStore extends EventEmitter<StoreEvents> implements KeyedStore {
   readonly prefix: string;
   readonly policy: FailurePolicy;
   /** The bound on one call to Redis, ms. */
@@ -181,7 +187,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   readonly #cluster: boolean;
   readonly #clock: Clock;
   readonly #local: MemoryStore | undefined;
-  readonly #health: RedisHealth;
+  readonly #health: StoreHealth;
   readonly #script: LuaScript;
   #pending: Pending[] = [];
   #flushScheduled = false;
@@ -192,7 +198,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   constructor(options: RedisStoreOptions) {
     super();
-    const failure = failureOptions(options);
+    const failure = failureOptions(options, REDIS_CLIENT);
+    const nodeRedis = isNodeRedis(options.client);
     checkKnownOptions(options, REDIS_STORE_OPTIONS, 'RedisStore options');
     const { client } = options;
     const prefix = options.prefix ?? 'tokenpace';
@@ -204,26 +211,27 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       );
     }
     this.#client = client;
-    this.#nodeRedis = failure.nodeRedis;
+    this.#nodeRedis = nodeRedis;
     this.#cluster = options.cluster ?? isClusterClient(client);
     this.prefix = prefix;
     this.policy = failure.policy;
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = checkClock(options.clock);
-    this.#health = new RedisHealth({
+    this.#health = new StoreHealth({
       owner: this,
+      backend: 'Redis',
       failure,
       clock: this.#clock,
       probe: () => this.#probe(),
       stats: this.stats,
-      readMaxmemory: () => readMaxmemory(client, failure.nodeRedis),
+      eviction: redisEviction(client, nodeRedis),
     });
     this.#script = new LuaScript({
       name: 'keyed',
       lua: KEYED_LUA,
       client,
-      nodeRedis: failure.nodeRedis,
+      nodeRedis,
       health: this.#health,
       now: failure.now,
     });

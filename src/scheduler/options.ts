@@ -10,7 +10,7 @@ import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, checkOptions, describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
 import type { FleetStore } from '../fleet/store.js';
 import { type BucketParams, bucketParams } from '../meters/bucket.js';
-import type { FailurePolicy } from '../redis/health.js';
+import type { FailurePolicy } from '../stores/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import { noWindowOnFleet, parseWindowLimit, type WindowLimitOptions, type WindowSettings } from './window-limit.js';
