@@ -116,15 +116,6 @@ export {
   type WindowOptions,
 } from './meters/windows.js';
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis/client.js';
-export type {
-  FailurePolicy,
-  MaxmemorySettings,
-  StoreDegradedMessage,
-  StoreEvents,
-  StoreEvictionMessage,
-  StoreFailureMessage,
-  StoreRecoveredMessage,
-} from './stores/health.js';
 export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {
@@ -142,6 +133,15 @@ export {
   type SchedulerOptions,
   type WrapOptions,
 } from './scheduler/scheduler.js';
+export type {
+  FailurePolicy,
+  MaxmemorySettings,
+  StoreDegradedMessage,
+  StoreEvents,
+  StoreEvictionMessage,
+  StoreFailureMessage,
+  StoreRecoveredMessage,
+} from './stores/health.js';
 export type { StreamWaitMessage, ThrottleCounters } from './stream/counters.js';
 export {
   ThrottleGroup,

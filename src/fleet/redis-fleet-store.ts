@@ -47,15 +47,15 @@ import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '..
 import type { BucketState } from '../meters/bucket.js';
 import { isNodeRedis, REDIS_CLIENT, type RedisClientLike } from '../redis/client.js';
 import { redisEviction } from '../redis/eviction.js';
+import { LuaScript } from '../redis/lua-script.js';
 import {
   errorOf,
   type FailurePolicy,
   failureOptions,
-  StoreHealth,
-  type StoreEvents,
   SHARED_STORE_OPTIONS,
+  type StoreEvents,
+  StoreHealth,
 } from '../stores/health.js';
-import { LuaScript } from '../redis/lua-script.js';
 import { type DurationInput, parseDuration } from '../units.js';
 import { FLEET_LUA } from './script.js';
 import {

@@ -55,24 +55,18 @@ import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { type BucketParams, delayUntil, tokensAt } from '../meters/bucket.js';
-import {
-  delKeys,
-  type IoredisLikeClient,
-  isNodeRedis,
-  REDIS_CLIENT,
-  type RedisClientLike,
-} from '../redis/client.js';
+import { delKeys, type IoredisLikeClient, isNodeRedis, REDIS_CLIENT, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { redisEviction } from '../redis/eviction.js';
+import { LuaScript } from '../redis/lua-script.js';
 import {
   errorOf,
   type FailurePolicy,
   failureOptions,
-  StoreHealth,
-  type StoreEvents,
   SHARED_STORE_OPTIONS,
+  type StoreEvents,
+  StoreHealth,
 } from '../stores/health.js';
-import { LuaScript } from '../redis/lua-script.js';
 import type { DurationInput } from '../units.js';
 import { MemoryStore } from './memory-store.js';
 import { KEYED_LUA } from './redis-script.js';

@@ -35,16 +35,16 @@ import {
 } from '../meters/windows.js';
 import { delKeys, isNodeRedis, REDIS_CLIENT } from '../redis/client.js';
 import { redisEviction } from '../redis/eviction.js';
+import { LuaScript } from '../redis/lua-script.js';
+import { WINDOW_LUA } from '../redis/window-lua.js';
 import {
   errorOf,
   type FailurePolicy,
   failureOptions,
-  StoreHealth,
-  type StoreEvents,
   SHARED_STORE_OPTIONS,
+  type StoreEvents,
+  StoreHealth,
 } from '../stores/health.js';
-import { LuaScript } from '../redis/lua-script.js';
-import { WINDOW_LUA } from '../redis/window-lua.js';
 import type { DurationInput } from '../units.js';
 import { MEMORY_STORE_OPTIONS } from './memory-store.js';
 import { DENY_RETRY_AFTER_MS, type RedisClientLike } from './redis-store.js';

@@ -27,8 +27,8 @@
 
 import { createHash } from 'node:crypto';
 import { StoreUnavailableError } from '../errors.js';
-import { faithful, type IoredisLikeClient, type NodeRedisLikeClient, type RedisClientLike } from './client.js';
 import type { StoreHealth } from '../stores/health.js';
+import { faithful, type IoredisLikeClient, type NodeRedisLikeClient, type RedisClientLike } from './client.js';
 
 /** `fmt`: a double as text that reads back as the same double, as {@link fromLua} reads it. */
 export const LUA_FMT = `-- a double as text that reads back as the same double: every number of a reply

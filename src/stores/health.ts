@@ -354,9 +354,9 @@ export class StoreHealth {
     this.#deadlineHead = head;
     // after the queue is set right: a callback may set or clear deadlines
     for (const onTimeout of due) {
-      onTimeout(new StoreUnavailableError(
-          `${this.backend} did not answer within the store's timeout (${this.timeoutMs} ms)`,
-        ),);
+      onTimeout(
+        new StoreUnavailableError(`${this.backend} did not answer within the store's timeout (${this.timeoutMs} ms)`),
+      );
     }
   }
 

@@ -9,8 +9,8 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { isTokenpaceError } from '../../src/errors.js';
-import { type StoreEvents, StoreHealth } from '../../src/stores/health.js';
 import { fromLua, LUA_PRELUDE, LuaScript } from '../../src/redis/lua-script.js';
+import { type StoreEvents, StoreHealth } from '../../src/stores/health.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 type Sent = [string, ...unknown[]];
