@@ -54,7 +54,7 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { type BucketParams, delayUntil, tokensAt } from '../meters/bucket.js';
+import type { BucketParams } from '../meters/bucket.js';
 import { delKeys, type IoredisLikeClient, isNodeRedis, REDIS_CLIENT, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
 import { redisEviction } from '../redis/eviction.js';
@@ -69,6 +69,7 @@ import {
 } from '../stores/health.js';
 import type { DurationInput } from '../units.js';
 import { MemoryStore } from './memory-store.js';
+import { decideByPolicy, resultOf } from './policy-answers.js';
 import { KEYED_LUA } from './redis-script.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
@@ -120,8 +121,6 @@ export interface RedisStoreStats {
   failures: number;
 }
 
-/** Retry-after given with a `'deny'` decision. */
-export const DENY_RETRY_AFTER_MS = 1000;
 /**
  * The most decisions in one script call. Redis runs a call's decisions one after another while the
  * client waits, and the client handles a reply while Redis waits: many decisions in flight go as
@@ -130,25 +129,6 @@ export const DENY_RETRY_AFTER_MS = 1000;
 const MAX_BATCH = 32;
 /** The probe's bucket (`rate:burst`): a try of 1 always conforms, and the key lives a few ms. */
 const PROBE_BUCKET = '1000000:1000000';
-
-/**
- * A try the script refused, from the bucket as the decision saw it (redis-script.ts's flag 2):
- * MemoryStore.decideAt's refusal, by the same steps on the same doubles.
- */
-function refusedTry(op: StoreOp, tokens: number, updatedAtMs: number, nowMs: number): StoreResult {
-  const state = { tokens, updatedAtMs };
-  const readyInMs = delayUntil(state, op.bucket, nowMs, op.cost);
-  return {
-    allowed: false,
-    tokens: tokensAt(state, op.bucket, nowMs),
-    globalTokens: Number.POSITIVE_INFINITY,
-    waitMs: readyInMs,
-    nowMs,
-    readyAtMs: nowMs + readyInMs,
-    globalReadyAtMs: nowMs,
-    source: 'store',
-  };
-}
 
 interface Pending {
   op: StoreOp;
@@ -397,25 +377,17 @@ export class RedisStore extends EventEmitter<StoreEvents> implements KeyedStore 
     this.stats.decisions += batch.length;
     const nowMs = reply[0] as number;
     for (let i = 0, at = 1; i < batch.length; i++, at += perOp) {
-      const pending = batch[i] as Pending;
-      const flag = reply[at];
-      const x = reply[at + 1] as number;
-      const y = reply[at + 2] as number;
-      if (flag === 2) {
-        pending.resolve(refusedTry(pending.op, x, y, nowMs));
-        continue;
-      }
-      const globalReadyInMs = hasGlobal ? (reply[at + 4] as number) : 0;
-      pending.resolve({
-        allowed: flag === 1,
-        tokens: x,
-        globalTokens: hasGlobal ? (reply[at + 3] as number) : Number.POSITIVE_INFINITY,
-        waitMs: Math.max(y, globalReadyInMs),
-        nowMs,
-        readyAtMs: nowMs + y,
-        globalReadyAtMs: nowMs + globalReadyInMs,
-        source: 'store',
-      });
+      const global = hasGlobal ? ([reply[at + 3], reply[at + 4]] as [number, number]) : undefined;
+      (batch[i] as Pending).resolve(
+        resultOf(
+          (batch[i] as Pending).op,
+          nowMs,
+          reply[at] as number,
+          reply[at + 1] as number,
+          reply[at + 2] as number,
+          global,
+        ),
+      );
     }
   }
 
@@ -437,21 +409,7 @@ export class RedisStore extends EventEmitter<StoreEvents> implements KeyedStore 
   #byPolicy(op: StoreOp): Promise<StoreResult> {
     this.stats.byPolicy++;
     if (this.#health.usable) this.#health.degrade(new StoreUnavailableError('Redis failed'));
-    if (this.policy === 'local') {
-      return (this.#local as MemoryStore).decide(op).then((result) => ({ ...result, source: 'local' }));
-    }
-    const now = this.#clock.now();
-    const allowed = this.policy === 'allow';
-    return Promise.resolve({
-      allowed,
-      tokens: allowed ? op.bucket.burst : 0,
-      globalTokens: Number.POSITIVE_INFINITY,
-      waitMs: allowed ? 0 : DENY_RETRY_AFTER_MS,
-      nowMs: now,
-      readyAtMs: now,
-      globalReadyAtMs: now,
-      source: this.policy,
-    });
+    return decideByPolicy(this.policy, op, this.#clock, this.#local);
   }
 }
 

@@ -47,7 +47,8 @@ import {
 } from '../stores/health.js';
 import type { DurationInput } from '../units.js';
 import { MEMORY_STORE_OPTIONS } from './memory-store.js';
-import { DENY_RETRY_AFTER_MS, type RedisClientLike } from './redis-store.js';
+import { DENY_RETRY_AFTER_MS } from './policy-answers.js';
+import type { RedisClientLike } from './redis-store.js';
 
 /** How a window limiter counts: a fixed window, an exact sliding log, or the two-counter estimate. */
 export type WindowKind = 'fixed' | 'log' | 'counter';

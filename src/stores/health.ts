@@ -80,7 +80,7 @@ export const SHARED_STORE_OPTIONS: readonly string[] = [
 ];
 
 /**
- * The options every shared store has, checked once here: a `client` (an object; `clientExample`
+ * The options every shared store has, checked once here: a `client` (an object or a function; `client`
  * says what to pass, as in `'{ client: new Redis(url) }'`), `onError`, `timeout` and
  * `probeInterval` (durations from 1 ms to 2^31 - 1 ms, what a Node timer honours: a number of ms
  * or a string such as `'250ms'`), and `now` (a function, if given). Each bad one is an
@@ -108,7 +108,7 @@ export function failureOptions(
       `Expected an options object with at least \`client\` and \`onError\`, as in \`{ client: ${client.example}, onError: 'deny' }\``,
     );
   }
-  if (typeof options.client !== 'object' || options.client === null) {
+  if ((typeof options.client !== 'object' && typeof options.client !== 'function') || options.client === null) {
     throw new InvalidOptionError(
       'client',
       options.client,

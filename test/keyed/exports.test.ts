@@ -21,7 +21,9 @@ const PUBLIC = ['KeyedLimiter', 'MemoryStore', 'MemoryWindowStore', 'RedisStore'
 const INTERNAL = [
   'DEFAULT_MAX_KEYS', // memory-store.ts
   'KEYED_LUA', // redis-script.ts
-  'DENY_RETRY_AFTER_MS', // redis-store.ts
+  'DENY_RETRY_AFTER_MS', // policy-answers.ts
+  'decideByPolicy',
+  'resultOf',
   'DEFAULT_TIMEOUT_MS', // stores/health.ts, re-exported by redis-store.ts
   'windowStep', // window-store.ts
   'StoreHealth', // stores/health.ts

@@ -13,8 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BucketParams, BucketState } from '../../src/meters/bucket.js';
 import * as bucket from '../../src/meters/bucket.js';
 import { BUCKET_SQL_STEPS, bucketSql } from '../../src/postgres/bucket-sql.js';
-import { type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
 import { dropSchema, PG_URL, schemaName } from '../helpers/postgres.js';
+import { type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
 
 type StepResult = unknown;
 
@@ -146,8 +146,7 @@ async function runSql(calls: readonly StepCall[]): Promise<Answer[]> {
     );
     for (const [i, row] of out.entries()) {
       const ts = runTs(batch[i] as StepCall);
-      const value =
-        row.v === null ? undefined : typeof ts.value === 'boolean' ? row.v === 'true' : parse(row.v);
+      const value = row.v === null ? undefined : typeof ts.value === 'boolean' ? row.v === 'true' : parse(row.v);
       answers.push({ value, tokens: parse(row.tokens), updatedAtMs: parse(row.upd) });
     }
   }
@@ -181,8 +180,7 @@ describe('the SQL twin of bucket.ts', () => {
   // PostgreSQL raises an error where a product of non-zero doubles underflows to 0 (JavaScript gives 0):
   // the stores' numbers never come near it, so the random numbers here stay clear of it too.
   const clear = (v: number) => (Math.abs(v) < 2 ** -900 ? 0 : v);
-  const double = (min: number, max: number) =>
-    fc.double({ min, max, noNaN: true, noDefaultInfinity: true }).map(clear);
+  const double = (min: number, max: number) => fc.double({ min, max, noNaN: true, noDefaultInfinity: true }).map(clear);
   const paramsArb: fc.Arbitrary<BucketParams> = fc.record({
     ratePerSecond: fc.oneof(fc.constantFrom(1, 10, 1000, 1024 * 1024), double(1e-3, 1e7)),
     burst: fc.oneof(fc.constantFrom(1, 7, 20, 65536), double(1e-3, 1e7)),
