@@ -115,6 +115,9 @@ export {
   type SlidingWindowOptions,
   type WindowOptions,
 } from './meters/windows.js';
+export type { PgLikeClient, PostgresClientLike, PostgresJsLikeClient } from './postgres/client.js';
+export { PostgresFleetStore, type PostgresFleetStoreOptions } from './postgres/postgres-fleet-store.js';
+export { PostgresStore, type PostgresStoreOptions, type PostgresStoreStats } from './postgres/postgres-store.js';
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis/client.js';
 export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
