@@ -94,7 +94,7 @@ export interface SchedulerOptions extends WindowLimitOptions {
   /** The time source. @default systemClock */
   clock?: Clock;
   /**
-   * A fleet store: a `RedisFleetStore` (or a `MemoryFleetStore`, the same within one process).
+   * A fleet store: a `RedisFleetStore` or `PostgresFleetStore` (or a `MemoryFleetStore`, the same within one process).
    * With `key`, the rate, burst and concurrency are shared by every scheduler on the same store
    * and key, in every process, as one scheduler's would be; each keeps its own bounded queue,
    * priorities, signals, timeouts and events. The stored limits win over the ones given here once
@@ -449,7 +449,7 @@ function parseFleet(options: SchedulerOptions): FleetSettings | undefined {
     throw new InvalidOptionError(
       'store',
       store,
-      `Expected \`store\` to be a RedisFleetStore or a MemoryFleetStore, got ${describeValue(store)}`,
+      `Expected \`store\` to be a RedisFleetStore, a PostgresFleetStore or a MemoryFleetStore, got ${describeValue(store)}`,
     );
   }
   if (typeof key !== 'string' || key.length === 0) {
