@@ -19,6 +19,7 @@ import { fleetSection } from './fleet.js';
 import type { Section } from './harness.js';
 import { httpSection } from './http.js';
 import { keyedRedisSection, keyedSection } from './keyed.js';
+import { keyedPostgresSection } from './keyed-postgres.js';
 import { schedulerSection } from './scheduler.js';
 import { streamSection } from './stream.js';
 
@@ -28,6 +29,7 @@ const sections: Section[] = [
   schedulerSection,
   keyedSection,
   keyedRedisSection,
+  keyedPostgresSection,
   fleetSection,
   httpSection,
   adaptiveSection,

@@ -16,10 +16,10 @@
  * | `tokenpace:http:client:rate`     | `throttleInterceptor` with `adaptive` (`ClientRateMessage`, http/messages.ts) | an origin's learned rate changed |
  * | `tokenpace:keyed:decision`       | `KeyedLimiter` (`KeyedDecisionMessage`, keyed/keyed-limiter.ts) | its store answered `tryTake` or `take` |
  * | `tokenpace:keyed:rejected`       | `KeyedLimiter` (`KeyedRejectedMessage`, keyed/keyed-limiter.ts) | it turned a request away (`tryTake` not allowed, `take` over `maxWait` or denied) |
- * | `tokenpace:redis:degraded`       | every store in Redis (`StoreDegradedMessage`, redis/health.ts) | decisions start following its `onError` policy |
- * | `tokenpace:redis:recovered`      | every store in Redis (`StoreRecoveredMessage`, redis/health.ts) | a probe succeeded: decisions go to Redis again |
- * | `tokenpace:redis:failure`        | every store in Redis (`StoreFailureMessage`, redis/health.ts) | a call or probe to Redis failed or timed out |
- * | `tokenpace:redis:eviction`       | every store in Redis (`StoreEvictionMessage`, redis/health.ts) | Redis's `maxmemory-policy` may evict its keys (read at its first call and each recovery) |
+ * | `tokenpace:redis:degraded`       | every store in Redis (`StoreDegradedMessage`, stores/health.ts) | decisions start following its `onError` policy |
+ * | `tokenpace:redis:recovered`      | every store in Redis (`StoreRecoveredMessage`, stores/health.ts) | a probe succeeded: decisions go to Redis again |
+ * | `tokenpace:redis:failure`        | every store in Redis (`StoreFailureMessage`, stores/health.ts) | a call or probe to Redis failed or timed out |
+ * | `tokenpace:redis:eviction`       | every store in Redis (`StoreEvictionMessage`, stores/health.ts) | Redis's `maxmemory-policy` may evict its keys (read at its first call and each recovery) |
  * | `tokenpace:scheduler:start`      | `Scheduler` (`SchedulerStartMessage`, scheduler/events.ts) | a job started (its `active` event) |
  * | `tokenpace:scheduler:rejected`   | `Scheduler` (`SchedulerRejectedMessage`, scheduler/events.ts) | a job was rejected or removed before it started (its `rejected` event) |
  * | `tokenpace:stream:wait`          | `Throttle`, `ThrottleGroup` (`StreamWaitMessage`, stream/counters.ts) | a stream ran short of tokens and sleeps (once per wait) |

@@ -77,12 +77,7 @@ export {
   type WindowKeyedLimiterOptions,
 } from './keyed/keyed-limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './keyed/memory-store.js';
-export {
-  RedisStore,
-  type RedisStoreEvents,
-  type RedisStoreOptions,
-  type RedisStoreStats,
-} from './keyed/redis-store.js';
+export { RedisStore, type RedisStoreOptions, type RedisStoreStats } from './keyed/redis-store.js';
 export type { KeyedStore, StoreCredit, StoreMode, StoreOp, StoreResult } from './keyed/store.js';
 export {
   MemoryWindowStore,
@@ -120,15 +115,10 @@ export {
   type SlidingWindowOptions,
   type WindowOptions,
 } from './meters/windows.js';
+export type { PgLikeClient, PostgresClientLike, PostgresJsLikeClient } from './postgres/client.js';
+export { PostgresFleetStore, type PostgresFleetStoreOptions } from './postgres/postgres-fleet-store.js';
+export { PostgresStore, type PostgresStoreOptions, type PostgresStoreStats } from './postgres/postgres-store.js';
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis/client.js';
-export type { MaxmemorySettings } from './redis/eviction.js';
-export type {
-  FailurePolicy,
-  StoreDegradedMessage,
-  StoreEvictionMessage,
-  StoreFailureMessage,
-  StoreRecoveredMessage,
-} from './redis/health.js';
 export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
 export {
@@ -146,6 +136,15 @@ export {
   type SchedulerOptions,
   type WrapOptions,
 } from './scheduler/scheduler.js';
+export type {
+  FailurePolicy,
+  MaxmemorySettings,
+  StoreDegradedMessage,
+  StoreEvents,
+  StoreEvictionMessage,
+  StoreFailureMessage,
+  StoreRecoveredMessage,
+} from './stores/health.js';
 export type { StreamWaitMessage, ThrottleCounters } from './stream/counters.js';
 export {
   ThrottleGroup,

@@ -14,7 +14,7 @@
  * - Servers the blocks name: `http://127.0.0.1:8080` is a loopback server of this file
  *   (`/file.bin`: 1 MiB; any other path: 200 with `{"ok":true}`); `redis://127.0.0.1:6379`,
  *   `new Redis()` and `createClient()` reach a redis-server this file starts on a free port (also
- *   in `REDIS_URL`); PostgreSQL is the one on 127.0.0.1:5432, database `test` (`PGHOST`, ...).
+ *   in `REDIS_URL`); PostgreSQL is the one on 127.0.0.1:5432, database `test`, user `postgres` (`PGHOST`, ...).
  * - A block that names a host other than 127.0.0.1 or localhost fails without running.
  * - A block that calls `.listen(8080)` is a server: it runs on a free port instead, must answer
  *   `GET /` with a 2xx, and is then stopped.
@@ -159,6 +159,7 @@ function startChild(file: string, cwd: string): ChildProcess {
       PGHOST: '127.0.0.1',
       PGPORT: '5432',
       PGDATABASE: 'test',
+      PGUSER: 'postgres',
     },
   });
 }

@@ -35,6 +35,8 @@ describe('public exports', () => {
     'MemoryStore',
     'MemoryWindowStore',
     'NotSupportedError',
+    'PostgresFleetStore',
+    'PostgresStore',
     'QueueFullError',
     'RedisFleetStore',
     'RedisStore',

@@ -29,7 +29,7 @@
  *   and one slot go together; split traffic over several prefixes, each with
  *   its share of the global rate, to spread it.
  *
- * Failure policy (src/redis/health.ts). Each call is bounded by `timeout`.
+ * Failure policy (src/stores/health.ts). Each call is bounded by `timeout`.
  * When Redis fails or does not answer in time, the store decides by
  * `onError`: `'allow'` admits (fail-open), `'deny'` refuses (fail-closed),
  * `'local'` decides with an in-memory bucket per instance (each instance then
@@ -54,26 +54,27 @@
 import { EventEmitter } from 'node:events';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, StoreUnavailableError } from '../errors.js';
-import { type BucketParams, delayUntil, tokensAt } from '../meters/bucket.js';
-import { delKeys, type IoredisLikeClient, type RedisClientLike } from '../redis/client.js';
+import type { BucketParams } from '../meters/bucket.js';
+import { delKeys, type IoredisLikeClient, isNodeRedis, REDIS_CLIENT, type RedisClientLike } from '../redis/client.js';
 import { clusterSlot } from '../redis/cluster-slot.js';
-import { readMaxmemory } from '../redis/eviction.js';
+import { redisEviction } from '../redis/eviction.js';
+import { LuaScript } from '../redis/lua-script.js';
 import {
   errorOf,
   type FailurePolicy,
   failureOptions,
-  RedisHealth,
-  type RedisStoreEvents,
   SHARED_STORE_OPTIONS,
-} from '../redis/health.js';
-import { LuaScript } from '../redis/lua-script.js';
+  type StoreEvents,
+  StoreHealth,
+} from '../stores/health.js';
 import type { DurationInput } from '../units.js';
 import { MemoryStore } from './memory-store.js';
+import { decideByPolicy, resultOf } from './policy-answers.js';
 import { KEYED_LUA } from './redis-script.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
 
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from '../redis/client.js';
-export { DEFAULT_TIMEOUT_MS, type FailurePolicy, type RedisStoreEvents } from '../redis/health.js';
+export { DEFAULT_TIMEOUT_MS, type FailurePolicy, type StoreEvents } from '../stores/health.js';
 
 /** Options for {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -120,8 +121,6 @@ export interface RedisStoreStats {
   failures: number;
 }
 
-/** Retry-after given with a `'deny'` decision. */
-export const DENY_RETRY_AFTER_MS = 1000;
 /**
  * The most decisions in one script call. Redis runs a call's decisions one after another while the
  * client waits, and the client handles a reply while Redis waits: many decisions in flight go as
@@ -130,25 +129,6 @@ export const DENY_RETRY_AFTER_MS = 1000;
 const MAX_BATCH = 32;
 /** The probe's bucket (`rate:burst`): a try of 1 always conforms, and the key lives a few ms. */
 const PROBE_BUCKET = '1000000:1000000';
-
-/**
- * A try the script refused, from the bucket as the decision saw it (redis-script.ts's flag 2):
- * MemoryStore.decideAt's refusal, by the same steps on the same doubles.
- */
-function refusedTry(op: StoreOp, tokens: number, updatedAtMs: number, nowMs: number): StoreResult {
-  const state = { tokens, updatedAtMs };
-  const readyInMs = delayUntil(state, op.bucket, nowMs, op.cost);
-  return {
-    allowed: false,
-    tokens: tokensAt(state, op.bucket, nowMs),
-    globalTokens: Number.POSITIVE_INFINITY,
-    waitMs: readyInMs,
-    nowMs,
-    readyAtMs: nowMs + readyInMs,
-    globalReadyAtMs: nowMs,
-    source: 'store',
-  };
-}
 
 interface Pending {
   op: StoreOp;
@@ -168,7 +148,7 @@ const REDIS_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_STORE_OPTION
  * store.on('degraded', ({ error }) => log.warn({ error }, 'rate limits are per instance until Redis is back'));
  * const limiter = new KeyedLimiter({ rate: '100/min', burst: 20, store });
  */
-export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedStore {
+export class RedisStore extends EventEmitter<StoreEvents> implements KeyedStore {
   readonly prefix: string;
   readonly policy: FailurePolicy;
   /** The bound on one call to Redis, ms. */
@@ -181,7 +161,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   readonly #cluster: boolean;
   readonly #clock: Clock;
   readonly #local: MemoryStore | undefined;
-  readonly #health: RedisHealth;
+  readonly #health: StoreHealth;
   readonly #script: LuaScript;
   #pending: Pending[] = [];
   #flushScheduled = false;
@@ -192,7 +172,8 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
 
   constructor(options: RedisStoreOptions) {
     super();
-    const failure = failureOptions(options);
+    const failure = failureOptions(options, REDIS_CLIENT);
+    const nodeRedis = isNodeRedis(options.client);
     checkKnownOptions(options, REDIS_STORE_OPTIONS, 'RedisStore options');
     const { client } = options;
     const prefix = options.prefix ?? 'tokenpace';
@@ -204,26 +185,27 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
       );
     }
     this.#client = client;
-    this.#nodeRedis = failure.nodeRedis;
+    this.#nodeRedis = nodeRedis;
     this.#cluster = options.cluster ?? isClusterClient(client);
     this.prefix = prefix;
     this.policy = failure.policy;
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = checkClock(options.clock);
-    this.#health = new RedisHealth({
+    this.#health = new StoreHealth({
       owner: this,
+      backend: 'Redis',
       failure,
       clock: this.#clock,
       probe: () => this.#probe(),
       stats: this.stats,
-      readMaxmemory: () => readMaxmemory(client, failure.nodeRedis),
+      eviction: redisEviction(client, nodeRedis),
     });
     this.#script = new LuaScript({
       name: 'keyed',
       lua: KEYED_LUA,
       client,
-      nodeRedis: failure.nodeRedis,
+      nodeRedis,
       health: this.#health,
       now: failure.now,
     });
@@ -395,25 +377,17 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.stats.decisions += batch.length;
     const nowMs = reply[0] as number;
     for (let i = 0, at = 1; i < batch.length; i++, at += perOp) {
-      const pending = batch[i] as Pending;
-      const flag = reply[at];
-      const x = reply[at + 1] as number;
-      const y = reply[at + 2] as number;
-      if (flag === 2) {
-        pending.resolve(refusedTry(pending.op, x, y, nowMs));
-        continue;
-      }
-      const globalReadyInMs = hasGlobal ? (reply[at + 4] as number) : 0;
-      pending.resolve({
-        allowed: flag === 1,
-        tokens: x,
-        globalTokens: hasGlobal ? (reply[at + 3] as number) : Number.POSITIVE_INFINITY,
-        waitMs: Math.max(y, globalReadyInMs),
-        nowMs,
-        readyAtMs: nowMs + y,
-        globalReadyAtMs: nowMs + globalReadyInMs,
-        source: 'store',
-      });
+      const global = hasGlobal ? ([reply[at + 3], reply[at + 4]] as [number, number]) : undefined;
+      (batch[i] as Pending).resolve(
+        resultOf(
+          (batch[i] as Pending).op,
+          nowMs,
+          reply[at] as number,
+          reply[at + 1] as number,
+          reply[at + 2] as number,
+          global,
+        ),
+      );
     }
   }
 
@@ -435,21 +409,7 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
   #byPolicy(op: StoreOp): Promise<StoreResult> {
     this.stats.byPolicy++;
     if (this.#health.usable) this.#health.degrade(new StoreUnavailableError('Redis failed'));
-    if (this.policy === 'local') {
-      return (this.#local as MemoryStore).decide(op).then((result) => ({ ...result, source: 'local' }));
-    }
-    const now = this.#clock.now();
-    const allowed = this.policy === 'allow';
-    return Promise.resolve({
-      allowed,
-      tokens: allowed ? op.bucket.burst : 0,
-      globalTokens: Number.POSITIVE_INFINITY,
-      waitMs: allowed ? 0 : DENY_RETRY_AFTER_MS,
-      nowMs: now,
-      readyAtMs: now,
-      globalReadyAtMs: now,
-      source: this.policy,
-    });
+    return decideByPolicy(this.policy, op, this.#clock, this.#local);
   }
 }
 

@@ -33,21 +33,22 @@ import {
   slidingLogTake,
   type WindowParams,
 } from '../meters/windows.js';
-import { delKeys } from '../redis/client.js';
-import { readMaxmemory } from '../redis/eviction.js';
+import { delKeys, isNodeRedis, REDIS_CLIENT } from '../redis/client.js';
+import { redisEviction } from '../redis/eviction.js';
+import { LuaScript } from '../redis/lua-script.js';
+import { WINDOW_LUA } from '../redis/window-lua.js';
 import {
   errorOf,
   type FailurePolicy,
   failureOptions,
-  RedisHealth,
-  type RedisStoreEvents,
   SHARED_STORE_OPTIONS,
-} from '../redis/health.js';
-import { LuaScript } from '../redis/lua-script.js';
-import { WINDOW_LUA } from '../redis/window-lua.js';
+  type StoreEvents,
+  StoreHealth,
+} from '../stores/health.js';
 import type { DurationInput } from '../units.js';
 import { MEMORY_STORE_OPTIONS } from './memory-store.js';
-import { DENY_RETRY_AFTER_MS, type RedisClientLike } from './redis-store.js';
+import { DENY_RETRY_AFTER_MS } from './policy-answers.js';
+import type { RedisClientLike } from './redis-store.js';
 
 /** How a window limiter counts: a fixed window, an exact sliding log, or the two-counter estimate. */
 export type WindowKind = 'fixed' | 'log' | 'counter';
@@ -211,7 +212,7 @@ export interface RedisWindowStoreStats {
  * The exact sliding log is not offered here (it would need a sorted set per key): use
  * `mode: 'counter'`.
  *
- * Failure policy: RedisStore's (src/redis/health.ts). Each call is bounded by `timeout`;
+ * Failure policy: RedisStore's (src/stores/health.ts). Each call is bounded by `timeout`;
  * when Redis fails or does not answer in time, `onError` decides (`'allow'`, `'deny'`, or
  * `'local'`: a MemoryWindowStore per instance), later decisions follow it at once while a probe (a
  * counted try on `<prefix>:probe:w`, which succeeds only where a decision would) tries Redis, and the
@@ -222,7 +223,7 @@ export interface RedisWindowStoreStats {
  * const limiter = new KeyedLimiter({ algorithm: 'fixed-window', limit: 100, window: '1 min',
  *   store: new RedisWindowStore({ client: redis, onError: 'local' }) });
  */
-export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements WindowStore {
+export class RedisWindowStore extends EventEmitter<StoreEvents> implements WindowStore {
   readonly prefix: string;
   readonly policy: FailurePolicy;
   /** The bound on one call to Redis, ms. */
@@ -234,15 +235,15 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
   readonly #nodeRedis: boolean;
   readonly #script: LuaScript;
   readonly #clock: Clock;
-  readonly #health: RedisHealth;
+  readonly #health: StoreHealth;
   readonly #local: MemoryWindowStore | undefined;
 
   constructor(options: RedisWindowStoreOptions) {
     super();
-    const failure = failureOptions(options);
+    const failure = failureOptions(options, REDIS_CLIENT);
+    const nodeRedis = isNodeRedis(options.client);
     checkKnownOptions(options, REDIS_WINDOW_STORE_OPTIONS, 'RedisWindowStore options');
     const { client } = options;
-    const nodeRedis = failure.nodeRedis;
     const prefix = options.prefix ?? 'tokenpace';
     if (typeof prefix !== 'string' || prefix.length === 0) {
       throw new InvalidOptionError('prefix', prefix, `Expected \`prefix\` to be a non-empty string, got ${prefix}`);
@@ -254,13 +255,14 @@ export class RedisWindowStore extends EventEmitter<RedisStoreEvents> implements 
     this.#client = client;
     this.#nodeRedis = nodeRedis;
     this.#clock = checkClock(options.clock);
-    this.#health = new RedisHealth({
+    this.#health = new StoreHealth({
       owner: this,
+      backend: 'Redis',
       failure,
       clock: this.#clock,
       probe: () => this.#probe(),
       stats: this.stats,
-      readMaxmemory: () => readMaxmemory(client, nodeRedis),
+      eviction: redisEviction(client, nodeRedis),
     });
     this.#script = new LuaScript({
       name: 'window',

@@ -89,3 +89,6 @@ export function delKeys(
   const sent = faithful(keys);
   return nodeRedis ? (client as NodeRedisLikeClient).del(sent) : (client as IoredisLikeClient).del(...sent);
 }
+
+/** How a store in Redis names its `client` option in messages (src/stores/health.ts `failureOptions`). */
+export const REDIS_CLIENT = { example: 'new Redis(url)', what: 'a connected ioredis or node-redis client' } as const;

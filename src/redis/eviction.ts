@@ -10,21 +10,14 @@
  * is full, the call fails, and the store's failure policy decides.
  *
  * A store reads the policy at its first call and after each recovery
- * (src/redis/health.ts): `CONFIG GET maxmemory*`, or, where CONFIG is refused
+ * (src/stores/health.ts): `CONFIG GET maxmemory*`, or, where CONFIG is refused
  * (an ACL, a renamed command, a managed service), the same two values from
  * `INFO memory`. A client without either command, or a Redis that refuses
  * both, leaves the policy unknown.
  */
 
+import type { MaxmemorySettings } from '../stores/health.js';
 import type { RedisClientLike } from './client.js';
-
-/** What Redis says about evicting keys. */
-export interface MaxmemorySettings {
-  /** Redis's `maxmemory-policy`, as Redis names it: `'noeviction'`, `'allkeys-lru'`, `'volatile-ttl'`, ... */
-  readonly policy: string;
-  /** Redis's `maxmemory`, bytes: 0 is no limit, `undefined` if Redis did not say. */
-  readonly maxmemoryBytes: number | undefined;
-}
 
 /** Whether Redis, under `policy`, may delete a store's keys (every policy but `noeviction`). */
 export function mayEvict(policy: string): boolean {
@@ -96,4 +89,12 @@ function fromPairs(pairs: [string, unknown][]): MaxmemorySettings | undefined {
     if (name === 'maxmemory' && /^\d+$/.test(text)) maxmemoryBytes = Number(text);
   }
   return policy === undefined ? undefined : { policy, maxmemoryBytes };
+}
+
+/** The eviction check a store in Redis gives its health keeper (src/stores/health.ts). */
+export function redisEviction(
+  client: RedisClientLike,
+  nodeRedis: boolean,
+): { read: () => Promise<MaxmemorySettings | undefined>; mayEvict: (policy: string) => boolean } {
+  return { read: () => readMaxmemory(client, nodeRedis), mayEvict };
 }

@@ -10,7 +10,7 @@
  * and the caller sees one answer. The script's SHA-1 is computed at the first
  * call, once per LuaScript.
  *
- * Every call is bounded by the store's timeout (src/redis/health.ts): an
+ * Every call is bounded by the store's timeout (src/stores/health.ts): an
  * answer later than that, an error of the client or of Redis, or a reply not
  * of the shape below, rejects; the store then applies its failure policy.
  *
@@ -27,8 +27,8 @@
 
 import { createHash } from 'node:crypto';
 import { StoreUnavailableError } from '../errors.js';
+import type { StoreHealth } from '../stores/health.js';
 import { faithful, type IoredisLikeClient, type NodeRedisLikeClient, type RedisClientLike } from './client.js';
-import type { RedisHealth } from './health.js';
 
 /** `fmt`: a double as text that reads back as the same double, as {@link fromLua} reads it. */
 export const LUA_FMT = `-- a double as text that reads back as the same double: every number of a reply
@@ -65,7 +65,7 @@ export interface LuaScriptOptions {
   client: RedisClientLike;
   nodeRedis: boolean;
   /** Bounds every call by the store's timeout. */
-  health: RedisHealth;
+  health: StoreHealth;
   /** A virtual clock's time for `ARGV[1]`; Redis's `TIME` when absent. */
   now: (() => number) | undefined;
 }
@@ -77,7 +77,7 @@ export class LuaScript {
   readonly lua: string;
   readonly #client: RedisClientLike;
   readonly #nodeRedis: boolean;
-  readonly #health: RedisHealth;
+  readonly #health: StoreHealth;
   readonly #now: (() => number) | undefined;
   #sha: string | undefined;
 

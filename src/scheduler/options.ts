@@ -10,7 +10,7 @@ import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, checkOptions, describeValue, InvalidOptionError, NotSupportedError } from '../errors.js';
 import type { FleetStore } from '../fleet/store.js';
 import { type BucketParams, bucketParams, PACED_JOB_BURST } from '../meters/bucket.js';
-import type { FailurePolicy } from '../redis/health.js';
+import type { FailurePolicy } from '../stores/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import { noWindowOnFleet, parseWindowLimit, type WindowLimitOptions, type WindowSettings } from './window-limit.js';
@@ -95,7 +95,7 @@ export interface SchedulerOptions extends WindowLimitOptions {
   /** The time source. @default systemClock */
   clock?: Clock;
   /**
-   * A fleet store: a `RedisFleetStore` (or a `MemoryFleetStore`, the same within one process).
+   * A fleet store: a `RedisFleetStore` or `PostgresFleetStore` (or a `MemoryFleetStore`, the same within one process).
    * With `key`, the rate, burst and concurrency are shared by every scheduler on the same store
    * and key, in every process, as one scheduler's would be; each keeps its own bounded queue,
    * priorities, signals, timeouts and events. The stored limits win over the ones given here once
@@ -450,7 +450,7 @@ function parseFleet(options: SchedulerOptions): FleetSettings | undefined {
     throw new InvalidOptionError(
       'store',
       store,
-      `Expected \`store\` to be a RedisFleetStore or a MemoryFleetStore, got ${describeValue(store)}`,
+      `Expected \`store\` to be a RedisFleetStore, a PostgresFleetStore or a MemoryFleetStore, got ${describeValue(store)}`,
     );
   }
   if (typeof key !== 'string' || key.length === 0) {

@@ -12,8 +12,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channelNames } from '../../src/diagnostics.js';
 import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
-import type { FailurePolicy, StoreDegradedMessage, StoreRecoveredMessage } from '../../src/redis/health.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
+import type { FailurePolicy, StoreDegradedMessage, StoreRecoveredMessage } from '../../src/stores/health.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -12,7 +12,7 @@
 
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FailurePolicy } from '../../src/redis/health.js';
+import type { FailurePolicy } from '../../src/stores/health.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 import { Workers, worstWindows } from './workers.js';
 

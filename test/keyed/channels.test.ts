@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channelNames, keyedDecisionChannel } from '../../src/diagnostics.js';
 import { type KeyedDecisionMessage, KeyedLimiter, type KeyedRejectedMessage } from '../../src/keyed/keyed-limiter.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
-import type { StoreDegradedMessage, StoreFailureMessage, StoreRecoveredMessage } from '../../src/redis/health.js';
+import type { StoreDegradedMessage, StoreFailureMessage, StoreRecoveredMessage } from '../../src/stores/health.js';
 import { record } from '../helpers/channel-recorder.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';

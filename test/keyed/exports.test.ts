@@ -8,8 +8,8 @@ import type { Decision, KeyedStore, RedisClientLike } from '../../src/index.js';
 import * as tokenpace from '../../src/index.js';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
-/** The folders of the keyed part: the limiter and its stores, and the Redis glue they use. */
-const FOLDERS = ['keyed', 'redis'];
+/** The folders of the keyed part: the limiter and its stores, the Redis glue and the failure policy they use. */
+const FOLDERS = ['keyed', 'redis', 'stores'];
 
 /** The values the package root exports from the keyed part, exactly: a new one is a decision, so it shows up here. */
 const PUBLIC = ['KeyedLimiter', 'MemoryStore', 'MemoryWindowStore', 'RedisStore', 'RedisWindowStore'];
@@ -21,10 +21,12 @@ const PUBLIC = ['KeyedLimiter', 'MemoryStore', 'MemoryWindowStore', 'RedisStore'
 const INTERNAL = [
   'DEFAULT_MAX_KEYS', // memory-store.ts
   'KEYED_LUA', // redis-script.ts
-  'DENY_RETRY_AFTER_MS', // redis-store.ts
-  'DEFAULT_TIMEOUT_MS', // redis/health.ts, re-exported by redis-store.ts
+  'DENY_RETRY_AFTER_MS', // policy-answers.ts
+  'decideByPolicy',
+  'resultOf',
+  'DEFAULT_TIMEOUT_MS', // stores/health.ts, re-exported by redis-store.ts
   'windowStep', // window-store.ts
-  'RedisHealth', // redis/health.ts
+  'StoreHealth', // stores/health.ts
   'failureOptions',
   'errorOf',
   'DEFAULT_PROBE_INTERVAL_MS',

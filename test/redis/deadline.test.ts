@@ -1,19 +1,20 @@
 /**
- * RedisHealth's deadlines (src/redis/health.ts): every call set at time t times out at exactly
+ * StoreHealth's deadlines (src/stores/health.ts): every call set at time t times out at exactly
  * t + timeoutMs unless cleared first, under one timer for all calls in flight, and a callback that
  * sets or clears deadlines leaves the others on time.
  */
 
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { RedisHealth, type RedisStoreEvents } from '../../src/redis/health.js';
+import { type StoreEvents, StoreHealth } from '../../src/stores/health.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 function health(timeoutMs: number) {
   const fake = fakeClock(1000);
-  const owner = new EventEmitter<RedisStoreEvents>();
-  const h = new RedisHealth({
+  const owner = new EventEmitter<StoreEvents>();
+  const h = new StoreHealth({
     owner,
+    backend: 'Redis',
     failure: { policy: 'deny', timeoutMs, probeIntervalMs: 50 },
     clock: fake.clock,
     probe: () => Promise.resolve('PONG'),
@@ -22,7 +23,7 @@ function health(timeoutMs: number) {
   return { h, ...fake };
 }
 
-describe('RedisHealth deadlines', () => {
+describe('StoreHealth deadlines', () => {
   it('times each call out at its own time, with one timer for the calls in flight', () => {
     const { h, timers, pending } = health(200);
     const fired: [string, number][] = [];

@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { channelNames } from '../../src/diagnostics.js';
 import { KeyedLimiter } from '../../src/keyed/keyed-limiter.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
-import type { StoreEvictionMessage } from '../../src/redis/health.js';
+import type { StoreEvictionMessage } from '../../src/stores/health.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 import { clients, type Store, sleep, subjects, until } from './stores.js';
 

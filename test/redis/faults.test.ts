@@ -24,7 +24,7 @@ import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
 import { RedisWindowStore } from '../../src/keyed/window-store.js';
 import type { RedisClientLike } from '../../src/redis/client.js';
-import type { RedisStoreEvents } from '../../src/redis/health.js';
+import type { StoreEvents } from '../../src/stores/health.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 
 const TIMEOUT_MS = 100;
@@ -33,7 +33,7 @@ const SLACK_MS = 400;
 /** Every subject admits this many per key, then refuses. */
 const LIMIT = 3;
 
-type Store = EventEmitter<RedisStoreEvents> & { readonly healthy: boolean; close(): void };
+type Store = EventEmitter<StoreEvents> & { readonly healthy: boolean; close(): void };
 
 interface Subject {
   make(client: RedisClientLike, prefix: string): Store;

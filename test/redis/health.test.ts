@@ -1,5 +1,5 @@
 /**
- * RedisHealth's probe and eviction check (src/redis/health.ts), and
+ * StoreHealth's probe and eviction check (src/stores/health.ts), and
  * readMaxmemory (src/redis/eviction.ts), on fake clients and a fake clock:
  *
  * - a probe that fails keeps the store degraded, however often it runs: one
@@ -14,8 +14,8 @@
 
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { type MaxmemorySettings, mayEvict, readMaxmemory } from '../../src/redis/eviction.js';
-import { RedisHealth, type RedisStoreEvents } from '../../src/redis/health.js';
+import { mayEvict, readMaxmemory } from '../../src/redis/eviction.js';
+import { type MaxmemorySettings, type StoreEvents, StoreHealth } from '../../src/stores/health.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 const flush = async () => {
@@ -24,24 +24,25 @@ const flush = async () => {
 
 function health(probe: () => Promise<unknown>, read?: () => Promise<MaxmemorySettings | undefined>) {
   const fake = fakeClock(1000);
-  const owner = new EventEmitter<RedisStoreEvents>();
+  const owner = new EventEmitter<StoreEvents>();
   const events: string[] = [];
   owner.on('degraded', () => events.push('degraded'));
   owner.on('recovered', ({ downMs }) => events.push(`recovered after ${downMs}`));
   owner.on('failure', ({ error, operations }) => events.push(`failure (${operations}): ${error.message}`));
   owner.on('eviction', ({ policy }) => events.push(`eviction: ${policy}`));
-  const h = new RedisHealth({
+  const h = new StoreHealth({
     owner,
     failure: { policy: 'deny', timeoutMs: 100, probeIntervalMs: 50 },
     clock: fake.clock,
     probe,
     stats: { failures: 0 },
-    readMaxmemory: read,
+    backend: 'Redis',
+    eviction: read === undefined ? undefined : { read, mayEvict },
   });
   return { h, events, ...fake };
 }
 
-describe('RedisHealth probes', () => {
+describe('StoreHealth probes', () => {
   it('stays degraded while the probe fails (a replica, a full Redis), and recovers once at the first success', async () => {
     let refuse = true;
     const { h, events, timers } = health(() =>
@@ -66,7 +67,7 @@ describe('RedisHealth probes', () => {
   });
 });
 
-describe('RedisHealth eviction check', () => {
+describe('StoreHealth eviction check', () => {
   it('reads the policy at the first call and after each recovery; each read of an evicting one is an event', async () => {
     const policies = ['noeviction', 'volatile-lru', 'allkeys-lru'];
     let reads = 0;

@@ -9,8 +9,8 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { isTokenpaceError } from '../../src/errors.js';
-import { RedisHealth, type RedisStoreEvents } from '../../src/redis/health.js';
 import { fromLua, LUA_PRELUDE, LuaScript } from '../../src/redis/lua-script.js';
+import { type StoreEvents, StoreHealth } from '../../src/stores/health.js';
 import { fakeClock } from '../helpers/fake-clock.js';
 
 type Sent = [string, ...unknown[]];
@@ -39,8 +39,9 @@ function ioredisFake(answer: (command: 'evalsha' | 'eval') => unknown) {
 
 function script(client: object, options: { nodeRedis?: boolean; now?: () => number; timeoutMs?: number } = {}) {
   const fake = fakeClock(1000);
-  const health = new RedisHealth({
-    owner: new EventEmitter<RedisStoreEvents>(),
+  const health = new StoreHealth({
+    owner: new EventEmitter<StoreEvents>(),
+    backend: 'Redis',
     failure: { policy: 'deny', timeoutMs: options.timeoutMs ?? 100, probeIntervalMs: 50 },
     clock: fake.clock,
     probe: () => Promise.resolve('PONG'),

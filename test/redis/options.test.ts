@@ -1,7 +1,7 @@
 /**
  * Every store in Redis refuses bad options up front with an InvalidOptionError
  * (ERR_INVALID_OPTION) that says what to write: the checks live once, in
- * src/redis/health.ts `failureOptions`. Durations are a number of ms or a
+ * src/stores/health.ts `failureOptions`. Durations are a number of ms or a
  * string such as '250ms'.
  */
 

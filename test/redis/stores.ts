@@ -12,10 +12,10 @@ import { RedisFleetStore } from '../../src/fleet/redis-fleet-store.js';
 import { RedisStore } from '../../src/keyed/redis-store.js';
 import { RedisWindowStore } from '../../src/keyed/window-store.js';
 import type { RedisClientLike } from '../../src/redis/client.js';
-import type { FailurePolicy, RedisStoreEvents } from '../../src/redis/health.js';
+import type { FailurePolicy, StoreEvents } from '../../src/stores/health.js';
 
 /** What the tests read of any of the three stores. */
-export type Store = EventEmitter<RedisStoreEvents> & {
+export type Store = EventEmitter<StoreEvents> & {
   readonly healthy: boolean;
   readonly maxmemoryPolicy: string | undefined;
   close(): void;

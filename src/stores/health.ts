@@ -1,20 +1,23 @@
 /**
- * The failure policy of a store in Redis, one copy for RedisStore,
- * RedisWindowStore and RedisFleetStore: every call is bounded by the store's
+ * The failure policy of a shared store, one copy for every store whose state
+ * lives in another process (RedisStore, RedisWindowStore, RedisFleetStore,
+ * PostgresStore, PostgresFleetStore): every call is bounded by the store's
  * `timeout`; a call that fails or times out is a `failure`, and the first one
  * makes the store `degraded`, so later decisions follow `onError` at once
- * (none waits out the timeout again) while one probe at a time tries Redis
- * every `probeInterval`. A probe is the store's own script on a probe key,
+ * (none waits out the timeout again) while one probe at a time tries the backend
+ * every `probeInterval`. A probe is the store's own decision on a probe key,
  * writing as a decision writes, so it succeeds only where a decision would:
- * a read-only replica or a Redis out of memory answers PING but refuses the
- * probe, and the store stays degraded. The first probe that succeeds makes it
+ * a read-only replica (of Redis or PostgreSQL) or a Redis out of memory
+ * answers a ping but refuses the probe, and the store stays degraded. The first probe that succeeds makes it
  * `recovered`. Each transition is an event on the store and a message on the
- * `tokenpace:redis:*` channels (src/diagnostics.ts).
+ * `tokenpace:redis:*` channels (src/diagnostics.ts; every shared store
+ * publishes there, whatever its backend).
  *
- * At its first call and after each recovery the store also reads Redis's
- * `maxmemory-policy` (./eviction.ts); a policy that may evict its keys is an
- * `eviction` event and message: the store's bounds do not hold while Redis
- * deletes its state, and it says so.
+ * A backend that may delete the store's state behind its back gives an
+ * eviction check (Redis's `maxmemory-policy`, src/redis/eviction.ts), read at
+ * the store's first call and after each recovery; a setting that may evict
+ * is an `eviction` event and message: the store's bounds do not hold while
+ * the backend deletes its state, and it says so.
  *
  * The store keeps its decisions; this keeps its health.
  */
@@ -29,19 +32,25 @@ import {
 } from '../diagnostics.js';
 import { InvalidOptionError, StoreUnavailableError } from '../errors.js';
 import { type DurationInput, parseDuration } from '../units.js';
-import { isNodeRedis, type RedisClientLike } from './client.js';
-import { type MaxmemorySettings, mayEvict } from './eviction.js';
 
-/** What to do when Redis fails or does not answer within the store's `timeout`. */
+/** What to do when the store's backend fails or does not answer within the store's `timeout`. */
 export type FailurePolicy = 'allow' | 'deny' | 'local';
 
-/** The events a store in Redis emits (RedisStore, RedisWindowStore, RedisFleetStore). */
-export interface RedisStoreEvents {
-  /** A call to Redis failed or timed out: decisions now follow the policy. */
+/** What Redis says about evicting keys (the payload of the `eviction` event; src/redis/eviction.ts reads it). */
+export interface MaxmemorySettings {
+  /** Redis's `maxmemory-policy`, as Redis names it: `'noeviction'`, `'allkeys-lru'`, `'volatile-ttl'`, ... */
+  readonly policy: string;
+  /** Redis's `maxmemory`, bytes: 0 is no limit, `undefined` if Redis did not say. */
+  readonly maxmemoryBytes: number | undefined;
+}
+
+/** The events a shared store emits (RedisStore, RedisWindowStore, RedisFleetStore, PostgresStore, PostgresFleetStore). */
+export interface StoreEvents {
+  /** A call to the backend failed or timed out: decisions now follow the policy. */
   degraded: [{ error: Error; policy: FailurePolicy }];
-  /** A probe succeeded: decisions go to Redis again; `downMs` is how long they followed the policy. */
+  /** A probe succeeded: decisions go to the backend again; `downMs` is how long they followed the policy. */
   recovered: [{ downMs: number }];
-  /** A call to Redis failed or timed out (also while degraded, for probes). */
+  /** A call to the backend failed or timed out (also while degraded, for probes). */
   failure: [{ error: Error; operations: number }];
   /**
    * Redis's `maxmemory-policy` may evict the store's keys (any policy but `noeviction`): an evicted
@@ -51,15 +60,15 @@ export interface RedisStoreEvents {
   eviction: [MaxmemorySettings];
 }
 
-/** The default bound on one call to Redis, ms. */
+/** The default bound on one call to the backend, ms. */
 export const DEFAULT_TIMEOUT_MS = 200;
-/** The default interval between probes of a failed Redis, ms. */
+/** The default interval between probes of a failed backend, ms. */
 export const DEFAULT_PROBE_INTERVAL_MS = 250;
 
 /** The longest delay a Node timer honours: a longer one fires after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** The names of the options every store in Redis shares; each store adds its own to refuse any other. */
+/** The names of the options every shared store has; each store adds its own to refuse any other. */
 export const SHARED_STORE_OPTIONS: readonly string[] = [
   'client',
   'prefix',
@@ -71,41 +80,41 @@ export const SHARED_STORE_OPTIONS: readonly string[] = [
 ];
 
 /**
- * The options every store in Redis shares, checked once here (RedisStore, RedisWindowStore,
- * RedisFleetStore): a connected `client` (ioredis or node-redis), `onError`, `timeout` and
+ * The options every shared store has, checked once here: a `client` (an object or a function; `client`
+ * says what to pass, as in `'{ client: new Redis(url) }'`), `onError`, `timeout` and
  * `probeInterval` (durations from 1 ms to 2^31 - 1 ms, what a Node timer honours: a number of ms
  * or a string such as `'250ms'`), and `now` (a function, if given). Each bad one is an
  * InvalidOptionError saying what to write (a string that is no duration: InvalidDurationError). @internal
  */
-export function failureOptions(options: {
-  client?: unknown;
-  onError: unknown;
-  timeout?: DurationInput;
-  probeInterval?: DurationInput;
-  now?: unknown;
-}): {
+export function failureOptions(
+  options: {
+    client?: unknown;
+    onError: unknown;
+    timeout?: DurationInput;
+    probeInterval?: DurationInput;
+    now?: unknown;
+  },
+  client: { example: string; what: string },
+): {
   policy: FailurePolicy;
   timeoutMs: number;
   probeIntervalMs: number;
-  nodeRedis: boolean;
   now: (() => number) | undefined;
 } {
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionError(
       'options',
       options,
-      "Expected an options object with at least `client` and `onError`, as in `{ client: new Redis(), onError: 'deny' }`",
+      `Expected an options object with at least \`client\` and \`onError\`, as in \`{ client: ${client.example}, onError: 'deny' }\``,
     );
   }
-  const { client } = options;
-  if (typeof client !== 'object' || client === null) {
+  if ((typeof options.client !== 'object' && typeof options.client !== 'function') || options.client === null) {
     throw new InvalidOptionError(
       'client',
-      client,
-      'Expected `client` to be a connected ioredis or node-redis client, as in `{ client: new Redis(url) }`',
+      options.client,
+      `Expected \`client\` to be ${client.what}, as in \`{ client: ${client.example} }\``,
     );
   }
-  const nodeRedis = isNodeRedis(client as RedisClientLike);
   const policy = options.onError;
   if (!(policy === 'allow' || policy === 'deny' || policy === 'local')) {
     throw new InvalidOptionError(
@@ -121,10 +130,10 @@ export function failureOptions(options: {
     throw new InvalidOptionError(
       'now',
       now,
-      "Expected `now` to be a function that returns the time in ms (as in `now: () => clock.now()`), or no `now` to use Redis's TIME",
+      "Expected `now` to be a function that returns the time in ms (as in `now: () => clock.now()`), or no `now` to use the server's time",
     );
   }
-  return { policy, timeoutMs, probeIntervalMs, nodeRedis, now: now as (() => number) | undefined };
+  return { policy, timeoutMs, probeIntervalMs, now: now as (() => number) | undefined };
 }
 
 /** A duration option for a timer, in ms: from 1 to 2^31 - 1, or the default when absent. */
@@ -141,18 +150,18 @@ function timerOption(name: string, value: DurationInput | undefined, fallback: n
   return ms;
 }
 
-/** A store in Redis as the health keeper sees it: an emitter of the store events, on the channels. */
-export type HealthOwner = EventEmitter<RedisStoreEvents>;
+/** A shared store as the health keeper sees it: an emitter of the store events, on the channels. */
+export type HealthOwner = EventEmitter<StoreEvents>;
 
 /** `tokenpace:redis:degraded`: decisions now follow the store's policy. */
 export interface StoreDegradedMessage {
-  /** A `RedisStore`, a `RedisWindowStore`, or a `RedisFleetStore` (a fleet Scheduler's): test with `instanceof`. */
+  /** A `RedisStore`, `RedisWindowStore`, `RedisFleetStore`, `PostgresStore` or `PostgresFleetStore` (a fleet Scheduler's): test with `instanceof`. */
   readonly store: HealthOwner;
   readonly error: Error;
   readonly policy: FailurePolicy;
 }
 
-/** `tokenpace:redis:recovered`: a probe succeeded, and decisions go to Redis again. */
+/** `tokenpace:redis:recovered`: a probe succeeded, and decisions go to the backend again. */
 export interface StoreRecoveredMessage {
   readonly store: HealthOwner;
   /** How long decisions followed the policy, ms. */
@@ -172,16 +181,18 @@ export interface StoreFailureMessage {
   readonly operations: number;
 }
 
-/** One call's {@link RedisHealth.deadline}: when it falls due, and what it calls then (none once cleared). */
+/** One call's {@link StoreHealth.deadline}: when it falls due, and what it calls then (none once cleared). */
 interface Deadline {
   readonly at: number;
   onTimeout: ((error: Error) => void) | undefined;
 }
 
-/** What a {@link RedisHealth} watches over, and how it asks Redis. */
-export interface RedisHealthOptions {
+/** What a {@link StoreHealth} watches over, and how it asks the backend. */
+export interface StoreHealthOptions {
   /** The store whose events (`degraded`, `recovered`, `failure`, `eviction`) it emits. */
   owner: HealthOwner;
+  /** The backend's name in messages: `'Redis'`, `'PostgreSQL'`. */
+  backend: string;
   /** The store's failure settings. */
   failure: { policy: FailurePolicy; timeoutMs: number; probeIntervalMs: number };
   clock: Clock;
@@ -192,12 +203,16 @@ export interface RedisHealthOptions {
   probe: () => Promise<unknown>;
   /** The store's counters; `failures` counts every failed call or probe. */
   stats: { failures: number };
-  /** Reads Redis's eviction policy (./eviction.ts), never rejecting; without it the policy stays unknown. */
-  readMaxmemory?: () => Promise<MaxmemorySettings | undefined>;
+  /**
+   * For a backend that may delete the store's state (Redis: src/redis/eviction.ts): `read` never
+   * rejects, `mayEvict` says whether a policy deletes keys. Without it no eviction check is made.
+   */
+  eviction?: { read: () => Promise<MaxmemorySettings | undefined>; mayEvict: (policy: string) => boolean };
 }
 
-/** The health of one store's Redis, with the store's events and channel messages. @internal */
-export class RedisHealth {
+/** The health of one store's backend, with the store's events and channel messages. @internal */
+export class StoreHealth {
+  readonly backend: string;
   readonly policy: FailurePolicy;
   readonly timeoutMs: number;
   readonly probeIntervalMs: number;
@@ -205,7 +220,7 @@ export class RedisHealth {
   readonly #clock: Clock;
   readonly #probeCall: () => Promise<unknown>;
   readonly #stats: { failures: number };
-  readonly #readMaxmemory: (() => Promise<MaxmemorySettings | undefined>) | undefined;
+  readonly #eviction: StoreHealthOptions['eviction'];
   #degradedSinceMs: number | undefined;
   #probeTimer: unknown;
   /** The calls' deadlines, first due first (from #deadlineHead on), and the one timer for them. */
@@ -214,19 +229,20 @@ export class RedisHealth {
   #deadlineTimer: unknown;
   #probing = false;
   #closed = false;
-  /** Whether the first call has asked for Redis's eviction policy. */
+  /** Whether the first call has asked for the backend's eviction policy. */
   #maxmemoryAsked = false;
   #maxmemory: MaxmemorySettings | undefined;
 
-  constructor({ owner, failure, clock, probe, stats, readMaxmemory }: RedisHealthOptions) {
+  constructor({ owner, backend, failure, clock, probe, stats, eviction }: StoreHealthOptions) {
     this.#owner = owner;
+    this.backend = backend;
     this.policy = failure.policy;
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
     this.#clock = clock;
     this.#probeCall = probe;
     this.#stats = stats;
-    this.#readMaxmemory = readMaxmemory;
+    this.#eviction = eviction;
   }
 
   /**
@@ -247,7 +263,7 @@ export class RedisHealth {
     return this.#closed;
   }
 
-  /** Whether a decision should go to Redis now (healthy and not closed). */
+  /** Whether a decision should go to the backend now (healthy and not closed). */
   get usable(): boolean {
     return this.#degradedSinceMs === undefined && !this.#closed;
   }
@@ -261,7 +277,7 @@ export class RedisHealth {
 
   /**
    * Settles with `promise`, or rejects after `timeoutMs`; a late settlement is absorbed (never
-   * unhandled). Every call to Redis passes here: the first also reads Redis's eviction policy.
+   * unhandled). Every call to the backend passes here: the first also reads its eviction policy.
    */
   withTimeout<T>(promise: Promise<T>): Promise<T> {
     if (!this.#maxmemoryAsked) this.#checkEviction();
@@ -338,7 +354,9 @@ export class RedisHealth {
     this.#deadlineHead = head;
     // after the queue is set right: a callback may set or clear deadlines
     for (const onTimeout of due) {
-      onTimeout(new StoreUnavailableError(`Redis did not answer within the store's timeout (${this.timeoutMs} ms)`));
+      onTimeout(
+        new StoreUnavailableError(`${this.backend} did not answer within the store's timeout (${this.timeoutMs} ms)`),
+      );
     }
   }
 
@@ -398,7 +416,7 @@ export class RedisHealth {
         if (storeRecoveredChannel.hasSubscribers) {
           storeRecoveredChannel.publish({ store: owner, downMs } satisfies StoreRecoveredMessage);
         }
-        // Redis may not be the one it was (a restart, a fail-over): its eviction policy again
+        // the backend may not be the one it was (a restart, a fail-over): its eviction policy again
         this.#checkEviction();
       },
       (error: unknown) => {
@@ -409,15 +427,15 @@ export class RedisHealth {
     );
   }
 
-  /** Reads Redis's eviction policy; one that may evict the store's keys is an `eviction` event. */
+  /** Reads the backend's eviction policy; one that may evict the store's keys is an `eviction` event. */
   #checkEviction(): void {
     this.#maxmemoryAsked = true;
-    const read = this.#readMaxmemory;
-    if (read === undefined || this.#closed) return;
-    this.withTimeout(read()).then(
+    const eviction = this.#eviction;
+    if (eviction === undefined || this.#closed) return;
+    this.withTimeout(eviction.read()).then(
       (settings) => {
         this.#maxmemory = settings;
-        if (settings === undefined || !mayEvict(settings.policy) || this.#closed) return;
+        if (settings === undefined || !eviction.mayEvict(settings.policy) || this.#closed) return;
         const owner = this.#owner;
         owner.emit('eviction', settings);
         if (storeEvictionChannel.hasSubscribers) {
