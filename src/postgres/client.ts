@@ -74,6 +74,21 @@ export function runScript(client: PostgresClientLike, text: string): Promise<unk
   }
 }
 
+/**
+ * The statement a store sends for one decision or exchange: `call` (a function call returning the
+ * reply) as column `r`. Unless `synchronousCommit`, the same statement sets `synchronous_commit` off
+ * for its own transaction only: the commit returns before its WAL record reaches the disk, so a crash
+ * of the server (not of a client, and not a clean restart) may forget the last few hundred ms of
+ * decisions (at most `wal_writer_delay` x 3), as Redis's `appendfsync everysec` may forget the last
+ * second. A forgotten decision gives its tokens back: the error is lenient by those decisions, and
+ * bounded. Nothing else in the session or database changes.
+ */
+export function decisionStatement(call: string, synchronousCommit: boolean): string {
+  return synchronousCommit
+    ? `select ${call} as r`
+    : `select ${call} as r, set_config('synchronous_commit', 'off', true) as c`;
+}
+
 /** A schema name as a quoted identifier (`"my schema"`): any name, quotes doubled. */
 export function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;

@@ -27,7 +27,14 @@ import { PROBE_TTL_MS, SHARED_FLEET_OPTIONS, SharedFleetStore } from '../fleet/s
 import type { FailurePolicy } from '../stores/health.js';
 import type { DurationInput } from '../units.js';
 import { bucketSql } from './bucket-sql.js';
-import { POSTGRES_CLIENT, type PostgresClientLike, queryRows, quoteIdent, runScript } from './client.js';
+import {
+  decisionStatement,
+  POSTGRES_CLIENT,
+  type PostgresClientLike,
+  queryRows,
+  quoteIdent,
+  runScript,
+} from './client.js';
 import { fleetSql } from './fleet-sql.js';
 import { parseReply } from './postgres-store.js';
 
@@ -51,18 +58,26 @@ export interface PostgresFleetStoreOptions {
   idleTtl?: DurationInput;
   /** {@link PostgresFleetStore.migrate} creates the tables UNLOGGED. @default false */
   unlogged?: boolean;
+  /** Whether an exchange waits for its WAL record to reach the disk (as PostgresStore's). @default false */
+  synchronousCommit?: boolean;
   /** @default systemClock */
   clock?: Clock;
   /** Replaces the server's `clock_timestamp()` (tests on a virtual clock). */
   now?: () => number;
 }
 
-const POSTGRES_FLEET_STORE_OPTIONS: ReadonlySet<string> = new Set([...SHARED_FLEET_OPTIONS, 'schema', 'unlogged']);
+const POSTGRES_FLEET_STORE_OPTIONS: ReadonlySet<string> = new Set([
+  ...SHARED_FLEET_OPTIONS,
+  'schema',
+  'unlogged',
+  'synchronousCommit',
+]);
 
 /** A fleet's shared state in PostgreSQL; see the file's opening comment. */
 export class PostgresFleetStore extends SharedFleetStore {
   readonly schema: string;
   readonly unlogged: boolean;
+  readonly synchronousCommit: boolean;
   readonly #client: PostgresClientLike;
   readonly #sql: string;
   readonly #statement: string;
@@ -85,8 +100,12 @@ export class PostgresFleetStore extends SharedFleetStore {
     }
     this.schema = schema;
     this.unlogged = options.unlogged === true;
+    this.synchronousCommit = options.synchronousCommit === true;
     this.#client = options.client;
-    this.#sql = `select ${quoteIdent(schema)}.tp_fleet_call($1, $2, $3::text[], $4::float8, $5::int) as r`;
+    this.#sql = decisionStatement(
+      `${quoteIdent(schema)}.tp_fleet_call($1, $2, $3::text[], $4::float8, $5::int)`,
+      this.synchronousCommit,
+    );
     this.#statement = `tokenpace_fleet_${createHash('sha1').update(this.#sql).digest('hex').slice(0, 16)}`;
   }
 

@@ -48,7 +48,14 @@ import {
   StoreHealth,
 } from '../stores/health.js';
 import type { DurationInput } from '../units.js';
-import { POSTGRES_CLIENT, type PostgresClientLike, queryRows, quoteIdent, runScript } from './client.js';
+import {
+  decisionStatement,
+  POSTGRES_CLIENT,
+  type PostgresClientLike,
+  queryRows,
+  quoteIdent,
+  runScript,
+} from './client.js';
 import { keyedSql } from './keyed-sql.js';
 
 /** Options for {@link PostgresStore}. */
@@ -71,6 +78,11 @@ export interface PostgresStoreOptions {
   localMaxKeys?: number;
   /** {@link PostgresStore.migrate} creates the tables UNLOGGED (faster; emptied by a crash, not replicated). @default false */
   unlogged?: boolean;
+  /**
+   * Whether a decision waits for its WAL record to reach the disk. Off by default: a server crash may
+   * then forget the last few hundred ms of decisions (docs/keys-and-stores.md, PostgreSQL). @default false
+   */
+  synchronousCommit?: boolean;
   /**
    * Replaces the server's `clock_timestamp()` with this clock's milliseconds: for tests and
    * simulations on a virtual clock only.
@@ -96,6 +108,7 @@ const POSTGRES_STORE_OPTIONS: ReadonlySet<string> = new Set([
   'schema',
   'localMaxKeys',
   'unlogged',
+  'synchronousCommit',
 ]);
 
 /**
@@ -117,6 +130,7 @@ export class PostgresStore extends EventEmitter<StoreEvents> implements KeyedSto
   /** The interval between probes of a failed server, ms. */
   readonly probeIntervalMs: number;
   readonly unlogged: boolean;
+  readonly synchronousCommit: boolean;
   readonly stats: PostgresStoreStats = { decisions: 0, byPolicy: 0, failures: 0 };
   readonly #client: PostgresClientLike;
   readonly #clock: Clock;
@@ -144,6 +158,7 @@ export class PostgresStore extends EventEmitter<StoreEvents> implements KeyedSto
     this.schema = options.schema ?? 'tokenpace';
     this.prefix = options.prefix ?? 'tokenpace';
     this.unlogged = options.unlogged === true;
+    this.synchronousCommit = options.synchronousCommit === true;
     this.policy = failure.policy;
     this.timeoutMs = failure.timeoutMs;
     this.probeIntervalMs = failure.probeIntervalMs;
@@ -160,7 +175,10 @@ export class PostgresStore extends EventEmitter<StoreEvents> implements KeyedSto
     this.#local =
       this.policy === 'local' ? new MemoryStore({ clock: this.#clock, maxKeys: options.localMaxKeys }) : undefined;
     const s = quoteIdent(this.schema);
-    this.#decideSql = `select ${s}.tp_keyed_decide($1, $2, $3, $4::float8, $5::float8, $6::float8, $7::float8, $8::float8, $9::float8, $10::float8, $11::float8, $12::int) as r`;
+    this.#decideSql = decisionStatement(
+      `${s}.tp_keyed_decide($1, $2, $3, $4::float8, $5::float8, $6::float8, $7::float8, $8::float8, $9::float8, $10::float8, $11::float8, $12::int)`,
+      this.synchronousCommit,
+    );
     this.#statement = `tokenpace_keyed_${createHash('sha1').update(this.#decideSql).digest('hex').slice(0, 16)}`;
   }
 

@@ -5,7 +5,7 @@
 
 import pg from 'pg';
 import postgres from 'postgres';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStore } from '../../src/postgres/postgres-store.js';
 import { dropSchema, PG_URL, schemaName, testPool } from '../helpers/postgres.js';
 import { storeContract } from '../keyed/contract.js';
@@ -39,3 +39,36 @@ storeContract(
   'PostgresStore (postgres)',
   (now) => new PostgresStore({ client: sql, schema, prefix: `js-${++n}`, onError: 'deny', now, timeout: 2000 }),
 );
+storeContract(
+  'PostgresStore (pg Pool, synchronousCommit)',
+  (now) =>
+    new PostgresStore({
+      client: pool,
+      schema,
+      prefix: `sync-${++n}`,
+      onError: 'deny',
+      now,
+      timeout: 2000,
+      synchronousCommit: true,
+    }),
+);
+
+describe('synchronous_commit', () => {
+  it("is off for a decision's own transaction only: the session keeps its setting", async () => {
+    const store = new PostgresStore({ client, schema, prefix: `session-${++n}`, onError: 'deny', timeout: 2000 });
+    const before = await client.query('show synchronous_commit');
+    const result = await store.decide({
+      key: 'k',
+      mode: 'try',
+      cost: 1,
+      bucket: { ratePerSecond: 1, burst: 5 },
+      global: undefined,
+      maxWaitMs: 0,
+    });
+    expect(result.allowed).toBe(true);
+    const after = await client.query('show synchronous_commit');
+    expect(after.rows[0]).toEqual(before.rows[0]);
+    expect(before.rows[0].synchronous_commit).toBe('on');
+    store.close();
+  });
+});
