@@ -57,6 +57,13 @@ export interface StreamHost {
   end(): void;
   /** Destroys the stream (`ThrottleGroup.destroyAll`), with `error` if given. */
   destroy(error?: Error): void;
+  /**
+   * Runs `fn` once the form's chunks stop coming back to back, where a run
+   * ends (see the engine's #beginRun): a Node stream hands chunks over in one
+   * synchronous stretch, so the next microtask (the default); a Web stream in
+   * promise reactions, so the end of the event loop's turn.
+   */
+  readonly endOfStretch?: (fn: () => void) => void;
 }
 
 function wakePieceFor(cap: Cap, lateMs: number): number {
@@ -106,11 +113,14 @@ export class ThrottleEngine {
   #awaitingRead = false;
   /** Set by {@link destroy}: nothing more is passed. */
   #destroyed = false;
+  /** Where the current run ends (see {@link StreamHost.endOfStretch}). */
+  readonly #endOfStretch: (fn: () => void) => void;
 
   /** Checks and applies `options` (parsed by throttle-options.ts's checkOptions); joins the group, if any. */
   constructor(options: PacingOptions, group: GroupHandle | undefined, host: StreamHost) {
     const cap = ownCap(options, group);
     this.#host = host;
+    this.#endOfStretch = host.endOfStretch ?? ((fn) => queueMicrotask(fn));
     this.group = group;
     let link: GroupLink | undefined;
     if (group !== undefined) {
@@ -375,8 +385,9 @@ export class ThrottleEngine {
    * tokens the bucket holds now are a lower bound for the rest of this
    * synchronous stretch of the event loop (refill only adds), so chunks
    * handed over before it ends pass against them without a clock read. Their
-   * bytes are charged once, when the run ends (a microtask, or the next clock
-   * read, whichever comes first: a read after they have passed, as
+   * bytes are charged once, when the run ends (a microtask, for a Web stream
+   * the end of the event loop's turn, or the next clock read, whichever comes
+   * first: a read after they have passed, as
    * meters/byte-meter.ts's `done` asks), after the refill up to then is capped at
    * the burst. That is exactly TBF's charge per piece whenever the bucket
    * could not have filled up during the run (tokens at the read + rate x the
@@ -396,7 +407,7 @@ export class ThrottleEngine {
     this.#runSpare = spare;
     if (!this.#runScheduled) {
       this.#runScheduled = true;
-      queueMicrotask(this.#runEnds);
+      this.#endOfStretch(this.#runEnds);
     }
   }
 

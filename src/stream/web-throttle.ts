@@ -19,7 +19,7 @@
  * timer is armed, the group is left, and nothing more is enqueued.
  */
 
-import { describeValue, NotSupportedError } from '../errors.js';
+import { AbortError, ClosedError, describeValue, NotSupportedError } from '../errors.js';
 import type { RateInput, SizeInput } from '../units.js';
 import type { ThrottleCounters } from './counters.js';
 import { type StreamHost, ThrottleEngine } from './engine.js';
@@ -63,6 +63,8 @@ export class WebThrottle<Options extends WebThrottleOptions = WebThrottleOptions
   #release: (() => void) | undefined;
   /** The chunk being transformed passed whole before `transform()` returned. */
   #passedNow = false;
+  /** Removes the listener on `signal`, once the stream has ended or stopped. */
+  #forgetSignal: (() => void) | undefined;
   /** A flush waiting for the held chunk (a group's `endAll` ends a member that still holds one). */
   #terminateWhenPassed = false;
 
@@ -86,7 +88,11 @@ export class WebThrottle<Options extends WebThrottleOptions = WebThrottleOptions
     const signal = options.signal;
     if (signal !== undefined) {
       if (signal.aborted) this.#stop(signal.reason, true);
-      else signal.addEventListener('abort', () => this.#stop(signal.reason, true), { once: true });
+      else {
+        const onAbort = () => this.#stop(signal.reason, true);
+        signal.addEventListener('abort', onAbort, { once: true });
+        this.#forgetSignal = () => signal.removeEventListener('abort', onAbort);
+      }
     }
   }
 
@@ -104,8 +110,9 @@ export class WebThrottle<Options extends WebThrottleOptions = WebThrottleOptions
       writtenBytes: () => 0,
       writerEnded: () => this.#ended,
       end: () => this.#endFromGroup(),
-      destroy: (error) =>
-        this.#stop(error ?? new NotSupportedError('this WebThrottle was destroyed by its group'), true),
+      // A pipe hands chunks over in promise reactions: a run lasts the event loop's turn.
+      endOfStretch: typeof setImmediate === 'function' ? (fn) => void setImmediate(fn) : undefined,
+      destroy: (error) => this.#stop(error ?? new AbortError('this WebThrottle was destroyed by its group'), true),
     };
   }
 
@@ -122,7 +129,11 @@ export class WebThrottle<Options extends WebThrottleOptions = WebThrottleOptions
 
   #transform(chunk: Uint8Array): Promise<void> | undefined {
     if (!isBytes(chunk)) throw notBytes(chunk);
-    if (this.#ended || this.#engine.destroyed) return undefined;
+    if (this.#ended || this.#engine.destroyed) {
+      throw new ClosedError(
+        'this WebThrottle was ended or destroyed (by its group, a cancel or its signal): it takes no more chunks',
+      );
+    }
     this.#passedNow = false;
     if (this.#engine.write(chunk, this.#chunkPassed) || this.#passedNow) return undefined;
     return new Promise<void>((resolve) => {
@@ -133,6 +144,7 @@ export class WebThrottle<Options extends WebThrottleOptions = WebThrottleOptions
   #flush(): void {
     this.#ended = true;
     this.#engine.flush();
+    this.#forgetSignal?.();
   }
 
   /** `ThrottleGroup.endAll`: the member takes no more; what it holds still passes, then its readable side closes. */
@@ -148,6 +160,7 @@ export class WebThrottle<Options extends WebThrottleOptions = WebThrottleOptions
 
   #terminate(): void {
     this.#engine.flush();
+    this.#forgetSignal?.();
     try {
       this.#controller.terminate();
     } catch {
@@ -160,6 +173,7 @@ export class WebThrottle<Options extends WebThrottleOptions = WebThrottleOptions
     if (this.#engine.destroyed) return;
     this.#ended = true;
     this.#engine.destroy();
+    this.#forgetSignal?.();
     if (error) {
       try {
         this.#controller.error(reason);
