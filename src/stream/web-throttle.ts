@@ -19,6 +19,7 @@
  * timer is armed, the group is left, and nothing more is enqueued.
  */
 
+import { TransformStream, type TransformStreamDefaultController } from 'node:stream/web';
 import { AbortError, ClosedError, describeValue, NotSupportedError } from '../errors.js';
 import type { RateInput, SizeInput } from '../units.js';
 import type { ThrottleCounters } from './counters.js';

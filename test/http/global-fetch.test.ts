@@ -36,9 +36,10 @@ describe("throttleInterceptor with Node's global fetch (real server, real clock)
         Array.from({ length: 6 }, async () => (await fetch(server.url, { dispatcher })).text()),
       );
       expect(replies).toEqual(Array(6).fill('ok'));
-      // Two at once, then one every 50 ms: the sixth 200 ms after the first (less the first's connection setup).
+      // Two at once, then one every 50 ms: the sixth 200 ms after the first. The first may arrive
+      // late (its connection is set up meanwhile), and those due since then go together.
       expect(performance.now() - startedMs).toBeGreaterThanOrEqual(150);
-      expect(server.gaps().at(-1)).toBeGreaterThanOrEqual(150);
+      expect(server.gaps().at(-1)).toBeGreaterThanOrEqual(100);
     } finally {
       await dispatcher.close();
       await server.close();
