@@ -49,6 +49,7 @@ describe('public exports', () => {
     'TokenBucket',
     'TokenpaceError',
     'WaitTooLongError',
+    'WebThrottle',
     'channelNames',
     'formatDuration',
     'formatRate',

@@ -4,7 +4,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { Throttle, ThrottleGroup } from '../../src/index.js';
+import { Throttle, ThrottleGroup, WebThrottle } from '../../src/index.js';
 
 describe('Throttle types (compiled by npm run typecheck)', () => {
   it('burst is a number wherever a rate was given', () => {
@@ -19,5 +19,27 @@ describe('Throttle types (compiled by npm run typecheck)', () => {
     const anyThrottle: Throttle = capped; // every form is a Throttle
     expect([burst, cappedBurst, memberBurst, anyThrottle.burst]).toEqual([131072, 131072, undefined, 131072]);
     for (const t of [lone, capped, member]) t.destroy();
+  });
+
+  it('WebThrottle fits fetch without a cast: a download body, an upload body; burst typed as for Throttle', () => {
+    const download = async (url: string): Promise<ReadableStream<Uint8Array> | undefined> => {
+      const res = await fetch(url);
+      return res.body?.pipeThrough(new WebThrottle({ rate: '1MiB/s' }));
+    };
+    const upload = (url: string, source: ReadableStream<Uint8Array>) =>
+      fetch(url, { method: 'POST', body: source.pipeThrough(new WebThrottle({ rate: '1MiB/s' })), duplex: 'half' });
+    const web = new WebThrottle({ rate: '1MiB/s' });
+    const burst: number = web.burst;
+    const member = new ThrottleGroup({ rate: '10MiB/s' }).webThrottle();
+    // @ts-expect-error a member without a rate of its own has no burst of its own
+    const memberBurst: number = member.burst;
+    const stream: TransformStream<Uint8Array, Uint8Array> = member; // a TransformStream wherever one is taken
+    expect([typeof download, typeof upload, burst, memberBurst, stream === member]).toEqual([
+      'function',
+      'function',
+      131072,
+      undefined,
+      true,
+    ]);
   });
 });
