@@ -50,7 +50,7 @@ describe('the layout of src/', () => {
       scheduler: 3,
       fleet: 2,
       keyed: 2,
-      stream: 2,
+      stream: 3,
       meters: 1,
       redis: 1,
       'units.ts': 0,
