@@ -70,7 +70,7 @@ local granted, share, retry = 0, 0, 0
 local member = ARGV[6]
 if member ~= '' then
   local seq = tonumber(ARGV[7])
-  local leasems = tonumber(ARGV[13])
+  local leasems = tonumber(ARGV[12])
   local known = redis.call('HGET', KM, member)
   local replay = known and seq <= tonumber(string.match(known, '^(%S+)'))
   if not replay then

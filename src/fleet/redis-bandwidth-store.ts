@@ -168,11 +168,13 @@ export class RedisBandwidthStore extends EventEmitter<RedisStoreEvents> implemen
     const sentAt = this.#clock.now();
     const offset = this.#offsetMs;
     const d = this.#known.get(op.key) ?? op.params;
+    // After this (Redis's time) the call is given up here: run later, it only gives back.
+    const deadline = op.deadlineMs ?? (offset === undefined ? undefined : sentAt + offset + this.timeoutMs);
     const args = [
       String(this.idleTtlMs),
       String(d.ratePerSecond),
       String(d.burst),
-      offset === undefined ? '' : String(sentAt + offset + this.timeoutMs),
+      deadline === undefined ? '' : String(deadline),
       op.member,
       String(op.seq),
       String(op.demand),
