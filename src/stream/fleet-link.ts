@@ -80,6 +80,7 @@ export class LeasedMeter extends ByteMeter {
   /** The balance at `nowMs`: none once its lease has run out. */
   balanceAt(nowMs: number): number {
     if (nowMs >= this.validUntilMs && this.balanceBytes > 0) {
+      this.voidedBytes += this.balanceBytes;
       this.balanceBytes = 0;
       this.voided = true;
     }
@@ -88,6 +89,8 @@ export class LeasedMeter extends ByteMeter {
 
   /** The balance ran out by its lease, not by spending: a shortage then says nothing of the demand. */
   voided = false;
+  /** Bytes of leases that ran out unspent: never passed, so they go back to the store at the next exchange. */
+  voidedBytes = 0;
 
   override tryTake(nowMs: number, bytes: number): boolean {
     if (this.#short(nowMs, bytes) || !super.tryTake(nowMs, bytes)) return false;
@@ -258,7 +261,8 @@ export class FleetLink implements FleetGroupState {
         ? { ms: 0, bytes: 0 }
         : { ms: elapsedMs, bytes: meter.spentBytes };
     const demand = busy ? (this.#node as ClassNode).streams : 0;
-    const giveBackBytes = busy ? 0 : balance;
+    const giveBackBytes = (busy ? 0 : balance) + meter.voidedBytes;
+    meter.voidedBytes = 0;
     if (!busy) meter.balanceBytes = 0;
     meter.spentBytes = 0;
     meter.limited = false;
