@@ -149,7 +149,8 @@ export class FleetLink implements FleetGroupState {
   readonly leaseMs: number;
   readonly meter: LeasedMeter;
   readonly #store: BandwidthStore;
-  readonly #params: BandwidthParams;
+  /** The fleet's limits, as this process gave them (the store keeps the first caller's). */
+  readonly params: BandwidthParams;
   readonly #clock: Clock;
   #node: ClassNode | undefined;
   #seq = 0;
@@ -178,7 +179,7 @@ export class FleetLink implements FleetGroupState {
     this.key = options.key;
     this.leaseMs = options.leaseMs;
     this.#store = options.store;
-    this.#params = options.params;
+    this.params = options.params;
     this.#clock = options.clock;
     // Until the first answer, paced at the fleet's rate with a group's burst (it holds no lease yet).
     const { ratePerSecond } = options.params;
@@ -281,7 +282,7 @@ export class FleetLink implements FleetGroupState {
         giveBackBytes,
         heldBytes: busy ? balance : 0,
         leaseMs: this.leaseMs,
-        params: this.#params,
+        params: this.params,
       })
       .then(
         (lease) => this.#answered(lease, nowMs, busy),

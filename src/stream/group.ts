@@ -223,14 +223,14 @@ export class ThrottleGroup implements GroupHandle {
     return new ThrottleGroup({ ...options, parent: this });
   }
 
-  /** The rate that bounds this group, bytes per second: its own, or (a subgroup without one) the nearest above it. */
+  /** The rate that bounds this group, bytes per second: its own, or (a subgroup without one) the nearest above it; a fleet group's is the fleet's (its share is `fleet.sharePerSecond`). */
   get rate(): number {
-    return this.#node.ceilingPerSecond();
+    return this.#fleet?.params.ratePerSecond ?? this.#node.ceilingPerSecond();
   }
 
   /** The capacity of the bucket that bounds this group, bytes (its own, or the nearest above it). */
   get burst(): number {
-    return this.#node.ceilingMeter().burstBytes;
+    return this.#fleet?.params.burst ?? this.#node.ceilingMeter().burstBytes;
   }
 
   /** The round-robin quantum of a member of weight 1, bytes (see {@link ThrottleGroupOptions.quantum}). */
