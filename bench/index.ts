@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { adaptiveSection } from './adaptive.js';
 import { bucketSection } from './bucket.js';
 import { fleetSection } from './fleet.js';
+import { fleetBandwidthSection } from './fleet-bandwidth.js';
 import type { Section } from './harness.js';
 import { httpSection } from './http.js';
 import { keyedRedisSection, keyedSection } from './keyed.js';
@@ -31,6 +32,7 @@ const sections: Section[] = [
   keyedRedisSection,
   keyedPostgresSection,
   fleetSection,
+  fleetBandwidthSection,
   httpSection,
   adaptiveSection,
 ];

@@ -26,6 +26,15 @@ export {
   TokenpaceError,
   WaitTooLongError,
 } from './errors.js';
+export {
+  type BandwidthExchangeOp,
+  type BandwidthLease,
+  type BandwidthParams,
+  type BandwidthSource,
+  type BandwidthStore,
+  MemoryBandwidthStore,
+} from './fleet/bandwidth-store.js';
+export { RedisBandwidthStore, type RedisBandwidthStoreOptions } from './fleet/redis-bandwidth-store.js';
 export { RedisFleetStore, type RedisFleetStoreEvents, type RedisFleetStoreOptions } from './fleet/redis-fleet-store.js';
 export {
   type AcquireOp,
@@ -146,6 +155,7 @@ export type {
   StoreRecoveredMessage,
 } from './stores/health.js';
 export type { StreamWaitMessage, ThrottleCounters } from './stream/counters.js';
+export type { FleetGroupState } from './stream/fleet-link.js';
 export {
   ThrottleGroup,
   type ThrottleGroupOptions,

@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { isTokenpaceError } from '../errors.js';
+import type { FailurePolicy } from '../stores/health.js';
 import { formatRate } from '../units.js';
 import {
   byteRateFlag,
@@ -84,6 +85,7 @@ Options:
 `;
 
 const PIPE_USAGE = `Usage: tokenpace pipe --rate RATE [--burst SIZE] [--peak-rate RATE] [FILE]
+       tokenpace pipe --rate RATE --redis URL --key NAME [--on-error POLICY] [FILE]
 
 Copies FILE (or stdin) to stdout at RATE bytes per second, like pv -L. A
 progress bar (bytes, rate, elapsed time, and the ETA for a file) is drawn on
@@ -95,6 +97,12 @@ Options:
                      (default 100 ms of the rate, at least 128 KiB if that is at
                      most 250 ms of it)
   --peak-rate RATE   how fast a burst itself may drain (above --rate)
+  --redis URL        share the rate with every pipe on the same Redis and --key,
+                     on any host: one cap for all (bytes leased from Redis)
+  --key NAME         the name of the shared cap (with --redis)
+  --on-error POLICY  when Redis fails: deny (stop until it is back; the
+                     default), allow (each pipe at the whole rate) or local
+                     (each at rate / --workers N)
   -h, --help         show this help
 
 Units: B, kB/MB/GB (powers of 1000), KiB/MiB/GiB (powers of 1024), kbit/mbit
@@ -221,7 +229,36 @@ async function pipeCommand(p: Parsed, io: Io): Promise<number> {
   const burst = byteSizeFlag(p, 'burst');
   const peakRate = byteRateFlag(p, 'peak-rate');
   if (p.positionals.length > 1) throw new UsageError(`expected at most one FILE, got ${p.positionals.length}`);
-  return runPipe({ ratePerSecond, burst, peakRate, file: p.positionals[0] }, io);
+  const redis = stringFlag(p, 'redis');
+  const key = stringFlag(p, 'key');
+  const onError = stringFlag(p, 'on-error');
+  const workersText = stringFlag(p, 'workers');
+  if (redis === undefined) {
+    for (const [flag, value] of [
+      ['key', key],
+      ['on-error', onError],
+      ['workers', workersText],
+    ] as const) {
+      if (value !== undefined) throw new UsageError(`--${flag} applies to a fleet pipe: give --redis URL too`);
+    }
+  } else {
+    if (key === undefined) throw new UsageError('--redis needs --key NAME: the name the pipes that share the rate use');
+    if (peakRate !== undefined) throw new UsageError('--peak-rate is not supported with --redis');
+    if (onError !== undefined && onError !== 'deny' && onError !== 'allow' && onError !== 'local') {
+      throw new UsageError(`--on-error: expected deny, allow or local, got ${JSON.stringify(onError)}`);
+    }
+    if (onError === 'local' && workersText === undefined) {
+      throw new UsageError('--on-error local needs --workers N: each pipe falls back to rate / N');
+    }
+  }
+  const workers = workersText === undefined ? undefined : Number(workersText);
+  if (workers !== undefined && !(Number.isSafeInteger(workers) && workers >= 1)) {
+    throw new UsageError(`--workers: expected a whole number >= 1, got ${JSON.stringify(workersText)}`);
+  }
+  return runPipe(
+    { ratePerSecond, burst, peakRate, file: p.positionals[0], redis, key, onError: onError as FailurePolicy, workers },
+    io,
+  );
 }
 
 const COMMANDS = {
@@ -254,7 +291,15 @@ const COMMANDS = {
   },
   pipe: {
     usage: PIPE_USAGE,
-    flags: { rate: { type: 'string' }, burst: { type: 'string' }, 'peak-rate': { type: 'string' } },
+    flags: {
+      rate: { type: 'string' },
+      burst: { type: 'string' },
+      'peak-rate': { type: 'string' },
+      redis: { type: 'string' },
+      key: { type: 'string' },
+      'on-error': { type: 'string' },
+      workers: { type: 'string' },
+    },
     positionals: true,
     run: pipeCommand,
   },

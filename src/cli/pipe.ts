@@ -11,6 +11,9 @@ import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { isTokenpaceError } from '../errors.js';
+import { RedisBandwidthStore } from '../fleet/redis-bandwidth-store.js';
+import type { FailurePolicy } from '../stores/health.js';
+import { ThrottleGroup } from '../stream/group.js';
 import { Throttle } from '../stream/throttle.js';
 import { formatRate, formatSize } from '../units.js';
 import { EXIT_FAILURE, EXIT_OK, type Io, UsageError } from './io.js';
@@ -22,6 +25,51 @@ export interface PipeOptions {
   peakRate: number | undefined;
   /** A file to read, or undefined (or '-') for stdin. */
   file: string | undefined;
+  /** With `key`: a Redis URL whose fleet group shares the rate with every pipe on the same key. */
+  redis?: string | undefined;
+  key?: string | undefined;
+  /** The fleet group's failure policy (with `redis`). @default 'deny' */
+  onError?: FailurePolicy | undefined;
+  /** With `onError: 'local'`: how many pipes share the rate. */
+  workers?: number | undefined;
+}
+
+/** The pipe's throttle: its own cap, or a member of a fleet group on Redis (closed by `close`). */
+async function pipeThrottle(options: PipeOptions): Promise<{ throttle: Throttle; close(): Promise<void> }> {
+  const rate = {
+    rate: options.ratePerSecond,
+    ...(options.burst === undefined ? {} : { burst: options.burst }),
+  };
+  if (options.redis === undefined) {
+    const throttle = new Throttle({
+      ...rate,
+      ...(options.peakRate === undefined ? {} : { peakRate: options.peakRate }),
+    });
+    return { throttle, close: async () => {} };
+  }
+  // ioredis is an optional peer: loaded only by a fleet pipe.
+  const { Redis } = await import('ioredis');
+  const client = new Redis(options.redis, { maxRetriesPerRequest: 1 });
+  client.on('error', () => {}); // the store's policy answers while Redis is away
+  try {
+    const store = new RedisBandwidthStore({
+      client,
+      onError: options.onError ?? 'deny',
+      ...(options.workers === undefined ? {} : { expectedWorkers: options.workers }),
+    });
+    const group = new ThrottleGroup({ ...rate, store, key: options.key as string });
+    return {
+      throttle: group.throttle(),
+      close: async () => {
+        group.destroy();
+        store.close();
+        await client.quit().catch(() => client.disconnect());
+      },
+    };
+  } catch (error) {
+    client.disconnect();
+    throw error;
+  }
 }
 
 /** The widest a size or a rate from formatSize/formatRate gets below 1024 TiB: `~1023 KiB`, `~1023 KiB/s`. */
@@ -76,16 +124,21 @@ export function progressLine(
 /** Runs the copy. Returns the exit code. */
 export async function runPipe(options: PipeOptions, io: Io): Promise<number> {
   let throttle: Throttle;
+  let close: () => Promise<void>;
   try {
-    throttle = new Throttle({
-      rate: options.ratePerSecond,
-      ...(options.burst === undefined ? {} : { burst: options.burst }),
-      ...(options.peakRate === undefined ? {} : { peakRate: options.peakRate }),
-    });
+    ({ throttle, close } = await pipeThrottle(options));
   } catch (error) {
     if (isTokenpaceError(error)) throw new UsageError(error.message);
     throw error;
   }
+  try {
+    return await copy(throttle, options, io);
+  } finally {
+    await close();
+  }
+}
+
+async function copy(throttle: Throttle, options: PipeOptions, io: Io): Promise<number> {
   const file = options.file === '-' ? undefined : options.file;
   let total: number | undefined;
   let input: Readable = io.stdin;

@@ -20,9 +20,19 @@
  */
 
 import { type Clock, systemClock } from '../clock.js';
-import { checkKnownOptions, InvalidOptionError, InvalidRateError } from '../errors.js';
-import { describeBytes, parseRateOption, parseSizeOption, type RateInput, type SizeInput } from '../units.js';
+import { checkKnownOptions, InvalidOptionError, InvalidRateError, NotSupportedError } from '../errors.js';
+import type { BandwidthStore } from '../fleet/bandwidth-store.js';
+import {
+  type DurationInput,
+  describeBytes,
+  parseDuration,
+  parseRateOption,
+  parseSizeOption,
+  type RateInput,
+  type SizeInput,
+} from '../units.js';
 import type { ThrottleCounters } from './counters.js';
+import { DEFAULT_LEASE_MS, type FleetGroupState, FleetLink } from './fleet-link.js';
 import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
 import { ClassNode, type ClassNumbers } from './node.js';
 import { checkBurst, checkBurstLimit, checkRateLimit, defaultGroupBurstBytes, defaultQuantumBytes } from './pacing.js';
@@ -57,6 +67,22 @@ export interface ThrottleGroupOptions {
   clock?: Clock;
   /** A root group has no parent; see {@link ThrottleSubgroupOptions}. */
   parent?: undefined;
+  /**
+   * A fleet bandwidth store (`RedisBandwidthStore`, `MemoryBandwidthStore`): with `key`, the
+   * rate and burst are one cap for every group of every process on that store and key
+   * (docs/fleets.md). Bytes are leased from the store a lease at a time.
+   * @default none: the cap is this process's
+   */
+  store?: BandwidthStore;
+  /** The fleet's key in the store (with `store`). */
+  key?: string;
+  /**
+   * With `store`: how long a lease lasts at this process's share (a busy process calls the store
+   * about twice per lease; at most rate x lease leased bytes are unspent at any time). ms or a
+   * string such as `'200ms'`.
+   * @default '200ms'
+   */
+  lease?: DurationInput;
 }
 
 /** Options for a subgroup: `group.group(options)`, or `new ThrottleGroup({ parent: group, ...options })`. */
@@ -107,6 +133,9 @@ const GROUP_OPTIONS: ReadonlySet<string> = new Set([
   'parent',
   'weight',
   'guaranteed',
+  'store',
+  'key',
+  'lease',
 ]);
 
 /**
@@ -120,6 +149,7 @@ const GROUP_OPTIONS: ReadonlySet<string> = new Set([
 export class ThrottleGroup implements GroupHandle {
   readonly #node: ClassNode;
   readonly #parent: ThrottleGroup | undefined;
+  readonly #fleet: FleetLink | undefined;
 
   constructor(options: ThrottleGroupOptions | (ThrottleSubgroupOptions & { parent: ThrottleGroup })) {
     if (options === null || typeof options !== 'object') {
@@ -141,9 +171,19 @@ export class ThrottleGroup implements GroupHandle {
           throw new InvalidOptionError(key, value, `${key} is a share in a parent group: pass \`parent\` too`);
         }
       }
-      const numbers = classNumbers(root.rate, root.burst, parseQuantum(root.quantum), false, undefined);
+      const numbers = classNumbers(
+        root.rate,
+        root.burst,
+        parseQuantum(root.quantum),
+        false,
+        undefined,
+        fleetLeaseMs(root),
+      );
+      const clock = root.clock ?? systemClock;
       this.#parent = undefined;
-      this.#node = new ClassNode(this, numbers, undefined, root.clock ?? systemClock);
+      this.#fleet = fleetLink(root, numbers, clock);
+      this.#node = new ClassNode(this, numbers, undefined, clock, 1, 0, this.#fleet?.meter);
+      this.#fleet?.attach(this.#node);
       return;
     }
     if (!(parent instanceof ThrottleGroup)) {
@@ -153,6 +193,23 @@ export class ThrottleGroup implements GroupHandle {
     if (sub.clock !== undefined) {
       throw new InvalidOptionError('clock', sub.clock, "a subgroup uses its root's clock: pass `clock` to the root");
     }
+    for (const key of ['store', 'key', 'lease'] as const) {
+      if ((options as ThrottleGroupOptions)[key] !== undefined) {
+        throw new InvalidOptionError(
+          key,
+          (options as ThrottleGroupOptions)[key],
+          `${key} applies to a root group only`,
+        );
+      }
+    }
+    let root: ThrottleGroup = parent;
+    while (root.#parent !== undefined) root = root.#parent;
+    if (root.#fleet !== undefined && (sub.rate !== undefined || sub.guaranteed !== undefined)) {
+      throw new NotSupportedError(
+        "a subgroup's `rate` and `guaranteed` in a fleet group would hold per process, not fleet-wide: give it a `weight` only, or use a group of its own on the store",
+      );
+    }
+    this.#fleet = undefined;
     const parentNode = parent.#node;
     const numbers = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode);
     const weight = sub.weight === undefined ? 1 : parseWeight(sub.weight);
@@ -183,14 +240,14 @@ export class ThrottleGroup implements GroupHandle {
     return new ThrottleGroup({ ...options, parent: this });
   }
 
-  /** The rate that bounds this group, bytes per second: its own, or (a subgroup without one) the nearest above it. */
+  /** The rate that bounds this group, bytes per second: its own, or (a subgroup without one) the nearest above it; a fleet group's is the fleet's (its share is `fleet.sharePerSecond`). */
   get rate(): number {
-    return this.#node.ceilingPerSecond();
+    return this.#fleet?.params.ratePerSecond ?? this.#node.ceilingPerSecond();
   }
 
   /** The capacity of the bucket that bounds this group, bytes (its own, or the nearest above it). */
   get burst(): number {
-    return this.#node.ceilingMeter().burstBytes;
+    return this.#fleet?.params.burst ?? this.#node.ceilingMeter().burstBytes;
   }
 
   /** The round-robin quantum of a member of weight 1, bytes (see {@link ThrottleGroupOptions.quantum}). */
@@ -211,6 +268,11 @@ export class ThrottleGroup implements GroupHandle {
   /** Its own guaranteed rate, bytes per second (0: none). */
   get guaranteed(): number {
     return this.#node.guarantees.own;
+  }
+
+  /** A fleet group's link to its store, as the last exchange left it (undefined without a `store`). */
+  get fleet(): FleetGroupState | undefined {
+    return this.#fleet;
   }
 
   /** Member streams of this group and its subgroups that have neither ended nor been destroyed. */
@@ -262,6 +324,7 @@ export class ThrottleGroup implements GroupHandle {
    */
   destroy(error?: Error): void {
     this.#node.destroy(error);
+    this.#fleet?.close();
   }
 
   /**
@@ -274,6 +337,7 @@ export class ThrottleGroup implements GroupHandle {
    * On a subgroup without a rate of its own, this sets its ceiling.
    */
   setRate(rate: RateInput): void {
+    this.#notFleet('setRate()');
     const node = this.#node;
     const current = node.numbers;
     const burst = current.burstExplicit ? current.capacityBytes : undefined;
@@ -288,6 +352,7 @@ export class ThrottleGroup implements GroupHandle {
    * cannot sustain the rate.
    */
   setBurst(burst: SizeInput): void {
+    this.#notFleet('setBurst()');
     const node = this.#node;
     const current = node.numbers;
     if (current.ratePerSecond === undefined) {
@@ -316,6 +381,14 @@ export class ThrottleGroup implements GroupHandle {
     node.setShare(node.port?.weight ?? 1, parseGuaranteed(guaranteed));
   }
 
+  #notFleet(what: string): void {
+    if (this.#fleet !== undefined) {
+      throw new NotSupportedError(
+        `${what} on a fleet group would change one process's pace, not the fleet's limits: the limits are the store's`,
+      );
+    }
+  }
+
   #subgroup(option: string, value: unknown): ClassNode {
     if (this.#parent === undefined) {
       throw new InvalidOptionError(option, value, `${option} is a share in a parent group: a root group has none`);
@@ -328,6 +401,49 @@ export class ThrottleGroup implements GroupHandle {
     this.#node.adopt(port);
     return this.#node.link;
   }
+}
+
+/** The link to a fleet store for a root group with `store` (checked: `key` too, a lease of at least 10 ms), else undefined. */
+function fleetLink(options: ThrottleGroupOptions, numbers: ClassNumbers, clock: Clock): FleetLink | undefined {
+  const { store, key, lease } = options;
+  if (store === undefined) {
+    for (const [name, value] of [
+      ['key', key],
+      ['lease', lease],
+    ] as const) {
+      if (value !== undefined)
+        throw new InvalidOptionError(name, value, `${name} applies to a fleet group: pass \`store\` too`);
+    }
+    return undefined;
+  }
+  if (typeof store !== 'object' || store === null || typeof (store as BandwidthStore).exchange !== 'function') {
+    throw new InvalidOptionError(
+      'store',
+      store,
+      'expected `store` to be a bandwidth store such as a RedisBandwidthStore',
+    );
+  }
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new InvalidOptionError(
+      'key',
+      key,
+      "a fleet group needs a `key`: the name its processes share, as in `key: 'egress'`",
+    );
+  }
+  const leaseMs = fleetLeaseMs(options) as number;
+  const params = { ratePerSecond: numbers.ratePerSecond as number, burst: numbers.capacityBytes as number };
+  return new FleetLink({ store, key, leaseMs, params, clock });
+}
+
+/** A fleet group's lease, ms (checked: 10 ms to 60 s); undefined without a store. */
+function fleetLeaseMs(options: ThrottleGroupOptions): number | undefined {
+  const { store, lease } = options;
+  if (store === undefined) return undefined;
+  const leaseMs = lease === undefined ? DEFAULT_LEASE_MS : typeof lease === 'number' ? lease : parseDuration(lease);
+  if (!(leaseMs >= 10 && leaseMs <= 60_000)) {
+    throw new InvalidOptionError('lease', lease, "expected `lease` between 10 ms and 60 s, as in `lease: '200ms'`");
+  }
+  return leaseMs;
 }
 
 function parseQuantum(quantum: SizeInput | undefined): number | undefined {
@@ -346,6 +462,7 @@ function classNumbers(
   quantumExplicit: number | undefined,
   burstExplicit: boolean,
   parent: ClassNode | undefined,
+  leaseMs?: number,
 ): ClassNumbers {
   let ratePerSecond: number | undefined;
   let capacityBytes: number | undefined;
@@ -354,6 +471,10 @@ function classNumbers(
     checkRateLimit(ratePerSecond, rate);
     if (burst === undefined) {
       capacityBytes = defaultGroupBurstBytes(ratePerSecond);
+      // A fleet's bucket holds the leases it hands out (one lease of the rate) and as much again,
+      // so that a member back from idle, or one whose share grew, finds its lease there.
+      if (leaseMs !== undefined)
+        capacityBytes = Math.max(capacityBytes, Math.ceil((2 * ratePerSecond * leaseMs) / 1000));
     } else {
       capacityBytes = parseSizeOption(burst, 'burst');
       checkBurstLimit(capacityBytes, burst);

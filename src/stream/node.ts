@@ -97,6 +97,7 @@ export class ClassNode implements ServedClass {
     clock: Clock,
     weight = 1,
     guaranteedPerSecond = 0,
+    meter?: ByteMeter,
   ) {
     this.publicObject = publicObject;
     this.parent = parent;
@@ -113,7 +114,8 @@ export class ClassNode implements ServedClass {
       },
     );
     const nowMs = clock.now();
-    if (numbers.ratePerSecond !== undefined) {
+    if (meter !== undefined) this.meter = meter;
+    else if (numbers.ratePerSecond !== undefined) {
       this.meter = new ByteMeter(numbers.ratePerSecond, numbers.capacityBytes as number, nowMs);
     }
     const node = this;

@@ -1,0 +1,351 @@
+/**
+ * The link between a root `ThrottleGroup` and a fleet bandwidth store: one
+ * cap for the streams of many processes (docs/fleets.md, the internals in
+ * docs/internals/fleet-bandwidth.md).
+ *
+ * The root's bucket is a {@link LeasedMeter}: the local byte bucket, paced at
+ * this process's share of the fleet's rate, which also passes no byte it has
+ * not leased. Leases come from the store in exchanges (src/fleet/bandwidth-store.ts):
+ * one call reports this process's demand (the group's live streams while it
+ * is busy, and what it can use when its streams, not the cap, hold it back),
+ * gives back what it will not spend, and is granted bytes up to one lease of
+ * its share. The link asks again when less than half a lease is left (so a
+ * busy process calls about twice per lease), every half lease while busy,
+ * once more when its streams go idle (giving back its balance), and when the
+ * store said the bucket would hold the rest (`retryMs`).
+ *
+ * Invariants: a byte passes only against a lease, within one lease of the
+ * call that granted it (timed from the send, so never later than the store
+ * thinks); at most one exchange is in flight; an idle group holds no timer
+ * and no balance; a destroyed group gives its balance back and calls no more.
+ */
+
+import { randomUUID } from 'node:crypto';
+import type { Clock } from '../clock.js';
+import type { BandwidthLease, BandwidthParams, BandwidthSource, BandwidthStore } from '../fleet/bandwidth-store.js';
+import { ByteMeter } from '../meters/byte-meter.js';
+import type { ClassNode } from './node.js';
+import { defaultGroupBurstBytes, minBurstBytes } from './pacing.js';
+
+/** The default lease: a grant lasts this long at the share, ms. */
+export const DEFAULT_LEASE_MS = 200;
+
+/** What a process not held back by the cap reports it can use: what it used, and this much more (it asks for all once the cap holds it). */
+const CAP_HEADROOM = 1.5;
+
+/** A busy group calls at least this often, in leases (its registration lasts one lease). */
+const TICK_OF_LEASE = 0.8;
+
+/** The least time between two exchanges asked for by a short balance, ms (a store that grants nothing is not hammered). */
+const MIN_GAP_MS = 5;
+
+/** What a fleet group reports of its link (`ThrottleGroup.fleet`). */
+export interface FleetGroupState {
+  /** The store's key. */
+  readonly key: string;
+  /** This process's id among the members. */
+  readonly member: string;
+  /** The lease, ms. */
+  readonly leaseMs: number;
+  /** This process's share of the fleet's rate, bytes per second, as the last exchange gave it. */
+  readonly sharePerSecond: number;
+  /** Leased bytes not spent yet. */
+  readonly balanceBytes: number;
+  /** Exchanges made (answered by the store or by its failure policy). */
+  readonly exchanges: number;
+  /** Who answered the last exchange. */
+  readonly source: BandwidthSource | undefined;
+  /** The live members with demand and their demand together, as the last exchange saw them. */
+  readonly members: number;
+  readonly demand: number;
+}
+
+/**
+ * The root's bucket in a fleet: a {@link ByteMeter} at this process's share
+ * that also holds the leased balance. A piece conforms only if both hold it.
+ */
+export class LeasedMeter extends ByteMeter {
+  balanceBytes = 0;
+  /** The balance may be spent until then (this process's clock). */
+  validUntilMs = Number.NEGATIVE_INFINITY;
+  /** Bytes taken since the last exchange. */
+  spentBytes = 0;
+  /** Something waited for this bucket since the last exchange: the cap, not the streams, held the group back. */
+  limited = false;
+  /** Called when the balance is below {@link lowBytes}. */
+  onLow: () => void = () => {};
+  /** Half a lease of the share (before the first grant, any balance short of a byte). */
+  lowBytes = 1;
+
+  /** The balance at `nowMs`: none once its lease has run out. */
+  balanceAt(nowMs: number): number {
+    if (nowMs >= this.validUntilMs && this.balanceBytes > 0) {
+      this.voidedBytes += this.balanceBytes;
+      this.balanceBytes = 0;
+      this.voided = true;
+    }
+    return this.balanceBytes;
+  }
+
+  /** The balance ran out by its lease, not by spending: a shortage then says nothing of the demand. */
+  voided = false;
+  /** Bytes of leases that ran out unspent: never passed, so they go back to the store at the next exchange. */
+  voidedBytes = 0;
+
+  override tryTake(nowMs: number, bytes: number): boolean {
+    if (this.#short(nowMs, bytes) || !super.tryTake(nowMs, bytes)) return false;
+    this.#spend(bytes);
+    return true;
+  }
+
+  override available(nowMs: number): number {
+    const balance = this.balanceAt(nowMs);
+    if (balance < this.lowBytes) {
+      // (a member that then waits is seen by readyAt)
+      this.onLow();
+    }
+    return Math.min(super.available(nowMs), balance);
+  }
+
+  override take(nowMs: number, bytes: number): void {
+    super.take(nowMs, bytes);
+    this.#spend(bytes);
+  }
+
+  /** When `bytes` conform: Infinity while the balance lacks them (a grant, not time, brings them). */
+  override readyAt(nowMs: number, bytes: number): number {
+    if (this.#short(nowMs, bytes)) return Number.POSITIVE_INFINITY;
+    const at = super.readyAt(nowMs, bytes);
+    if (at > nowMs) this.limited = true;
+    return at;
+  }
+
+  #short(nowMs: number, bytes: number): boolean {
+    if (this.balanceAt(nowMs) >= bytes) return false;
+    if (!this.voided) this.limited = true;
+    this.onLow();
+    return true;
+  }
+
+  #spend(bytes: number): void {
+    this.balanceBytes = Math.max(0, this.balanceBytes - bytes);
+    this.spentBytes += bytes;
+  }
+}
+
+/** What a fleet group is given: its store, key, lease and limits. */
+export interface FleetLinkOptions {
+  store: BandwidthStore;
+  key: string;
+  leaseMs: number;
+  params: BandwidthParams;
+  clock: Clock;
+}
+
+/** One root group's exchanges with its store; see the file's opening comment. */
+export class FleetLink implements FleetGroupState {
+  readonly key: string;
+  readonly member = randomUUID();
+  readonly leaseMs: number;
+  readonly meter: LeasedMeter;
+  readonly #store: BandwidthStore;
+  /** The fleet's limits, as this process gave them (the store keeps the first caller's). */
+  readonly params: BandwidthParams;
+  readonly #clock: Clock;
+  #node: ClassNode | undefined;
+  #seq = 0;
+  #inFlight = false;
+  /** Another exchange was asked for while one was in flight. */
+  #again = false;
+  /** When the last exchange was sent, and whether the group was busy then (registered with demand). */
+  #lastSentMs = Number.NEGATIVE_INFINITY;
+  #registered = false;
+  /** The interval before the last exchange's: its length and the bytes taken in it. */
+  #previous = { ms: 0, bytes: 0 };
+  /** When the group last took bytes or waited for them. */
+  #activeAtMs = Number.NEGATIVE_INFINITY;
+  #timer: unknown;
+  #timerDueMs = Number.POSITIVE_INFINITY;
+  /** The timer waits for the store's `retryMs`. */
+  #retryArmed = false;
+  #closed = false;
+  sharePerSecond = 0;
+  exchanges = 0;
+  source: BandwidthSource | undefined;
+  members = 0;
+  demand = 0;
+
+  constructor(options: FleetLinkOptions) {
+    this.key = options.key;
+    this.leaseMs = options.leaseMs;
+    this.#store = options.store;
+    this.params = options.params;
+    this.#clock = options.clock;
+    // Until the first answer, paced at the fleet's rate with a group's burst (it holds no lease yet).
+    const { ratePerSecond } = options.params;
+    this.meter = new LeasedMeter(ratePerSecond, defaultGroupBurstBytes(ratePerSecond), this.#clock.now());
+    this.meter.onLow = () => this.#low();
+  }
+
+  get balanceBytes(): number {
+    return this.meter.balanceAt(this.#clock.now());
+  }
+
+  /** The root class this link feeds (set once, right after the class is made). */
+  attach(node: ClassNode): void {
+    this.#node = node;
+  }
+
+  /** The group is destroyed: no more calls, the balance goes back. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#cancelTimer();
+    if (this.#registered || this.meter.balanceBytes > 0) this.#send(true);
+  }
+
+  /** The balance runs short: ask now, unless a call is in flight or one was just sent. */
+  #low(): void {
+    if (this.#closed) return;
+    if (this.#inFlight) {
+      this.#again = true;
+      return;
+    }
+    // The store said when its bucket would hold the rest: asking sooner would get crumbs.
+    if (this.#retryArmed) return;
+    const nowMs = this.#clock.now();
+    if (nowMs - this.#lastSentMs < MIN_GAP_MS) {
+      this.#arm(this.#lastSentMs + MIN_GAP_MS - nowMs);
+      return;
+    }
+    this.#send(false);
+  }
+
+  /** Every half lease while busy: report, top up; once idle, one last call that gives the balance back. */
+  #tick(): void {
+    this.#timer = undefined;
+    this.#retryArmed = false;
+    this.#timerDueMs = Number.POSITIVE_INFINITY;
+    if (this.#closed) return;
+    if (this.#inFlight) {
+      this.#again = true;
+      return;
+    }
+    this.#send(false);
+  }
+
+  /** True while the group has work: live streams that took bytes or waited within the last lease. */
+  #busy(nowMs: number): boolean {
+    const node = this.#node;
+    if (node === undefined || node.streams === 0) return false;
+    if (this.meter.spentBytes > 0 || this.meter.limited || node.ring.size > 0) this.#activeAtMs = nowMs;
+    return nowMs - this.#activeAtMs < this.leaseMs;
+  }
+
+  #send(closing: boolean): void {
+    const nowMs = this.#clock.now();
+    const meter = this.meter;
+    const busy = !closing && this.#busy(nowMs);
+    const balance = meter.balanceAt(nowMs);
+    // What the streams could use when the cap did not hold them back: what they used over this
+    // interval and the one before (at least a lease, once there is one), and more.
+    const elapsedMs = nowMs - this.#lastSentMs;
+    const spanMs = elapsedMs + this.#previous.ms;
+    const spanBytes = meter.spentBytes + this.#previous.bytes;
+    const usedPerSecond = spanMs > 0 && spanMs < Number.POSITIVE_INFINITY ? (spanBytes * 1000) / spanMs : 0;
+    const capPerSecond =
+      meter.limited || usedPerSecond === 0 || spanMs < this.leaseMs
+        ? Number.POSITIVE_INFINITY
+        : usedPerSecond * CAP_HEADROOM + 8192;
+    this.#previous =
+      meter.limited || elapsedMs === Number.POSITIVE_INFINITY
+        ? { ms: 0, bytes: 0 }
+        : { ms: elapsedMs, bytes: meter.spentBytes };
+    const demand = busy ? (this.#node as ClassNode).streams : 0;
+    const giveBackBytes = (busy ? 0 : balance) + meter.voidedBytes;
+    meter.voidedBytes = 0;
+    if (!busy) meter.balanceBytes = 0;
+    meter.spentBytes = 0;
+    meter.limited = false;
+    this.#inFlight = true;
+    this.#again = false;
+    this.#lastSentMs = nowMs;
+    this.#registered = busy;
+    this.exchanges++;
+    this.#store
+      .exchange({
+        key: this.key,
+        member: this.member,
+        seq: ++this.#seq,
+        demand,
+        capPerSecond,
+        giveBackBytes,
+        heldBytes: busy ? balance : 0,
+        leaseMs: this.leaseMs,
+        params: this.params,
+      })
+      .then(
+        (lease) => this.#answered(lease, nowMs, busy),
+        () => this.#answered(undefined, nowMs, busy),
+      );
+  }
+
+  #answered(lease: BandwidthLease | undefined, sentAtMs: number, busy: boolean): void {
+    this.#inFlight = false;
+    if (this.#closed) return;
+    const nowMs = this.#clock.now();
+    const meter = this.meter;
+    if (lease !== undefined) {
+      this.source = lease.source;
+      this.members = lease.members;
+      this.demand = lease.demand;
+      if (busy && lease.grantedBytes > 0) {
+        meter.balanceBytes = meter.balanceAt(nowMs) + lease.grantedBytes;
+        meter.validUntilMs = sentAtMs + this.leaseMs;
+        meter.voided = false;
+      }
+      if (lease.sharePerSecond > 0) this.#setShare(nowMs, lease.sharePerSecond);
+    }
+    const node = this.#node;
+    node?.pacer.replan();
+    if (this.#again || (busy && meter.balanceAt(nowMs) < meter.lowBytes && lease?.retryMs === 0)) {
+      this.#arm(MIN_GAP_MS);
+    } else if (busy) {
+      const retryMs = lease === undefined ? this.leaseMs / 2 : lease.retryMs;
+      if (retryMs > 0) {
+        this.#arm(Math.max(this.leaseMs / 10, retryMs));
+        this.#retryArmed = true;
+      } else this.#arm(this.leaseMs * TICK_OF_LEASE);
+    } else if (node !== undefined && node.streams > 0 && (meter.limited || node.ring.size > 0)) {
+      this.#arm(MIN_GAP_MS); // work came while the idle call was out
+    }
+  }
+
+  /** The local bucket paces at the share; its burst fits the root's pieces. */
+  #setShare(nowMs: number, sharePerSecond: number): void {
+    const meter = this.meter;
+    this.sharePerSecond = sharePerSecond;
+    meter.lowBytes = (sharePerSecond * this.leaseMs) / 2000;
+    if (Math.abs(meter.ratePerSecond - sharePerSecond) <= meter.ratePerSecond * 0.01) return;
+    // At least two of the root's quanta (sized by the fleet's rate): a piece must always fit.
+    const quantum = this.#node?.numbers.quantumBytes ?? 0;
+    const burstBytes = Math.max(defaultGroupBurstBytes(sharePerSecond), minBurstBytes(sharePerSecond), 2 * quantum);
+    meter.reconfigure(nowMs, { ratePerSecond: sharePerSecond, burstBytes });
+    this.#node?.pacer.updatePieces();
+  }
+
+  #arm(ms: number): void {
+    const nowMs = this.#clock.now();
+    if (this.#timer !== undefined && this.#timerDueMs <= nowMs + ms) return;
+    this.#cancelTimer();
+    this.#timerDueMs = nowMs + ms;
+    this.#timer = this.#clock.setTimeout(() => this.#tick(), ms);
+  }
+
+  #cancelTimer(): void {
+    this.#retryArmed = false;
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerDueMs = Number.POSITIVE_INFINITY;
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * A fleet group on the fake clock: groups of several "processes" (one ThrottleGroup each) on one
+ * MemoryBandwidthStore share one cap, split by demand; leases come back from idle and dead members.
+ */
+
+import { describe, expect, it } from 'vitest';
+import {
+  type BandwidthExchangeOp,
+  type BandwidthLease,
+  MemoryBandwidthStore,
+} from '../../src/fleet/bandwidth-store.js';
+import { ThrottleGroup } from '../../src/stream/group.js';
+import type { Throttle } from '../../src/stream/throttle.js';
+import { type FakeClock, fakeClock } from '../helpers/fake-clock.js';
+import { advance, byteSource, recordingSink } from './support.js';
+
+const KiB = 1024;
+
+interface Stream {
+  throttle: Throttle;
+  sink: ReturnType<typeof recordingSink>;
+}
+
+function run(fake: FakeClock, group: ThrottleGroup, n: number): Stream[] {
+  const streams: Stream[] = [];
+  for (let i = 0; i < n; i++) {
+    const throttle = group.throttle();
+    const sink = recordingSink(() => fake.clock.now());
+    byteSource(1e12, 16 * KiB)
+      .pipe(throttle)
+      .pipe(sink);
+    streams.push({ throttle, sink });
+  }
+  return streams;
+}
+
+function bytesIn(stream: Stream, fromMs: number, toMs: number): number {
+  let sum = 0;
+  for (const p of stream.sink.pieces) if (p.atMs >= fromMs && p.atMs < toMs) sum += p.bytes;
+  return sum;
+}
+
+/** A store that counts calls and can be switched off (a process killed: its calls stop). */
+function countingStore(store: MemoryBandwidthStore) {
+  const calls = new Map<string, number>();
+  return {
+    calls,
+    exchange(op: BandwidthExchangeOp): Promise<BandwidthLease> {
+      calls.set(op.member, (calls.get(op.member) ?? 0) + 1);
+      return store.exchange(op);
+    },
+  };
+}
+
+describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
+  it('holds one rate for two processes and splits it by their streams (1 and 3)', async () => {
+    const fake = fakeClock();
+    const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
+    const rate = 400 * KiB;
+    const a = new ThrottleGroup({ rate, store, key: 'egress', clock: fake.clock });
+    const b = new ThrottleGroup({ rate, store, key: 'egress', clock: fake.clock });
+    const sa = run(fake, a, 1);
+    const sb = run(fake, b, 3);
+    await advance(fake, 3000);
+    const all = [...sa, ...sb];
+    const total = all.reduce((s, x) => s + bytesIn(x, 1000, 3000), 0);
+    expect(total / 2).toBeGreaterThan(rate * 0.97);
+    expect(total / 2).toBeLessThan(rate * 1.03);
+    for (const x of all) expect(bytesIn(x, 1000, 3000) / total).toBeCloseTo(0.25, 1);
+    // every 1 s window after the first holds at most burst + rate * T + rate * lease
+    const bound = a.burst + rate * 1 + rate * 0.2;
+    for (let t = 0; t <= 2000; t += 100) {
+      const sum = all.reduce((s, x) => s + bytesIn(x, t, t + 1000), 0);
+      expect(sum).toBeLessThanOrEqual(bound);
+    }
+    // a few calls a second per process, not one per chunk
+    for (const n of store.calls.values()) expect(n / 3).toBeLessThanOrEqual(20);
+    a.destroy();
+    b.destroy();
+  });
+
+  it('4 processes x 8 streams: the rate within 1 % in every second after the first, fair, within the bound', async () => {
+    const fake = fakeClock();
+    const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
+    const rate = 20 * 1024 * KiB;
+    const groups = [0, 1, 2, 3].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
+    const all = groups.flatMap((g) => run(fake, g, 8));
+    await advance(fake, 4000);
+    for (let t = 1000; t < 4000; t += 1000) {
+      const each = all.map((x) => bytesIn(x, t, t + 1000));
+      const total = each.reduce((a, b) => a + b, 0);
+      expect(Math.abs(total / rate - 1)).toBeLessThan(0.01);
+      const squares = each.reduce((a, b) => a + b * b, 0);
+      expect((total * total) / (each.length * squares)).toBeGreaterThan(0.99); // Jain's index
+    }
+    const lease = 0.2;
+    const upTo = new Array<number>(4002).fill(0); // bytes passed before each ms
+    for (const x of all)
+      for (const p of x.sink.pieces) {
+        const i = Math.floor(p.atMs) + 1;
+        upTo[i] = (upTo[i] as number) + p.bytes;
+      }
+    for (let ms = 1; ms < upTo.length; ms++) upTo[ms] = (upTo[ms] as number) + (upTo[ms - 1] as number);
+    for (const T of [0.1, 0.5, 1]) {
+      for (let t = 0; t + T * 1000 <= 4000; t++) {
+        const sum = (upTo[t + T * 1000 + 1] as number) - (upTo[t] as number); // pieces in [t, t + T] inclusive
+        expect(sum).toBeLessThanOrEqual((groups[0] as ThrottleGroup).burst + rate * (T + lease));
+      }
+    }
+    for (const n of store.calls.values()) expect(n / 4).toBeLessThanOrEqual(20);
+    for (const g of groups) g.destroy();
+  }, 60_000);
+
+  it('gives the rate to the others when a process goes idle, and back when it returns', async () => {
+    const fake = fakeClock();
+    const store = new MemoryBandwidthStore({ clock: fake.clock });
+    const rate = 400 * KiB;
+    const a = new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock });
+    const b = new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock });
+    const sb = run(fake, b, 2);
+    const sa = run(fake, a, 2);
+    await advance(fake, 1000);
+    for (const s of sa) s.throttle.destroy();
+    await advance(fake, 2000);
+    // after one lease, b alone has the whole rate
+    const bAlone = sb.reduce((s, x) => s + bytesIn(x, 1500, 3000), 0) / 1.5;
+    expect(bAlone).toBeGreaterThan(rate * 0.97);
+    expect(a.fleet?.balanceBytes).toBe(0);
+    const back = run(fake, a, 2);
+    await advance(fake, 1000);
+    // within 200 ms the returning process has its share (half)
+    const aShare = back.reduce((s, x) => s + bytesIn(x, 3200, 4000), 0) / 0.8;
+    expect(aShare / rate).toBeGreaterThan(0.45);
+    expect(aShare / rate).toBeLessThan(0.55);
+    a.destroy();
+    b.destroy();
+  });
+
+  it("returns a killed process's share within one lease", async () => {
+    const fake = fakeClock();
+    const memory = new MemoryBandwidthStore({ clock: fake.clock });
+    let killed = false;
+    const dying = {
+      exchange: (op: BandwidthExchangeOp) => (killed ? new Promise<BandwidthLease>(() => {}) : memory.exchange(op)),
+    };
+    const rate = 400 * KiB;
+    const a = new ThrottleGroup({ rate, store: dying, key: 'k', clock: fake.clock });
+    const b = new ThrottleGroup({ rate, store: memory, key: 'k', clock: fake.clock });
+    const sa = run(fake, a, 1);
+    const sb = run(fake, b, 1);
+    await advance(fake, 1000);
+    killed = true;
+    for (const s of sa) s.throttle.destroy(); // it passes nothing more, and never calls again
+    await advance(fake, 1500);
+    const bAlone = sb.reduce((s, x) => s + bytesIn(x, 1250, 2500), 0) / 1.25;
+    expect(bAlone).toBeGreaterThan(rate * 0.97);
+    b.destroy();
+  });
+
+  it("refuses what would hold per process only; rate and burst are the fleet's", () => {
+    const store = new MemoryBandwidthStore();
+    const g = new ThrottleGroup({ rate: '1MiB/s', store, key: 'k' });
+    expect(g.rate).toBe(1024 * KiB);
+    expect(g.burst).toBe(Math.ceil((2 * 1024 * KiB * 200) / 1000)); // two leases of the rate
+    expect(() => g.setRate('2MiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => g.group({ rate: '100KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => new ThrottleGroup({ rate: '1MiB/s', store })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
+    );
+    expect(() => new ThrottleGroup({ rate: '1MiB/s', key: 'k' })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
+    );
+    g.destroy();
+  });
+});
