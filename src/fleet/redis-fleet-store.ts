@@ -222,6 +222,11 @@ export class RedisFleetStore extends EventEmitter<RedisFleetStoreEvents> impleme
     this.#health.close();
   }
 
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   async exchange(op: ExchangeOp): Promise<ExchangeResult> {
     const { key } = op;
     const ids = op.release.map((l) => l.leaseId);

@@ -304,6 +304,11 @@ export class RedisStore extends EventEmitter<RedisStoreEvents> implements KeyedS
     this.#health.close();
   }
 
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   #enqueue(pending: Pending): void {
     this.#pending.push(pending);
     if (this.#flushScheduled) return;
