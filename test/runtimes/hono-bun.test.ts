@@ -33,7 +33,12 @@ describe.skipIf(!existsSync(BUN))(`Hono on Bun (${existsSync(BUN) ? BUN : 'no Bu
       encoding: 'utf8',
       timeout: 30_000,
     });
-    const { runtime, burst, held, logins } = JSON.parse(printed) as Record<string, Seen[]> & { runtime: string };
+    const { runtime, burst, held, logins } = JSON.parse(printed) as {
+      runtime: string;
+      burst: Seen[];
+      held: Seen[];
+      logins: Seen[];
+    };
     expect(runtime).toMatch(/^bun /);
     expect(burst.map((r) => r.status)).toEqual([200, 200, 429]);
     expect(burst[0]?.body.rateLimit).toMatchObject({ key: '127.0.0.1', remaining: 1 });
