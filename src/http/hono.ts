@@ -29,6 +29,8 @@ import { nodeTransport, type Transport } from './transport.js';
 export interface HonoContextLike {
   readonly req: {
     readonly raw: Request;
+    readonly path: string;
+    readonly method: string;
     header(name: string): string | undefined;
   };
   /** Hono's bindings: @hono/node-server's `{ incoming, outgoing }`, Bun's server, Deno's handler info. */
@@ -36,6 +38,8 @@ export interface HonoContextLike {
   readonly res: Response;
   header(name: string, value: string): void;
   body(data: string | null, status: number): Response;
+  json(object: unknown, status?: number): Response;
+  text(text: string, status?: number): Response;
 }
 
 /** `rateLimit`'s options for Hono: the callbacks take Hono's context, and `onLimit` returns the answer. */

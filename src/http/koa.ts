@@ -34,6 +34,7 @@ export interface KoaContextLike {
   readonly headers: IncomingMessage['headers'];
   readonly method: string;
   readonly url: string;
+  readonly path: string;
   /** The client's address as Koa resolved it (through proxies when `app.proxy` is on). */
   readonly ip: string;
   readonly app: { readonly proxy: boolean };
