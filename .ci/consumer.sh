@@ -283,4 +283,60 @@ echo '{ "name": "tokenpace-linked-consumer", "version": "1.0.0", "private": true
   console.log('folder install ok');
 ")
 
+step "no source maps referenced: dist/ is tsc's JavaScript with its comments, shipped without maps or src/"
+if grep -rl 'sourceMappingURL' "$work/unpacked/package" --include='*.js' --include='*.d.ts'; then
+  echo "the files above point at source maps the package does not ship: tsconfig.build.json emits none"
+  exit 1
+fi
+
+step "TypeScript: await using / using, the Fastify plugin (tokenpace/fastify), Hono and Koa"
+for dep in hono koa; do ln -sfn "$repo/node_modules/$dep" "$app/node_modules/$dep"; done
+cat >"$app/adapters.ts" <<'EOF'
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import Koa from 'koa';
+import { honoRateLimit, koaRateLimit, type RedisClientLike, RedisStore, rateLimitHook, Scheduler } from 'tokenpace';
+import { rateLimitPlugin } from 'tokenpace/fastify';
+
+export async function disposing(client: RedisClientLike): Promise<number> {
+  await using scheduler = new Scheduler({ concurrency: 1 });
+  using store = new RedisStore({ client, onError: 'deny' });
+  return (await scheduler.schedule(async () => 1)) + store.listenerCount('error');
+}
+
+const fastify = Fastify();
+await fastify.register(rateLimitPlugin, { rate: 10, burst: 20, key: (request) => request.routeOptions.url ?? '' });
+fastify.get('/report', { config: { rateLimit: { burst: 5 } } }, async () => 'ok');
+fastify.get('/health', { config: { rateLimit: false } }, async () => 'up');
+fastify.get('/one', { onRequest: rateLimitHook({ rate: 1, burst: 5, key: (request) => request.ip ?? '' }) }, async () => 1);
+const hono = new Hono();
+hono.use(honoRateLimit({ rate: 10, burst: 20, key: (c) => c.req.header('x-api-key') ?? 'anonymous' }));
+const koa = new Koa();
+koa.use(koaRateLimit({ rate: 10, burst: 20, key: (ctx) => ctx.ip }));
+export { fastify, hono, koa };
+EOF
+# skipLibCheck: @types/koa's own declarations do not check against this content-disposition's (ours
+# are checked by the nodenext run above); what a user writes against them is still checked.
+cat >"$app/tsconfig.adapters.json" <<EOF
+{ "compilerOptions": { $common, "lib": ["ES2023", "esnext.disposable"], "skipLibCheck": true,
+  "module": "nodenext", "moduleResolution": "nodenext", "noEmit": true }, "files": ["adapters.ts"] }
+EOF
+(cd "$app" && "${tsc[@]}" -p tsconfig.adapters.json)
+
+step "TypeScript: the main entry's types need no framework installed"
+bare="$work/bare"
+mkdir -p "$bare/node_modules"
+echo '{ "name": "tokenpace-bare-consumer", "version": "1.0.0", "private": true, "type": "module" }' >"$bare/package.json"
+ln -sfn "$app/node_modules/tokenpace" "$bare/node_modules/tokenpace"
+cat >"$bare/bare.ts" <<'EOF'
+import { honoRateLimit, koaRateLimit, rateLimit, rateLimitHook } from 'tokenpace';
+export const limiters = [rateLimit({ rate: 1, burst: 1 }), rateLimitHook({ rate: 1, burst: 1 })];
+export const adapters = [honoRateLimit({ rate: 1, burst: 1 }), koaRateLimit({ rate: 1, burst: 1 })];
+EOF
+cat >"$bare/tsconfig.json" <<EOF
+{ "compilerOptions": { $common, "skipLibCheck": false, "module": "nodenext", "moduleResolution": "nodenext",
+  "noEmit": true }, "files": ["bare.ts"] }
+EOF
+(cd "$bare" && "${tsc[@]}" -p tsconfig.json)
+
 step "all checks passed"

@@ -58,11 +58,23 @@ export {
   rateLimitHook,
 } from './http/fastify.js';
 export {
+  type HonoContextLike,
+  type HonoRateLimit,
+  type HonoRateLimitOptions,
+  honoRateLimit,
+} from './http/hono.js';
+export {
   type OriginLimits,
   type ThrottleInterceptor,
   type ThrottleInterceptorOptions,
   throttleInterceptor,
 } from './http/interceptor.js';
+export {
+  type KoaContextLike,
+  type KoaRateLimit,
+  type KoaRateLimitOptions,
+  koaRateLimit,
+} from './http/koa.js';
 export type {
   ClientPauseMessage,
   ClientRateMessage,

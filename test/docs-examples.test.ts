@@ -10,7 +10,7 @@
  *   test/helpers/loopback-only.mjs preloaded (a connection or a name lookup for anything but
  *   127.0.0.1, or to port 6379, ends the process). TypeScript strips the types, file by file, from
  *   the block and from src/ (as tsx would; test/readme.test.ts does the type-checking), and
- *   `'tokenpace'` and `'tokenpace/p-queue'` are src/'s: nothing is built.
+ *   `'tokenpace'`, `'tokenpace/p-queue'` and `'tokenpace/fastify'` are src/'s: nothing is built.
  * - Servers the blocks name: `http://127.0.0.1:8080` is a loopback server of this file
  *   (`/file.bin`: 1 MiB; any other path: 200 with `{"ok":true}`); `redis://127.0.0.1:6379`,
  *   `new Redis()` and `createClient()` reach a redis-server this file starts on a free port (also
@@ -115,6 +115,7 @@ function stripSources(): void {
 function prepare(code: string, stand: { base: string; redisUrl: string; serverPort?: number }): string {
   let out = code
     .replace(/(\bfrom\s*|\bimport\s*\(\s*)(['"])tokenpace\/p-queue\2/g, `$1'${strippedUrl('scheduler/p-queue.js')}'`)
+    .replace(/(\bfrom\s*|\bimport\s*\(\s*)(['"])tokenpace\/fastify\2/g, `$1'${strippedUrl('http/fastify-plugin.js')}'`)
     .replace(/(\bfrom\s*|\bimport\s*\(\s*)(['"])tokenpace\2/g, `$1'${strippedUrl('index.js')}'`)
     .replaceAll('http://127.0.0.1:8080', stand.base)
     .replaceAll('redis://127.0.0.1:6379', stand.redisUrl)

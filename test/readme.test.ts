@@ -63,7 +63,11 @@ const compilerOptions = (() => {
     noEmit: true,
     skipLibCheck: true,
     baseUrl: root,
-    paths: { tokenpace: ['./src/index.ts'], 'tokenpace/p-queue': ['./src/scheduler/p-queue.ts'] },
+    paths: {
+      tokenpace: ['./src/index.ts'],
+      'tokenpace/p-queue': ['./src/scheduler/p-queue.ts'],
+      'tokenpace/fastify': ['./src/http/fastify-plugin.ts'],
+    },
   };
   return options;
 })();

@@ -164,6 +164,11 @@ export class RedisBandwidthStore extends EventEmitter<StoreEvents> implements Ba
     this.#health.close();
   }
 
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   async exchange(op: BandwidthExchangeOp): Promise<BandwidthLease> {
     this.#lastKey = op.key;
     if (!this.#health.usable) return this.#byPolicy(op);

@@ -202,6 +202,11 @@ export abstract class SharedFleetStore extends EventEmitter<StoreEvents> impleme
     this.health.close();
   }
 
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   async exchange(op: ExchangeOp): Promise<ExchangeResult> {
     const { key } = op;
     const ids = op.release.map((l) => l.leaseId);

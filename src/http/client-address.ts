@@ -43,7 +43,7 @@ export type TrustProxy = boolean | number | readonly string[] | ((address: strin
 export type ProxyHeader = 'x-forwarded-for' | 'forwarded';
 
 /** A compiled trust rule: is the address at this hop a proxy we trust? */
-type TrustFn = (address: string, hop: number) => boolean;
+export type TrustFn = (address: string, hop: number) => boolean;
 
 /** Compiles a `trustProxy` option into a predicate (or `undefined` for "trust nobody"). */
 export function compileTrust(trust: TrustProxy | undefined): TrustFn | undefined {
@@ -132,8 +132,20 @@ function inBlock(hextets: readonly number[], block: Block): boolean {
  */
 export function clientAddress(req: IncomingMessage, trust: TrustFn | undefined, header: ProxyHeader): string {
   const peer = req.socket?.remoteAddress ?? '';
+  return trust === undefined ? peer : forwardedClient(peer, req.headers[header], trust, header);
+}
+
+/**
+ * {@link clientAddress} from its parts, for servers without node:http's request (Hono on Bun, Deno,
+ * Workers): the socket's peer (`''` if unknown) and the forwarding header's value.
+ */
+export function forwardedClient(
+  peer: string,
+  value: string | readonly string[] | undefined,
+  trust: TrustFn | undefined,
+  header: ProxyHeader,
+): string {
   if (trust === undefined || !trust(normalize(peer), 0)) return peer;
-  const value = req.headers[header];
   if (value === undefined) return peer;
   const text = typeof value === 'string' ? value : value.join(',');
   const xff = header === 'x-forwarded-for';

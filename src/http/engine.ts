@@ -1,7 +1,8 @@
 /**
  * The framework-neutral part of `rateLimit`: from a request to an
  * {@link Outcome} (skip, allow, limit, error, or gone). The adapters
- * (middleware.ts for node:http/Connect/Express, fastify.ts) only apply it.
+ * (middleware.ts for node:http/Connect/Express, fastify.ts, hono.ts, koa.ts)
+ * only apply it; what it needs of the connection is a {@link Transport}.
  *
  * Each request is mapped to a key (the client's address by default, see
  * client-address.ts) and a cost (1 by default), and the limiter decides at
@@ -24,7 +25,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decisionChannel, errorChannel } from '../diagnostics.js';
 import { isTokenpaceError } from '../errors.js';
-import { addressKey, clientAddress } from './client-address.js';
+import { addressKey, forwardedClient } from './client-address.js';
 import { retryAfterSeconds } from './headers.js';
 import type { HttpDecisionMessage, HttpErrorMessage } from './messages.js';
 import {
@@ -35,6 +36,7 @@ import {
   resolveRateLimitOptions,
 } from './rate-limit-options.js';
 import { type FieldReader, failureProblem, type HeaderList, refusalProblem } from './response.js';
+import type { Transport } from './transport.js';
 import type { Decision } from './types.js';
 
 /** What became of a request; the adapters apply it. */
@@ -49,14 +51,14 @@ const SKIP: Outcome = Object.freeze({ kind: 'skip' });
 const GONE: Outcome = Object.freeze({ kind: 'gone' });
 
 /**
- * One request on its way to an outcome: the framework's request and response, node:http's (the
- * same objects for node:http), and its key and cost, set as the steps find them.
+ * One request on its way to an outcome: the framework's request and response, the connection's
+ * (node:http's, the same objects for node:http), and its key and cost, set as the steps find them.
  */
-interface Pending<Req, Res> {
+interface Pending<Req, Res, Raw, RawRes> {
   readonly req: Req;
   readonly res: Res;
-  readonly raw: IncomingMessage;
-  readonly rawRes: ServerResponse;
+  readonly raw: Raw;
+  readonly rawRes: RawRes;
   key: string;
   cost: number;
 }
@@ -68,7 +70,9 @@ interface Held {
 }
 
 /** What an adapter tells the engine about its framework. */
-export interface EngineAdapter<Req, Res> {
+export interface EngineAdapter<Req, Res, Raw, RawRes> {
+  /** The connection under the framework's request and response. */
+  readonly transport: Transport<Raw, RawRes>;
   /** Reads a field set on the response so far (lowercase name): stacked limiters add to it. */
   readonly readField: FieldReader<Res>;
   /**
@@ -76,23 +80,25 @@ export interface EngineAdapter<Req, Res> {
    * is not given; `undefined`: the socket's peer.
    */
   readonly frameworkAddress?: (req: Req) => string | undefined;
+  /** Puts the decision where the framework's handlers look for it. @default `req[name] = decision` */
+  readonly setDecision?: (req: Req, name: string, decision: RequestRateLimit) => void;
 }
 
 /** The engine of one `rateLimit`: `run` decides a request; `onLimit`/`onError` are the user's answers, if any. */
-export interface Engine<Req, Res> {
-  /** `req`/`res` are the framework's, `raw`/`rawRes` node:http's (the same objects for node:http). */
-  run(req: Req, res: Res, raw: IncomingMessage, rawRes: ServerResponse): Outcome | Promise<Outcome>;
+export interface Engine<Req, Res, Raw = IncomingMessage, RawRes = ServerResponse> {
+  /** `req`/`res` are the framework's, `raw`/`rawRes` the connection's (the same objects for node:http). */
+  run(req: Req, res: Res, raw: Raw, rawRes: RawRes): Outcome | Promise<Outcome>;
   readonly onLimit: RateLimitOptions<Req, Res>['onLimit'];
   readonly onError: RateLimitOptions<Req, Res>['onError'];
   /** Publishes on `tokenpace:http:error` a failure the adapter met while answering. */
-  failed(raw: IncomingMessage, stage: HttpErrorMessage['stage'], error: unknown, statusCode: number): void;
+  failed(raw: Raw, stage: HttpErrorMessage['stage'], error: unknown, statusCode: number): void;
 }
 
 /** Checks `options` (throwing on a bad one) and makes the engine that decides requests with them. */
-export function createEngine<Req, Res>(
+export function createEngine<Req, Res, Raw, RawRes>(
   options: RateLimitOptions<Req, Res>,
-  adapter: EngineAdapter<Req, Res>,
-): Engine<Req, Res> {
+  adapter: EngineAdapter<Req, Res, Raw, RawRes>,
+): Engine<Req, Res, Raw, RawRes> {
   const {
     limiter,
     advertisedCapacity,
@@ -114,13 +120,13 @@ export function createEngine<Req, Res>(
     onLimit,
     onError,
   } = resolveRateLimitOptions(options);
-  const { readField } = adapter;
+  const { readField, transport, setDecision } = adapter;
   const frameworkAddress = trustGiven ? undefined : adapter.frameworkAddress;
   let held = 0;
 
-  const failed = (raw: IncomingMessage, stage: HttpErrorMessage['stage'], error: unknown, statusCode: number): void => {
+  const failed = (raw: Raw, stage: HttpErrorMessage['stage'], error: unknown, statusCode: number): void => {
     if (errorChannel.hasSubscribers) {
-      errorChannel.publish({ req: raw, stage, error, statusCode } satisfies HttpErrorMessage);
+      errorChannel.publish({ req: transport.message(raw), stage, error, statusCode } satisfies HttpErrorMessage);
     }
   };
 
@@ -133,11 +139,10 @@ export function createEngine<Req, Res>(
   });
 
   /** Holds the request (with `maxWait`) until it conforms; `undefined` if the client went away meanwhile. */
-  const hold = async ({ key, cost, rawRes }: Pending<Req, Res>): Promise<Held | undefined> => {
+  const hold = async ({ key, cost, rawRes }: Pending<Req, Res, Raw, RawRes>): Promise<Held | undefined> => {
     held++;
     const abort = new AbortController();
-    const onClose = (): void => abort.abort();
-    rawRes.once('close', onClose);
+    const stopListening = transport.onAbort(rawRes, () => abort.abort());
     const startMs = clock.now();
     try {
       const decision = await limiter.take(key, cost, { signal: abort.signal, maxWait: maxWaitMs });
@@ -148,11 +153,11 @@ export function createEngine<Req, Res>(
       return { decision: refusedAfterWait(error.retryAfterMs), waitedMs: 0 };
     } finally {
       held--;
-      rawRes.off('close', onClose);
+      stopListening();
     }
   };
 
-  const errorOutcome = (stage: ErrorInfo['stage'], error: unknown, raw: IncomingMessage): Outcome => {
+  const errorOutcome = (stage: ErrorInfo['stage'], error: unknown, raw: Raw): Outcome => {
     const unavailable = stage === 'limiter' && !isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY');
     const statusCode = unavailable ? 503 : 500;
     failed(raw, stage, error, statusCode);
@@ -160,15 +165,15 @@ export function createEngine<Req, Res>(
   };
 
   /** Once an admitted request's response is done: credits its cost back if its outcome says so. */
-  const watchOutcome = ({ req, res, raw, rawRes, key, cost }: Pending<Req, Res>): void => {
+  const watchOutcome = ({ req, res, raw, rawRes, key, cost }: Pending<Req, Res, Raw, RawRes>): void => {
     const { successful, failed: failedToo, wasSuccessful, credit } = giveBack as NonNullable<typeof giveBack>;
-    rawRes.once('close', () => {
+    transport.onDone(rawRes, (completed, statusCode) => {
       const give = (success: boolean): void => {
         if (success ? successful : failedToo)
           credit(key, cost).catch((error: unknown) => failed(raw, 'credit', error, 0));
       };
-      if (!rawRes.writableFinished) return give(false); // cut short: a failure
-      if (wasSuccessful === undefined) return give(rawRes.statusCode < 400);
+      if (!completed) return give(false); // cut short: a failure
+      if (wasSuccessful === undefined) return give(statusCode < 400);
       try {
         const verdict = wasSuccessful(req, res);
         if (typeof verdict === 'boolean') give(verdict);
@@ -180,10 +185,11 @@ export function createEngine<Req, Res>(
   };
 
   /** The outcome of `pending`'s decision, `waitedMs` after it arrived (0 unless held). */
-  const outcomeOf = (pending: Pending<Req, Res>, decision: Decision, waitedMs: number): Outcome => {
+  const outcomeOf = (pending: Pending<Req, Res, Raw, RawRes>, decision: Decision, waitedMs: number): Outcome => {
     const { req, res, raw, key, cost } = pending;
     if (decisionChannel.hasSubscribers) {
-      decisionChannel.publish({ req: raw, key, cost, decision, waitedMs } satisfies HttpDecisionMessage);
+      const message = { req: transport.message(raw), key, cost, decision, waitedMs };
+      decisionChannel.publish(message satisfies HttpDecisionMessage);
     }
     // Earlier limiters' fields, if any, are added to (stacked limiters); the common case reads one field.
     let name = policyName;
@@ -201,7 +207,8 @@ export function createEngine<Req, Res>(
         key,
         cost,
       };
-      (req as unknown as Record<string, unknown>)[requestProperty] = info;
+      if (setDecision === undefined) (req as unknown as Record<string, unknown>)[requestProperty] = info;
+      else setDecision(req, requestProperty, info);
     }
     if (decision.allowed) {
       if (giveBack !== undefined && cost > 0) watchOutcome(pending);
@@ -217,7 +224,7 @@ export function createEngine<Req, Res>(
   // user's functions return plain values, and goes through a promise only when one returns one.
 
   /** Decides `pending` (its key and cost known): holds it with `maxWait`, else decides at once. */
-  const decide = (pending: Pending<Req, Res>): Outcome | Promise<Outcome> => {
+  const decide = (pending: Pending<Req, Res, Raw, RawRes>): Outcome | Promise<Outcome> => {
     if (maxWaitMs > 0 && held < maxQueue) {
       return hold(pending).then(
         (done) => (done === undefined ? GONE : outcomeOf(pending, done.decision, done.waitedMs)),
@@ -228,7 +235,7 @@ export function createEngine<Req, Res>(
   };
 
   /** Decides `pending` at once (`tryTake`). */
-  const decideNow = async (pending: Pending<Req, Res>): Promise<Outcome> => {
+  const decideNow = async (pending: Pending<Req, Res, Raw, RawRes>): Promise<Outcome> => {
     let decision: Decision;
     try {
       decision = await limiter.tryTake(pending.key, pending.cost);
@@ -270,7 +277,7 @@ export function createEngine<Req, Res>(
   };
 
   /** Sets `pending`'s cost (1 without a `cost` function), then decides it. */
-  const withKey = (pending: Pending<Req, Res>): Outcome | Promise<Outcome> => {
+  const withKey = (pending: Pending<Req, Res, Raw, RawRes>): Outcome | Promise<Outcome> => {
     if (costFn === undefined) return decide(pending);
     let result: number | Promise<number>;
     try {
@@ -304,21 +311,26 @@ export function createEngine<Req, Res>(
   };
 
   /** The default key; `''` when the client's address is unknown. */
-  const addressOf = (req: Req, raw: IncomingMessage): string => {
+  const addressOf = (req: Req, raw: Raw): string => {
     const resolved = frameworkAddress?.(req);
-    return addressKey(resolved ?? clientAddress(raw, trust, proxyHeader), ipv6Subnet);
+    if (resolved !== undefined) return addressKey(resolved, ipv6Subnet);
+    const peer = transport.peer(raw);
+    const address =
+      trust === undefined ? peer : forwardedClient(peer, transport.header(raw, proxyHeader), trust, proxyHeader);
+    return addressKey(address, ipv6Subnet);
   };
 
-  const unknownAddress = (raw: IncomingMessage): Outcome => {
-    if (raw.socket?.destroyed !== false) return GONE; // the connection closed: nobody to answer
+  const unknownAddress = (raw: Raw): Outcome => {
+    if (transport.closed(raw)) return GONE; // the connection closed: nobody to answer
     const message =
-      "the client's address is unknown (the server listens on a Unix socket or a pipe): " +
+      "the client's address is unknown (the server listens on a Unix socket or a pipe, or the runtime " +
+      'does not tell it): ' +
       'give `key`, or `trustProxy` to read it from the forwarding header';
     return errorOutcome('key', new TypeError(message), raw);
   };
 
   /** Sets `pending`'s key (the client's address without a `key` function), then goes on to its cost. */
-  const unskipped = (pending: Pending<Req, Res>): Outcome | Promise<Outcome> => {
+  const unskipped = (pending: Pending<Req, Res, Raw, RawRes>): Outcome | Promise<Outcome> => {
     const { req, raw } = pending;
     let result: string | Promise<string>;
     try {
@@ -349,8 +361,8 @@ export function createEngine<Req, Res>(
     );
   };
 
-  const run = (req: Req, res: Res, raw: IncomingMessage, rawRes: ServerResponse): Outcome | Promise<Outcome> => {
-    const pending: Pending<Req, Res> = { req, res, raw, rawRes, key: '', cost: 1 };
+  const run = (req: Req, res: Res, raw: Raw, rawRes: RawRes): Outcome | Promise<Outcome> => {
+    const pending: Pending<Req, Res, Raw, RawRes> = { req, res, raw, rawRes, key: '', cost: 1 };
     if (skipFn === undefined) return unskipped(pending);
     let result: boolean | Promise<boolean>;
     try {

@@ -16,7 +16,8 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { createEngine } from './engine.js';
 import type { RateLimitOptions } from './rate-limit-options.js';
-import { abandon, failureHeaders, type HeaderList, PROBLEM_TYPE, type ProblemDetails } from './response.js';
+import { abandon, failureHeaders, fieldText, type HeaderList, PROBLEM_TYPE, type ProblemDetails } from './response.js';
+import { nodeTransport } from './transport.js';
 
 /** The parts of a Fastify request the hook uses (structural, so fastify is not a dependency). */
 export interface FastifyRequestLike {
@@ -45,23 +46,25 @@ export type RateLimitHook<Req extends FastifyRequestLike, Rep extends FastifyRep
 ) => Promise<Rep | undefined>;
 
 /**
- * The same limiter as a Fastify `onRequest` hook:
- * `fastify.addHook('onRequest', rateLimitHook({ rate: 20, burst: 40 }))`.
+ * The same limiter as a Fastify `onRequest` hook, for every route
+ * (`fastify.addHook('onRequest', rateLimitHook({ rate: 20, burst: 40 }))`)
+ * or one (`fastify.get('/report', { onRequest: rateLimitHook(...) }, handler)`).
  * `key`, `cost`, `skip`, `onLimit`, `onError` and `requestWasSuccessful`
- * receive Fastify's request and reply; the default key is `request.ip`
- * (Fastify's own `trustProxy`) unless `trustProxy` is given, and the decision
- * is on `request.rateLimit` (`requestPropertyName`).
+ * receive Fastify's request and reply, typed as {@link FastifyRequestLike}
+ * unless a callback's parameter says more (`key: (request: FastifyRequest) => ...`):
+ * the hook's type is never inferred from where it is put, which would be `never`
+ * in route options. The default key is `request.ip` (Fastify's own
+ * `trustProxy`) unless `trustProxy` is given, and the decision is on
+ * `request.rateLimit` (`requestPropertyName`). `rateLimitPlugin`
+ * (`tokenpace/fastify`) registers it with per-route options.
  */
 export function rateLimitHook<
   Req extends FastifyRequestLike = FastifyRequestLike,
   Rep extends FastifyReplyLike = FastifyReplyLike,
->(options: RateLimitOptions<Req, Rep>): RateLimitHook<Req, Rep> {
-  const engine = createEngine<Req, Rep>(options, {
-    readField: (reply, name) => {
-      const value = reply.getHeader(name);
-      if (value === undefined || typeof value === 'string') return value;
-      return Array.isArray(value) ? value.join(', ') : String(value);
-    },
+>(options: RateLimitOptions<Req, Rep>): RateLimitHook<NoInfer<Req>, NoInfer<Rep>> {
+  const engine = createEngine(options, {
+    transport: nodeTransport,
+    readField: (reply, name) => fieldText(reply.getHeader(name)),
     frameworkAddress: (request) => request.ip,
   });
   const send = (reply: Rep, problem: ProblemDetails, headers: HeaderList): void => {

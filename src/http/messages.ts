@@ -9,7 +9,8 @@ import type { Decision } from '../meters/decision.js';
 
 /** `tokenpace:http:decision`: one per decided request. */
 export interface HttpDecisionMessage {
-  readonly req: IncomingMessage;
+  /** node:http's request; the web `Request` where there is none (Hono on Bun, Deno, Workers). */
+  readonly req: IncomingMessage | Request;
   readonly key: string;
   readonly cost: number;
   readonly decision: Decision;
@@ -22,7 +23,8 @@ export interface HttpDecisionMessage {
  * finish it as it should. Every such failure is published, whoever answers it.
  */
 export interface HttpErrorMessage {
-  readonly req: IncomingMessage;
+  /** node:http's request; the web `Request` where there is none (Hono on Bun, Deno, Workers). */
+  readonly req: IncomingMessage | Request;
   /**
    * Where it failed: a `key`, `cost` or `skip` function, or the limiter (the request could not be
    * decided); the user's `onLimit` or `onError`, which threw or rejected; `next`, the handler a

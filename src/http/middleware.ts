@@ -22,7 +22,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createEngine, type Outcome } from './engine.js';
 import type { RateLimitOptions } from './rate-limit-options.js';
-import { abandon, failureHeaders, salvage, sendProblem } from './response.js';
+import { abandon, failureHeaders, readResponseField, salvage, sendProblem } from './response.js';
+import { nodeTransport } from './transport.js';
 
 /** A Connect/Express/node:http middleware over the framework's request and response types. */
 export type RateLimitMiddleware<
@@ -66,7 +67,11 @@ export function rateLimit<Req extends IncomingMessage = HttpRequest, Res extends
 }
 
 function nodeMiddleware(options: RateLimitOptions): RateLimitMiddleware {
-  const engine = createEngine(options, { readField: readResponseField, frameworkAddress: expressAddress });
+  const engine = createEngine(options, {
+    transport: nodeTransport,
+    readField: readResponseField,
+    frameworkAddress: expressAddress,
+  });
 
   /** A refusal or failure that can no longer be answered: its headers went out before it. */
   const cutShort = (req: IncomingMessage, res: ServerResponse, what: string): void => {
@@ -174,13 +179,6 @@ function nodeMiddleware(options: RateLimitOptions): RateLimitMiddleware {
 /** Which user callback an outcome runs: what failed if applying it threw. */
 function stageOf(outcome: Outcome): 'onLimit' | 'onError' | 'next' {
   return outcome.kind === 'limit' ? 'onLimit' : outcome.kind === 'error' ? 'onError' : 'next';
-}
-
-/** A response field set so far, as one string. */
-function readResponseField(res: ServerResponse, name: string): string | undefined {
-  const value = res.getHeader(name);
-  if (value === undefined || typeof value === 'string') return value;
-  return Array.isArray(value) ? value.join(', ') : String(value);
 }
 
 /**

@@ -289,7 +289,8 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
       'global',
       options.global,
       "`global` is a bucket over all keys, `{ rate, burst }`; to limit every route (@fastify/rate-limit's " +
-        "`global: true`), register the hook on the instance: fastify.addHook('onRequest', rateLimitHook(...))",
+        '`global: true`), register rateLimitPlugin (tokenpace/fastify), which does, or the hook on the ' +
+        "instance: fastify.addHook('onRequest', rateLimitHook(...))",
     );
   }
   let limiter: RateLimitDecider;

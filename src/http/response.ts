@@ -215,6 +215,17 @@ export function failureHeaders(statusCode: number): HeaderList {
   return statusCode === 503 ? [['Retry-After', '1']] : NO_HEADERS;
 }
 
+/** A field set so far on a node:http response, as one string: the {@link FieldReader} of node:http's adapters. */
+export function readResponseField(res: ServerResponse, name: string): string | undefined {
+  return fieldText(res.getHeader(name));
+}
+
+/** A response field's value as node:http and Fastify give it, as one string. */
+export function fieldText(value: number | string | readonly string[] | undefined): string | undefined {
+  if (value === undefined || typeof value === 'string') return value;
+  return Array.isArray(value) ? value.join(', ') : String(value);
+}
+
 /** Ends `res` with a problem details body; the caller has checked that its headers have not gone out. */
 export function sendProblem(res: ServerResponse, problem: ProblemDetails, headers: HeaderList): void {
   res.statusCode = problem.status;

@@ -286,6 +286,11 @@ export class RedisStore extends EventEmitter<StoreEvents> implements KeyedStore 
     this.#health.close();
   }
 
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   #enqueue(pending: Pending): void {
     this.#pending.push(pending);
     if (this.#flushScheduled) return;

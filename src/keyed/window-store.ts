@@ -297,6 +297,11 @@ export class RedisWindowStore extends EventEmitter<StoreEvents> implements Windo
     this.#health.close();
   }
 
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   /** The Redis key of `key`'s window counter. */
   keyFor(key: string): string {
     return `${this.prefix}:w:${key}`;

@@ -254,6 +254,10 @@ export class PostgresStore extends EventEmitter<StoreEvents> implements KeyedSto
   close(): void {
     this.#health.close();
   }
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
 
   /** One call of the decision function for `op`, by `mode` (keyed-sql.ts), bounded by the timeout. */
   #call(op: Pick<StoreOp, 'key' | 'cost' | 'bucket' | 'global'>, mode: string, a: string | null, b: string | null) {

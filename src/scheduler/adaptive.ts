@@ -129,6 +129,11 @@ export class AdaptiveRate {
     }
   }
 
+  /** {@link close}, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
   #succeeded(): void {
     const previousRate = this.#aimd.rate;
     if (this.#aimd.succeeded(this.#clock.now(), this.#scheduler.size !== 0)) this.#apply(previousRate, 'increase');

@@ -77,12 +77,6 @@ export type {
 const EMPTY: ScheduleOptions = Object.freeze({});
 
 /**
- * `Symbol.asyncDispose` (every runtime the package supports has it), typed as a plain symbol so that
- * the declarations need no `esnext.disposable` lib in a consumer's tsconfig.
- */
-const asyncDispose = (Symbol as { asyncDispose?: symbol }).asyncDispose as symbol;
-
-/**
  * Runs jobs under a token-bucket rate and a weighted concurrency limit, with a
  * bounded priority queue that rejects when full. With `store` and `key`, the
  * limits are shared by every scheduler on that store and key (a fleet).
@@ -419,7 +413,7 @@ export class Scheduler {
   }
 
   /** `await using scheduler = new Scheduler(...)`: {@link close} at the end of the scope. */
-  [asyncDispose](): Promise<void> {
+  [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
 

@@ -1,23 +1,34 @@
 /**
- * The same app in the three frameworks rateLimit serves, each on a real
- * loopback port: a plain node:http server, an Express 5 app and a Fastify 5
- * app. Each runs the given limiters in order, then a route that answers
+ * The same app in the five frameworks rateLimit serves, each on a real
+ * loopback port: a plain node:http server, an Express 5 app, a Fastify 5 app,
+ * a Hono 4 app on @hono/node-server and a Koa 3 app. Each runs the given limiters in order, then a route that answers
  * `{ rateLimit }` (what the handler finds on its request) with the status the
  * request asks for in `x-status` (200 by default). Each framework's own error
  * path answers 599 with `{ handled: message }`: the node:http server's `next`
- * takes an error, Express has an error middleware, Fastify an error handler.
+ * takes an error, Express has an error middleware, Fastify an error handler,
+ * Hono `app.onError`, Koa a first middleware that catches. The limiters' options
+ * are written once for all ({@link AnyOptions}); Hono's and Koa's callbacks take
+ * one context, so they are adapted here ({@link forContext}).
  */
 
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
 import express from 'express';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import { Hono, type Context as HonoContext } from 'hono';
+import Koa from 'koa';
 import { type FastifyReplyLike, type FastifyRequestLike, rateLimitHook } from '../../src/http/fastify.js';
+import { honoRateLimit } from '../../src/http/hono.js';
+import { koaRateLimit } from '../../src/http/koa.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import type { RateLimitOptions } from '../../src/http/rate-limit-options.js';
 
-export type Framework = 'node:http' | 'express' | 'fastify';
-export const FRAMEWORKS: readonly Framework[] = ['node:http', 'express', 'fastify'];
+export type Framework = 'node:http' | 'express' | 'fastify' | 'hono' | 'koa';
+export const FRAMEWORKS: readonly Framework[] = ['node:http', 'express', 'fastify', 'hono', 'koa'];
+
+/** Frameworks that can send a response's headers before the limiter runs (Hono sends only the app's Response). */
+export const SENDS_HEADERS_EARLY: readonly Framework[] = ['node:http', 'express', 'fastify', 'koa'];
 
 /** Options whose functions read only what every framework's request has. */
 export type AnyOptions = RateLimitOptions<{ readonly headers: IncomingHttpHeaders }, unknown>;
@@ -45,6 +56,33 @@ const found = (req: object) => ({
 });
 const handled = (error: unknown) => JSON.stringify({ handled: error instanceof Error ? error.message : String(error) });
 
+type Req = { readonly headers: IncomingHttpHeaders };
+
+/**
+ * {@link AnyOptions} for a framework whose callbacks take one context: each `(req, res, ...)`
+ * callback is called with `reqOf(context)` and `resOf(context)`.
+ */
+function forContext<C, A>(layer: AnyOptions, reqOf: (c: C) => Req, resOf: (c: C) => unknown, answer: () => A) {
+  const { key, cost, skip, onLimit, onError, requestWasSuccessful, ...rest } = layer;
+  return {
+    ...rest,
+    ...(key && { key: (c: C) => key(reqOf(c)) }),
+    ...(cost && { cost: (c: C) => cost(reqOf(c)) }),
+    ...(skip && { skip: (c: C) => skip(reqOf(c)) }),
+    ...(requestWasSuccessful && { requestWasSuccessful: (c: C) => requestWasSuccessful(reqOf(c), resOf(c)) }),
+    ...(onLimit && {
+      onLimit: async (c: C, info: Parameters<typeof onLimit>[2]) => {
+        await onLimit(reqOf(c), resOf(c), info);
+        return answer(); // Hono's onLimit returns the answer
+      },
+    }),
+    ...(onError && {
+      onError: (error: unknown, c: C, next: () => Promise<unknown>, info: Parameters<typeof onError>[4]) =>
+        onError(error, reqOf(c), resOf(c), () => void next(), info),
+    }),
+  };
+}
+
 type Step = (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void;
 
 const headersFirst: Step = (_req, res, next) => {
@@ -58,6 +96,66 @@ export async function startApp(framework: Framework, spec: AppSpec): Promise<App
   const unix = host.startsWith('/');
   const urlOf = (address: AddressInfo | string | null): string =>
     unix ? 'http://localhost' : `http://${host.includes(':') ? `[${host}]` : host}:${(address as AddressInfo).port}`;
+  if (framework === 'hono') {
+    const app = new Hono();
+    const reqOf = (c: HonoContext): Req => ({ headers: Object.fromEntries(c.req.raw.headers) });
+    for (const layer of spec.layers) {
+      const resOf = (c: HonoContext) => ({ statusCode: c.res.status });
+      app.use(honoRateLimit(forContext(layer, reqOf, resOf, () => new Response('answered by onLimit'))));
+    }
+    app.onError(
+      (error) => new Response(handled(error), { status: 599, headers: { 'content-type': 'application/json' } }),
+    );
+    app.all('*', (c) => {
+      const { headers } = reqOf(c);
+      if (hangs(headers)) return new Promise<Response>(() => {});
+      const body = { rateLimit: c.get('rateLimit' as never) ?? null, limits: c.get('limits' as never) ?? null };
+      return c.body(JSON.stringify(body), status(headers) as 200, { 'content-type': 'application/json' });
+    });
+    return listening(createAdaptorServer({ fetch: app.fetch }) as ReturnType<typeof createServer>, host, urlOf);
+  }
+  if (framework === 'koa') {
+    const app = new Koa();
+    app.proxy = spec.frameworkTrustProxy !== undefined && spec.frameworkTrustProxy !== false;
+    app.use(async (ctx, next) => {
+      try {
+        await next();
+      } catch (error) {
+        ctx.status = 599;
+        ctx.type = 'application/json';
+        ctx.body = handled(error);
+      }
+    });
+    if (spec.sendHeadersFirst) {
+      app.use(async (ctx, next) => {
+        headersFirst(ctx.req, ctx.res, () => {});
+        await next();
+      });
+    }
+    for (const layer of spec.layers) {
+      app.use(
+        koaRateLimit(
+          forContext(
+            layer,
+            (ctx: Koa.Context) => ctx,
+            (ctx: Koa.Context) => ctx.res,
+            () => {},
+          ),
+        ),
+      );
+    }
+    app.use(async (ctx) => {
+      if (hangs(ctx.headers)) return new Promise<void>(() => {});
+      if (ctx.headerSent) {
+        ctx.respond = false;
+        ctx.res.end();
+        return;
+      }
+      ctx.status = status(ctx.headers);
+      ctx.body = found(ctx.state);
+    });
+    return listening(createServer(app.callback()), host, urlOf);
+  }
   if (framework === 'fastify') {
     const app = Fastify({ trustProxy: spec.frameworkTrustProxy ?? false });
     if (spec.sendHeadersFirst) {
@@ -119,6 +217,16 @@ export async function startApp(framework: Framework, spec: AppSpec): Promise<App
       run(0);
     });
   }
+  return listening(server, host, urlOf);
+}
+
+/** Starts `server` on `host` (a Unix socket path if it starts with `/`). */
+async function listening(
+  server: ReturnType<typeof createServer>,
+  host: string,
+  urlOf: (address: AddressInfo | string | null) => string,
+): Promise<App> {
+  const unix = host.startsWith('/');
   await new Promise<void>((resolve) => (unix ? server.listen(host, resolve) : server.listen(0, host, resolve)));
   return {
     url: urlOf(server.address()),

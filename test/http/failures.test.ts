@@ -1,6 +1,6 @@
 /**
- * No request left hanging, and no failure swallowed, in node:http, Express 5
- * and Fastify 5: a user's onLimit/onError that throws reaches the framework's
+ * No request left hanging, and no failure swallowed, in node:http, Express 5,
+ * Fastify 5, Hono 4 and Koa 3: a user's onLimit/onError that throws reaches the framework's
  * error path (here it answers 599), a refusal after the headers went out goes
  * to onLimit if given and else destroys the connection, a key of '' is a 500,
  * a key or cost promise that never settles is bounded by functionTimeout.
@@ -18,7 +18,7 @@ import type { HttpErrorMessage } from '../../src/http/messages.js';
 import { rateLimit } from '../../src/http/middleware.js';
 import type { Decision, RateLimitDecider } from '../../src/http/types.js';
 import { fakeClock } from '../helpers/fake-clock.js';
-import { type App, type AppSpec, FRAMEWORKS, startApp } from './apps.js';
+import { type App, type AppSpec, FRAMEWORKS, SENDS_HEADERS_EARLY, startApp } from './apps.js';
 import { agent, call, serve, until } from './support.js';
 
 const client = agent();
@@ -104,7 +104,9 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     ]);
   });
 
-  it.each([
+  // Hono sends nothing before the app's Response: no refusal comes after the headers went out.
+  const early = SENDS_HEADERS_EARLY.includes(framework);
+  it.runIf(early).each([
     ['refused', refusing],
     ['failed', failing],
   ])(
@@ -121,7 +123,7 @@ describe.each(FRAMEWORKS)('%s', (framework) => {
     },
   );
 
-  it('a request refused after its headers went out is handed to onLimit, with no header set', async () => {
+  it.runIf(early)('a request refused after its headers went out is handed to onLimit, with no header set', async () => {
     // express-rate-limit's "should not attempt to set headers if request.headersSent is true": the
     // user's handler answers, and no field is set on a response whose headers are out.
     const seen: unknown[] = [];

@@ -2,7 +2,7 @@
  * What a route handler finds on its request (`req.rateLimit`, Fastify's
  * `request.rateLimit`), and costs given back once a response's status is
  * known (`skipSuccessfulRequests`, `skipFailedRequests`), in node:http,
- * Express 5 and Fastify 5; the give-back also on a RedisStore against a real
+ * Express 5, Fastify 5, Hono 4 and Koa 3; the give-back also on a RedisStore against a real
  * redis-server.
  */
 

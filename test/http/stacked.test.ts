@@ -1,6 +1,6 @@
 /**
  * Stacked limiters (per second, per minute, ... on one route) and the header
- * styles for older clients, in node:http, Express 5 and Fastify 5. Each
+ * styles for older clients, in node:http, Express 5, Fastify 5, Hono 4 and Koa 3. Each
  * limiter adds its item to `RateLimit-Policy` and `RateLimit` under a name of
  * its own, so the client sees every limit; the single-valued fields of the
  * older styles keep the most restrictive layer's values.
