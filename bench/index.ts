@@ -18,7 +18,7 @@ import { bucketSection } from './bucket.js';
 import { fleetSection } from './fleet.js';
 import type { Section } from './harness.js';
 import { httpSection } from './http.js';
-import { keyedRedisSection, keyedSection } from './keyed.js';
+import { keyedPlansSection, keyedRedisSection, keyedSection } from './keyed.js';
 import { schedulerSection } from './scheduler.js';
 import { streamSection } from './stream.js';
 
@@ -27,6 +27,7 @@ const sections: Section[] = [
   streamSection,
   schedulerSection,
   keyedSection,
+  keyedPlansSection,
   keyedRedisSection,
   fleetSection,
   httpSection,

@@ -25,6 +25,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decisionChannel, errorChannel } from '../diagnostics.js';
 import { isTokenpaceError } from '../errors.js';
+import type { BucketParams } from '../meters/bucket.js';
 import { addressKey, clientAddress } from './client-address.js';
 import { retryAfterSeconds } from './headers.js';
 import type { HttpDecisionMessage, HttpErrorMessage } from './messages.js';
@@ -36,7 +37,6 @@ import {
   resolveRateLimitOptions,
 } from './rate-limit-options.js';
 import { type FieldReader, failureProblem, type HeaderList, refusalProblem } from './response.js';
-import type { BucketParams } from '../meters/bucket.js';
 import type { Decision } from './types.js';
 
 /** What became of a request; the adapters apply it. */

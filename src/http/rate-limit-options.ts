@@ -458,7 +458,7 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
 
 /** The limits function of the KeyedLimiter rateLimit makes for limits by plan: never called, each request's are given. */
 function unresolved(): never {
-  throw new Error('rateLimit resolves each request\'s limits itself');
+  throw new Error("rateLimit resolves each request's limits itself");
 }
 
 /** Each plan's policy, computed once per limits object (plans and `limits` objects resolve to the same one each time). */

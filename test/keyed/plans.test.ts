@@ -37,7 +37,8 @@ const stores: Array<[string, (clock: Clock) => KeyedStore]> = [
   ['MemoryStore', (clock) => new MemoryStore({ clock })],
   [
     'RedisStore',
-    (clock) => new RedisStore({ client: ioredis, prefix: `plans-${process.pid}-${++n}`, onError: 'deny', now: clock.now }),
+    (clock) =>
+      new RedisStore({ client: ioredis, prefix: `plans-${process.pid}-${++n}`, onError: 'deny', now: clock.now }),
   ],
 ];
 
@@ -149,7 +150,9 @@ describe.each(stores)('limits by plan on a %s', (_name, makeStore) => {
     const clock = manualClock(1000);
     const store = makeStore(clock);
     const byName = new KeyedLimiter({ plans: PLANS, plan: () => 'gold', store, clock });
-    await expect(byName.tryTake('k')).rejects.toThrow(/plan\(\) returned "gold", which is not one of `plans` \(free, pro, paid\)/);
+    await expect(byName.tryTake('k')).rejects.toThrow(
+      /plan\(\) returned "gold", which is not one of `plans` \(free, pro, paid\)/,
+    );
     const bad = new KeyedLimiter({ limits: () => ({ rate: 0, burst: 1 }), store, clock });
     await expect(bad.tryTake('k')).rejects.toMatchObject({ code: 'ERR_INVALID_RATE' });
     const over = new KeyedLimiter({ plans: PLANS, plan: () => 'free', store, clock });
@@ -162,14 +165,15 @@ describe('limits by plan: options and memory', () => {
     const limits = () => ({ rate: 1, burst: 1 });
     // @ts-expect-error: rate beside limits
     expect(() => new KeyedLimiter({ rate: 1, burst: 1, limits })).toThrow(/either `rate` and `burst`/);
-    // @ts-expect-error: no plans table
     expect(() => new KeyedLimiter({ plan: () => 'free' })).toThrow(/Expected `plans` to be a table/);
     expect(() => new KeyedLimiter({ plans: PLANS })).toThrow(/Expected `plan` to be a function/);
     expect(() => new KeyedLimiter({ limits, plans: PLANS, plan: () => 'free' })).toThrow(/either `limits`/);
     expect(() => new KeyedLimiter({ plans: { free: { rate: 1 } as never }, plan: () => 'free' })).toThrow(
       /plans\.free to have both `rate` and `burst`/,
     );
-    expect(() => new KeyedLimiter({ limits }).setRate(2)).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => new KeyedLimiter({ limits }).setRate(2)).toThrow(
+      expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
+    );
   });
 
   it('parses a limits object again only when its rate or burst changed', async () => {
