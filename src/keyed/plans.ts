@@ -130,30 +130,53 @@ interface Parsed {
   params: BucketParams;
 }
 
+/** Objects whose parse is looked up by identity before the WeakMap: a handful of plans fit. */
+const RECENT = 8;
+
 function fromLimits<S>(limits: LimitsFunction<S>): LimitsResolver<S> {
   const parsed = new WeakMap<object, Parsed>();
+  const recent: (PlanLimits | undefined)[] = new Array(RECENT).fill(undefined);
+  const recentParsed: (Parsed | undefined)[] = new Array(RECENT).fill(undefined);
+  let next = 0;
   const paramsOf = (value: PlanLimits): BucketParams => {
-    if (typeof value === 'object' && value !== null) {
-      const seen = parsed.get(value);
-      if (seen !== undefined && seen.rate === value.rate && seen.burst === value.burst) return seen.params;
+    for (let i = 0; i < RECENT; i++) {
+      if (recent[i] === value) {
+        const seen = recentParsed[i] as Parsed;
+        if (seen.rate === value.rate && seen.burst === value.burst) return seen.params;
+        break;
+      }
     }
-    const params = planParams(value, 'the value of limits()');
-    parsed.set(value, { rate: value.rate, burst: value.burst, params });
-    return params;
+    let seen = typeof value === 'object' && value !== null ? parsed.get(value) : undefined;
+    if (seen === undefined || seen.rate !== value.rate || seen.burst !== value.burst) {
+      const params = planParams(value, 'the value of limits()'); // throws for anything but { rate, burst }
+      seen = { rate: value.rate, burst: value.burst, params };
+      parsed.set(value, seen);
+    }
+    recent[next] = value;
+    recentParsed[next] = seen;
+    next = (next + 1) % RECENT;
+    return seen.params;
   };
   return (subject) => {
     const value = limits(subject);
-    if (isThenable(value)) return Promise.resolve(value).then(paramsOf);
-    return paramsOf(value);
+    if (typeof (value as { then?: unknown } | null)?.then === 'function') return Promise.resolve(value).then(paramsOf);
+    return paramsOf(value as PlanLimits);
   };
 }
 
 function fromPlans<S>(plans: Readonly<Record<string, PlanLimits>>, plan: PlanFunction<S>): LimitsResolver<S> {
   const table = new Map<string, BucketParams>();
   for (const name of Object.keys(plans)) table.set(name, planParams(plans[name], `plans.${name}`));
+  let lastName: string | undefined;
+  let lastParams: BucketParams | undefined;
   const paramsOf = (name: string): BucketParams => {
+    if (name === lastName) return lastParams as BucketParams;
     const params = typeof name === 'string' ? table.get(name) : undefined;
-    if (params !== undefined) return params;
+    if (params !== undefined) {
+      lastName = name;
+      lastParams = params;
+      return params;
+    }
     throw new InvalidOptionError(
       'plan',
       name,
@@ -163,11 +186,8 @@ function fromPlans<S>(plans: Readonly<Record<string, PlanLimits>>, plan: PlanFun
   };
   return (subject) => {
     const name = plan(subject);
-    if (isThenable(name)) return Promise.resolve(name).then(paramsOf);
-    return paramsOf(name);
+    if (typeof name === 'string') return paramsOf(name);
+    if (typeof (name as { then?: unknown } | null)?.then === 'function') return Promise.resolve(name).then(paramsOf);
+    return paramsOf(name as never); // not a name: refused with the table's names
   };
-}
-
-function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
