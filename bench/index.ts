@@ -19,7 +19,7 @@ import { fleetSection } from './fleet.js';
 import { fleetBandwidthSection } from './fleet-bandwidth.js';
 import type { Section } from './harness.js';
 import { httpSection } from './http.js';
-import { keyedRedisSection, keyedSection } from './keyed.js';
+import { keyedPlansSection, keyedRedisSection, keyedSection } from './keyed.js';
 import { keyedPostgresSection } from './keyed-postgres.js';
 import { schedulerSection } from './scheduler.js';
 import { streamSection } from './stream.js';
@@ -29,6 +29,7 @@ const sections: Section[] = [
   streamSection,
   schedulerSection,
   keyedSection,
+  keyedPlansSection,
   keyedRedisSection,
   keyedPostgresSection,
   fleetSection,

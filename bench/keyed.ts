@@ -270,6 +270,69 @@ async function memoryNewKeys(): Promise<string> {
   ].join('\n');
 }
 
+/**
+ * Limits by plan against one pair for every key, in one run: the same 1000 hot keys (half drained),
+ * the same store, each key's limits from a table of plans (a plan name per key, read from a Map) or
+ * from a function returning one of two constant objects. Goal: within 10 % of the single plan.
+ */
+async function memoryPlans(): Promise<string> {
+  const burst = 1e9;
+  const rate = 0.001;
+  const open = Array.from({ length: HOT_KEYS / 2 }, (_, i) => `open:${i}`);
+  const drained = Array.from({ length: HOT_KEYS / 2 }, (_, i) => `drained:${i}`);
+  const keys = open.flatMap((key, i) => [key, drained[i] as string]);
+  const planOf = new Map(keys.map((key, i) => [key, i % 4 === 0 ? 'paid' : 'free'] as const));
+  const plans = { free: { rate, burst }, paid: { rate: 2 * rate, burst } };
+  const single = new KeyedLimiter({ rate, burst, maxKeys: HOT_KEYS });
+  const byTable = new KeyedLimiter({ plans, plan: (key) => planOf.get(key) ?? 'free', maxKeys: HOT_KEYS });
+  const byFunction = new KeyedLimiter({
+    limits: (key) => (planOf.get(key) === 'paid' ? plans.paid : plans.free),
+    maxKeys: HOT_KEYS,
+  });
+  const limiters = [single, byTable, byFunction];
+  for (const limiter of limiters) for (const key of drained) await limiter.tryTake(key, burst);
+  const counts: Counted[] = limiters.map(() => ({ admitted: 0, total: 0 }));
+  const cursors = limiters.map(() => 0);
+  const contender = (name: string, i: number) => ({
+    name,
+    async run(n: number) {
+      const limiter = limiters[i] as KeyedLimiter;
+      const c = counts[i] as Counted;
+      let cursor = cursors[i] as number;
+      for (let j = 0; j < n; j++)
+        if ((await limiter.tryTake(keys[cursor++ % HOT_KEYS] as string)).allowed) c.admitted++;
+      cursors[i] = cursor;
+      c.total += n;
+    },
+  });
+  const measured = await compare(
+    [
+      contender('KeyedLimiter, one rate and burst', 0),
+      contender('KeyedLimiter, plans + plan(key)', 1),
+      contender('KeyedLimiter, limits(key)', 2),
+    ],
+    { rounds: 7, sampleMs: 200 },
+  );
+  return [
+    `#### Limits by plan: ${HOT_KEYS} hot keys, half drained, two plans`,
+    '',
+    table(
+      ['contender', 'decisions', 'vs one plan', 'admitted'],
+      rowsWithShare(measured, counts, measured[0]?.name ?? ''),
+    ),
+    '',
+    'Goal: limits by plan within 10 % of one rate and burst.',
+  ].join('\n');
+}
+
+export const keyedPlansSection: Section = {
+  id: 'keyed-plans',
+  title: 'Keyed limits by plan in memory',
+  async run() {
+    return memoryPlans();
+  },
+};
+
 export const keyedSection: Section = {
   id: 'keyed',
   title: 'Keyed limits in memory',

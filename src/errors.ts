@@ -107,10 +107,11 @@ export class CostExceedsCapacityError extends TokenpaceError {
   readonly cost: number;
   /** The bucket's capacity (its burst), or the scheduler's concurrency. */
   readonly capacity: number;
-  constructor(cost: number, capacity: number, what = "the bucket's capacity (burst)") {
+  /** `quantity`: what the message calls the number (`'weight'` for a job's concurrency weight given apart from its cost). */
+  constructor(cost: number, capacity: number, what = "the bucket's capacity (burst)", quantity = 'cost') {
     super(
       'ERR_COST_EXCEEDS_CAPACITY',
-      `cost ${cost} exceeds ${what} of ${capacity}: a request that large can never conform; ` +
+      `${quantity} ${cost} exceeds ${what} of ${capacity}: a request that large can never conform; ` +
         `raise the limit to at least ${cost} or split the request`,
     );
     this.cost = cost;
@@ -143,14 +144,25 @@ export class QueueFullError extends TokenpaceError {
   readonly maxQueue: number;
   /** An estimate of when a slot frees up, in milliseconds. */
   readonly retryAfterMs: number;
-  constructor(maxQueue: number, retryAfterMs: number) {
+  /**
+   * `'full'`: the new job was turned away; `'evicted'`: a waiting job made room for one of higher
+   * priority (`onFull: 'evict-lower'`); `'dropped'`: the oldest waiting job of the lowest priority
+   * made room for a newer one (`onFull: 'drop-oldest'`).
+   */
+  readonly reason: 'full' | 'evicted' | 'dropped';
+  constructor(maxQueue: number, retryAfterMs: number, reason: 'full' | 'evicted' | 'dropped' = 'full') {
+    const retry = `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxQueue if the backlog is expected`;
     super(
       'ERR_QUEUE_FULL',
-      `queue full: ${maxQueue} jobs are already waiting (maxQueue ${maxQueue}); ` +
-        `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxQueue if the backlog is expected`,
+      reason === 'full'
+        ? `queue full: ${maxQueue} jobs are already waiting (maxQueue ${maxQueue}); ${retry}`
+        : reason === 'evicted'
+          ? `evicted from a full queue (maxQueue ${maxQueue}) by a job of higher priority; ${retry}`
+          : `dropped from a full queue (maxQueue ${maxQueue}), the oldest of the lowest priority, for a newer job; ${retry}`,
     );
     this.maxQueue = maxQueue;
     this.retryAfterMs = retryAfterMs;
+    this.reason = reason;
   }
 }
 

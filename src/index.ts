@@ -95,6 +95,10 @@ export {
   type KeyedLimiterOptions,
   type KeyedRejectedMessage,
   type KeyedTakeOptions,
+  type LimitsFunction,
+  type PlanFunction,
+  type PlanKeyedLimiterOptions,
+  type PlanLimits,
   type WindowKeyedLimiterOptions,
 } from './keyed/keyed-limiter.js';
 export { MemoryStore, type MemoryStoreOptions } from './keyed/memory-store.js';

@@ -34,11 +34,11 @@
  * store's time after which the caller has given the call up), then per op:
  *
  * - `b` exchange: leaseMs, claimTtlMs, n, then n lease ids to release, then
- *   (cost, maxWaitMs (-1 = any), leaseId) per job: drops the n leases, then
+ *   (cost or `cost:weight`, maxWaitMs (-1 = any), leaseId) per job: drops the n leases, then
  *   (unless late: status 5, every job 4) tries the jobs in order (see `ExchangeOp` in ./store.ts). A job is granted
- *   if the budget has room for `cost` (and for the oldest claim) and the bucket
- *   would hold `cost` within its maxWaitMs: the bucket is charged (into debt)
- *   and a lease of weight `cost` is held until now + delay + leaseMs. Only the
+ *   if the budget has room for its weight (the cost unless given; and for the oldest claim) and the bucket
+ *   would hold `cost` within its maxWaitMs: the bucket is charged `cost` (into debt)
+ *   and a lease of that weight is held until now + delay + leaseMs. Only the
  *   first job granted may have a delay; the exchange stops after it, at the
  *   first job that would need one after a grant, and at the first refused for
  *   lack of units (which records its claim). Per job: 1 ok, 0 wait too long,
@@ -126,7 +126,14 @@ if op == 'b' then
   local granted, stop = 0, late
   if late then status = 5 end
   for i = 11 + nrel, #ARGV, 3 do
-    local cost = tonumber(ARGV[i])
+    -- 'cost' or 'cost:weight': tokens from the bucket, and units its lease holds (the cost unless told)
+    local cost, w = tonumber(ARGV[i]), nil
+    if not cost then
+      local colon = string.find(ARGV[i], ':', 1, true)
+      cost = tonumber(string.sub(ARGV[i], 1, colon - 1))
+      w = tonumber(string.sub(ARGV[i], colon + 1))
+    end
+    w = w or cost
     local maxwait = tonumber(ARGV[i + 1])
     local me = ARGV[i + 2]
     local st, d, r = 4, 0, now
@@ -141,7 +148,7 @@ if op == 'b' then
       d = r - now
       granted = granted + 1
       if d > 0 then stop = true end
-    elseif (conc >= 0 and cost > conc) or (rate >= 0 and cost > burst) then
+    elseif (conc >= 0 and w > conc) or (rate >= 0 and cost > burst) then
       st = 3
     else
       -- the oldest live claim on the budget: later acquires leave room for it
@@ -160,14 +167,14 @@ if op == 'b' then
           redis.call('HDEL', KC, head[1])
         end
       end
-      if conc >= 0 and inf + cost + ahead > conc + slack_for(conc) then
+      if conc >= 0 and inf + w + ahead > conc + slack_for(conc) then
         st = 2
         stop = true
         -- claims in order of first refusal (a counter, not the time: two in one ms keep their order)
         if not redis.call('ZSCORE', KQ, me) then
           redis.call('ZADD', KQ, redis.call('HINCRBY', KS, 'cseq', 1), me)
         end
-        redis.call('HSET', KC, me, fmt(cost) .. ' ' .. fmt(now))
+        redis.call('HSET', KC, me, fmt(w) .. ' ' .. fmt(now))
       else
         if rate >= 0 then d = delay_until(b, rate, burst, now, cost) end
         if d > 0 and granted > 0 then
@@ -181,8 +188,8 @@ if op == 'b' then
           r = now + d
           if rate >= 0 then charge(b, rate, burst, now, cost) end
           redis.call('ZADD', KL, r + leasems, me)
-          redis.call('HSET', KW, me, ARGV[i])
-          inf = inf + cost
+          redis.call('HSET', KW, me, fmt(w))
+          inf = inf + w
           if conc >= 0 then
             redis.call('ZREM', KQ, me)
             redis.call('HDEL', KC, me)

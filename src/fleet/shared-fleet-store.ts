@@ -220,7 +220,8 @@ export abstract class SharedFleetStore extends EventEmitter<StoreEvents> impleme
     const release = [...this.#takePending(key), ...ids];
     const args = ['b', String(op.leaseMs), String(op.claimTtlMs), String(release.length), ...release];
     for (const a of op.acquire) {
-      args.push(String(a.cost), a.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(a.maxWaitMs), a.leaseId);
+      const word = a.weight === undefined || a.weight === a.cost ? String(a.cost) : `${a.cost}:${a.weight}`;
+      args.push(word, a.maxWaitMs === Number.POSITIVE_INFINITY ? '-1' : String(a.maxWaitMs), a.leaseId);
     }
     this.#leaseMs.set(key, op.leaseMs);
     const reply = await this.#call(key, op.params, args);
@@ -366,15 +367,16 @@ export abstract class SharedFleetStore extends EventEmitter<StoreEvents> impleme
         ? { tokens: share.burst, updatedAtMs: this.#clock.now() }
         : { tokens: last.tokens * part, updatedAtMs: last.updatedAtMs };
     const leases: HeldLease[] = [];
-    for (const [leaseId, cost] of this.#held.get(key) ?? []) leases.push({ leaseId, cost, source: 'store' });
+    for (const [leaseId, cost] of this.#held.get(key) ?? [])
+      leases.push({ leaseId, cost, weight: cost, source: 'store' });
     fallback.seed(key, share, bucket, leases, this.#leaseMs.get(key) ?? 60_000);
   }
 
   /** A lease this process now holds, whoever granted it. */
-  #hold(key: string, a: { leaseId: string; cost: number }): void {
+  #hold(key: string, a: { leaseId: string; cost: number; weight?: number }): void {
     const held = this.#held.get(key) ?? new Map<string, number>();
     this.#held.set(key, held);
-    held.set(a.leaseId, a.cost);
+    held.set(a.leaseId, a.weight ?? a.cost);
   }
 
   /** Leases given back (their jobs ended or never started). */
@@ -413,7 +415,7 @@ export abstract class SharedFleetStore extends EventEmitter<StoreEvents> impleme
   async #renewInBackend(key: string, leases: Iterable<HeldLease>, leaseMs: number): Promise<void> {
     const release = this.#takePending(key);
     const args = ['r', String(leaseMs), String(release.length), ...release];
-    for (const lease of leases) args.push(lease.leaseId, String(lease.cost));
+    for (const lease of leases) args.push(lease.leaseId, String(lease.weight ?? lease.cost));
     const reply = await this.#call(key, undefined, args);
     if (reply === undefined) this.#defer(key, release);
   }
@@ -426,7 +428,8 @@ export abstract class SharedFleetStore extends EventEmitter<StoreEvents> impleme
     const keys = new Set([...this.#pending.keys(), ...this.#held.keys()]);
     for (const key of keys) {
       const leases: HeldLease[] = [];
-      for (const [leaseId, cost] of this.#held.get(key) ?? []) leases.push({ leaseId, cost, source: 'store' });
+      for (const [leaseId, cost] of this.#held.get(key) ?? [])
+        leases.push({ leaseId, cost, weight: cost, source: 'store' });
       const leaseMs = this.#leaseMs.get(key);
       if (leaseMs === undefined && leases.length > 0) continue;
       this.#renewInBackend(key, leases, leaseMs ?? 1).catch(() => {});

@@ -58,7 +58,10 @@ export interface FleetParams {
 /** One acquire: reserve a start and take a lease, or change nothing. */
 export interface AcquireOp {
   key: string;
+  /** Tokens the start takes from the bucket. */
   cost: number;
+  /** Units of the concurrency its lease holds. @default cost */
+  weight?: number;
   /** The longest acceptable wait for the bucket, ms (Infinity = any). */
   maxWaitMs: number;
   /** A fleet-unique id for the lease. */
@@ -75,7 +78,10 @@ export type AcquireStatus = 'ok' | 'waitTooLong' | 'busy' | 'tooLarge';
 
 /** One job of an exchange. */
 export interface ExchangeAcquire {
+  /** Tokens the start takes from the bucket. */
   cost: number;
+  /** Units of the concurrency its lease holds. @default cost */
+  weight?: number;
   /** The longest acceptable wait for the bucket, ms (Infinity = any). */
   maxWaitMs: number;
   /** A fleet-unique id for the lease (and the job's claim while it waits for units). */
@@ -146,7 +152,10 @@ export interface AcquireResult extends FleetSnapshot {
 /** A lease a worker holds, as it gives it back. */
 export interface HeldLease {
   leaseId: string;
+  /** The tokens its start took (what a cancel may give back). */
   cost: number;
+  /** The units of the concurrency it holds. @default cost */
+  weight?: number;
   /** Who granted it: a lease granted by a failure policy goes back there. */
   source: FleetSource;
 }
@@ -233,15 +242,16 @@ export class MemoryFleetStore implements FleetStore {
         if (readyAtMs > now) stop = true;
         continue;
       }
-      if (a.cost > params.concurrency || (bucket !== undefined && a.cost > params.burst)) {
+      const units = a.weight ?? a.cost;
+      if (units > params.concurrency || (bucket !== undefined && a.cost > params.burst)) {
         grants.push({ status: 'tooLarge', delayMs: 0, readyAtMs: now });
         continue;
       }
-      if (state.inFlight + a.cost + this.#ahead(state, a.leaseId, op.claimTtlMs, now) > limit) {
+      if (state.inFlight + units + this.#ahead(state, a.leaseId, op.claimTtlMs, now) > limit) {
         const claim = state.claims.get(a.leaseId);
-        if (claim === undefined) state.claims.set(a.leaseId, [a.cost, now]);
+        if (claim === undefined) state.claims.set(a.leaseId, [units, now]);
         else {
-          claim[0] = a.cost; // the claim's job may have changed (see FleetAdmission's #passClaim), as in Lua
+          claim[0] = units; // the claim's job may have changed (see FleetAdmission's #passClaim), as in Lua
           claim[1] = now;
         }
         grants.push({ status: 'busy', delayMs: 0, readyAtMs: now });
@@ -260,8 +270,8 @@ export class MemoryFleetStore implements FleetStore {
       }
       const readyAtMs = now + delayMs;
       if (bucket !== undefined) charge(state.bucket, bucket, now, a.cost);
-      state.leases.set(a.leaseId, [a.cost, readyAtMs + op.leaseMs]);
-      state.inFlight += a.cost;
+      state.leases.set(a.leaseId, [units, readyAtMs + op.leaseMs]);
+      state.inFlight += units;
       state.claims.delete(a.leaseId);
       grants.push({ status: 'ok', delayMs, readyAtMs });
       granted++;
@@ -302,8 +312,8 @@ export class MemoryFleetStore implements FleetStore {
       for (const lease of leases) {
         const held = state.leases.get(lease.leaseId);
         if (held === undefined) {
-          state.leases.set(lease.leaseId, [lease.cost, now + leaseMs]);
-          state.inFlight += lease.cost;
+          state.leases.set(lease.leaseId, [lease.weight ?? lease.cost, now + leaseMs]);
+          state.inFlight += lease.weight ?? lease.cost;
         } else {
           held[1] = now + leaseMs;
         }
@@ -347,8 +357,8 @@ export class MemoryFleetStore implements FleetStore {
     }
     for (const lease of leases) {
       if (state.leases.has(lease.leaseId)) continue;
-      state.leases.set(lease.leaseId, [lease.cost, now + leaseMs]);
-      state.inFlight += lease.cost;
+      state.leases.set(lease.leaseId, [lease.weight ?? lease.cost, now + leaseMs]);
+      state.inFlight += lease.weight ?? lease.cost;
     }
   }
 
@@ -451,7 +461,7 @@ export function exchangeOf(op: AcquireOp): ExchangeOp {
   return {
     key: op.key,
     release: [],
-    acquire: [{ cost: op.cost, maxWaitMs: op.maxWaitMs, leaseId: op.leaseId }],
+    acquire: [{ cost: op.cost, weight: op.weight, maxWaitMs: op.maxWaitMs, leaseId: op.leaseId }],
     leaseMs: op.leaseMs,
     claimTtlMs: op.claimTtlMs,
     params: op.params,

@@ -5,14 +5,15 @@
  * only apply it; what it needs of the connection is a {@link Transport}.
  *
  * Each request is mapped to a key (the client's address by default, see
- * client-address.ts) and a cost (1 by default), and the limiter decides at
+ * client-address.ts), a cost (1 by default) and, with limits by plan, its
+ * limits (whose policy its header fields advertise), and the limiter decides at
  * once, or with `maxWait` holds the request in its own FIFO of reservations
  * (at most `maxQueue` at a time; beyond that the decision is immediate).
  * The decision is put on the request (`req.rateLimit`) and turned into header
  * fields added to those of earlier limiters (response.ts).
  *
  * Invariants: a request is decided once, and nothing that fails becomes an
- * unhandled rejection or a crash: a `key`, `cost` or `skip` function that
+ * unhandled rejection or a crash: a `key`, `cost`, `skip`, `limits` or `plan` function that
  * throws, rejects, returns a bad value or does not settle within
  * `functionTimeout`, or a limiter that rejects, is an `error` outcome (and a
  * `tokenpace:http:error` message). A held request whose client goes away is
@@ -25,6 +26,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { decisionChannel, errorChannel } from '../diagnostics.js';
 import { isTokenpaceError } from '../errors.js';
+import type { BucketParams } from '../meters/bucket.js';
 import { addressKey, forwardedClient } from './client-address.js';
 import { retryAfterSeconds } from './headers.js';
 import type { HttpDecisionMessage, HttpErrorMessage } from './messages.js';
@@ -61,6 +63,8 @@ interface Pending<Req, Res, Raw, RawRes> {
   readonly rawRes: RawRes;
   key: string;
   cost: number;
+  /** With limits by plan, the request's; `undefined`: the limiter's own. */
+  limits: BucketParams | undefined;
 }
 
 /** A held request's decision, and how long it was held. */
@@ -101,6 +105,7 @@ export function createEngine<Req, Res, Raw, RawRes>(
 ): Engine<Req, Res, Raw, RawRes> {
   const {
     limiter,
+    planned,
     advertisedCapacity,
     clock,
     policyName,
@@ -130,27 +135,31 @@ export function createEngine<Req, Res, Raw, RawRes>(
     }
   };
 
-  const refusedAfterWait = (retryAfterMs: number): Decision => ({
+  const refusedAfterWait = (retryAfterMs: number, limits: BucketParams | undefined): Decision => ({
     allowed: false,
     remaining: 0,
     retryAfterMs,
     resetAfterMs: retryAfterMs,
-    limit: advertisedCapacity,
+    limit: limits?.burst ?? advertisedCapacity,
   });
 
   /** Holds the request (with `maxWait`) until it conforms; `undefined` if the client went away meanwhile. */
-  const hold = async ({ key, cost, rawRes }: Pending<Req, Res, Raw, RawRes>): Promise<Held | undefined> => {
+  const hold = async ({ key, cost, limits, rawRes }: Pending<Req, Res, Raw, RawRes>): Promise<Held | undefined> => {
     held++;
     const abort = new AbortController();
     const stopListening = transport.onAbort(rawRes, () => abort.abort());
     const startMs = clock.now();
     try {
-      const decision = await limiter.take(key, cost, { signal: abort.signal, maxWait: maxWaitMs });
+      const options = { signal: abort.signal, maxWait: maxWaitMs };
+      const decision =
+        limits === undefined
+          ? await limiter.take(key, cost, options)
+          : await (planned as NonNullable<typeof planned>).limiter.takeOn(limits, key, cost, options);
       return { decision, waitedMs: clock.now() - startMs };
     } catch (error) {
       if (abort.signal.aborted) return undefined;
       if (!isTokenpaceError(error, 'ERR_WAIT_TOO_LONG')) throw error;
-      return { decision: refusedAfterWait(error.retryAfterMs), waitedMs: 0 };
+      return { decision: refusedAfterWait(error.retryAfterMs, limits), waitedMs: 0 };
     } finally {
       held--;
       stopListening();
@@ -165,12 +174,16 @@ export function createEngine<Req, Res, Raw, RawRes>(
   };
 
   /** Once an admitted request's response is done: credits its cost back if its outcome says so. */
-  const watchOutcome = ({ req, res, raw, rawRes, key, cost }: Pending<Req, Res, Raw, RawRes>): void => {
+  const watchOutcome = ({ req, res, raw, rawRes, key, cost, limits }: Pending<Req, Res, Raw, RawRes>): void => {
     const { successful, failed: failedToo, wasSuccessful, credit } = giveBack as NonNullable<typeof giveBack>;
     transport.onDone(rawRes, (completed, statusCode) => {
       const give = (success: boolean): void => {
-        if (success ? successful : failedToo)
-          credit(key, cost).catch((error: unknown) => failed(raw, 'credit', error, 0));
+        if (!(success ? successful : failedToo)) return;
+        const given =
+          limits === undefined
+            ? credit(key, cost)
+            : (planned as NonNullable<typeof planned>).limiter.creditOn(limits, key, cost);
+        given.catch((error: unknown) => failed(raw, 'credit', error, 0));
       };
       if (!completed) return give(false); // cut short: a failure
       if (wasSuccessful === undefined) return give(statusCode < 400);
@@ -192,10 +205,12 @@ export function createEngine<Req, Res, Raw, RawRes>(
       decisionChannel.publish(message satisfies HttpDecisionMessage);
     }
     // Earlier limiters' fields, if any, are added to (stacked limiters); the common case reads one field.
+    const own = pending.limits === undefined ? undefined : planned?.policyOf?.(pending.limits);
     let name = policyName;
     let headers: Array<[string, string]>;
-    if (fields.marker === undefined || readField(res, fields.marker) === undefined) headers = fields.first(decision);
-    else ({ name, fields: headers } = fields.stacked(decision, res, readField));
+    if (fields.marker === undefined || readField(res, fields.marker) === undefined)
+      headers = fields.first(decision, own);
+    else ({ name, fields: headers } = fields.stacked(decision, res, readField, own));
     if (requestProperty !== undefined) {
       const info: RequestRateLimit = {
         allowed: decision.allowed,
@@ -223,7 +238,29 @@ export function createEngine<Req, Res, Raw, RawRes>(
   // From a request to an outcome: skip?, key, cost, decide. Each step stays synchronous while the
   // user's functions return plain values, and goes through a promise only when one returns one.
 
-  /** Decides `pending` (its key and cost known): holds it with `maxWait`, else decides at once. */
+  /** Sets `pending`'s limits by plan, if there are any, then decides it. */
+  const withCost = (pending: Pending<Req, Res, Raw, RawRes>): Outcome | Promise<Outcome> => {
+    if (planned === undefined) return decide(pending);
+    let result: BucketParams | Promise<BucketParams>;
+    try {
+      result = planned.of(pending.req, pending.key);
+      if (!(result instanceof Promise)) {
+        pending.limits = result;
+        return decide(pending);
+      }
+    } catch (error) {
+      return errorOutcome('limits', error, pending.raw);
+    }
+    return bounded(result, 'limits').then(
+      (limits) => {
+        pending.limits = limits;
+        return decide(pending);
+      },
+      (error: unknown) => errorOutcome('limits', error, pending.raw),
+    );
+  };
+
+  /** Decides `pending` (its key, cost and limits known): holds it with `maxWait`, else decides at once. */
   const decide = (pending: Pending<Req, Res, Raw, RawRes>): Outcome | Promise<Outcome> => {
     if (maxWaitMs > 0 && held < maxQueue) {
       return hold(pending).then(
@@ -238,7 +275,10 @@ export function createEngine<Req, Res, Raw, RawRes>(
   const decideNow = async (pending: Pending<Req, Res, Raw, RawRes>): Promise<Outcome> => {
     let decision: Decision;
     try {
-      decision = await limiter.tryTake(pending.key, pending.cost);
+      const { key, cost, limits } = pending;
+      decision = await (limits === undefined
+        ? limiter.tryTake(key, cost)
+        : (planned as NonNullable<typeof planned>).limiter.decideOn('try', limits, key, cost));
     } catch (error) {
       return errorOutcome('limiter', error, pending.raw);
     }
@@ -278,13 +318,13 @@ export function createEngine<Req, Res, Raw, RawRes>(
 
   /** Sets `pending`'s cost (1 without a `cost` function), then decides it. */
   const withKey = (pending: Pending<Req, Res, Raw, RawRes>): Outcome | Promise<Outcome> => {
-    if (costFn === undefined) return decide(pending);
+    if (costFn === undefined) return withCost(pending);
     let result: number | Promise<number>;
     try {
       result = costFn(pending.req);
       if (typeof result === 'number') {
         pending.cost = checkCost(result);
-        return decide(pending);
+        return withCost(pending);
       }
     } catch (error) {
       return errorOutcome('cost', error, pending.raw);
@@ -293,7 +333,7 @@ export function createEngine<Req, Res, Raw, RawRes>(
       (cost) => {
         try {
           pending.cost = checkCost(cost);
-          return decide(pending);
+          return withCost(pending);
         } catch (error) {
           return errorOutcome('cost', error, pending.raw);
         }
@@ -362,7 +402,7 @@ export function createEngine<Req, Res, Raw, RawRes>(
   };
 
   const run = (req: Req, res: Res, raw: Raw, rawRes: RawRes): Outcome | Promise<Outcome> => {
-    const pending: Pending<Req, Res, Raw, RawRes> = { req, res, raw, rawRes, key: '', cost: 1 };
+    const pending: Pending<Req, Res, Raw, RawRes> = { req, res, raw, rawRes, key: '', cost: 1, limits: undefined };
     if (skipFn === undefined) return unskipped(pending);
     let result: boolean | Promise<boolean>;
     try {

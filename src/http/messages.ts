@@ -32,7 +32,17 @@ export interface HttpErrorMessage {
    * that could not be answered because the response's headers had gone out (the connection was
    * destroyed); `credit`, a cost that could not be given back (`skipSuccessfulRequests`, ...).
    */
-  readonly stage: 'key' | 'cost' | 'skip' | 'limiter' | 'onLimit' | 'onError' | 'next' | 'response' | 'credit';
+  readonly stage:
+    | 'key'
+    | 'cost'
+    | 'skip'
+    | 'limits'
+    | 'limiter'
+    | 'onLimit'
+    | 'onError'
+    | 'next'
+    | 'response'
+    | 'credit';
   readonly error: unknown;
   /**
    * The status the middleware answered (500, 503), or 0 when it answered nothing: `onError` or the

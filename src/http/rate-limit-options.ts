@@ -3,7 +3,10 @@
  * {@link RateLimitConfig} once, when the middleware is made.
  *
  * Invariants of a config: exactly one source of limits (`limiter`, or `rate`
- * and `burst` from which a `KeyedLimiter` is made); `maxWait` only with a
+ * and `burst`, or limits by plan, `limits` or `plans` and `plan`, from which a
+ * `KeyedLimiter` is made); with limits by plan (rateLimit's, of the request,
+ * or a given KeyedLimiter's, of the key) `planned` resolves each request's and
+ * `RateLimit-Policy` advertises them, unless `policy` says otherwise; `maxWait` only with a
  * limiter that has take() (a token bucket, not a window); giving costs back
  * (`skipSuccessfulRequests`, `skipFailedRequests`) only with a limiter that
  * has credit(); `maxQueue` an integer >= 0; the policy name printable ASCII.
@@ -17,7 +20,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, describeValue, InvalidOptionError } from '../errors.js';
 import { KeyedLimiter } from '../keyed/keyed-limiter.js';
-import { requiredBurstParam } from '../meters/bucket.js';
+import { type LimitsResolver, limitsResolver, type PlanLimits } from '../keyed/plans.js';
+import { type BucketParams, requiredBurstParam } from '../meters/bucket.js';
 import {
   type DurationInput,
   parseDuration,
@@ -48,8 +52,8 @@ export interface LimitInfo {
 
 /** What `onError` is told. */
 export interface ErrorInfo {
-  /** Where it failed: a user function (`key`, `cost`, `skip`) or the limiter itself. */
-  readonly stage: Extract<HttpErrorMessage['stage'], 'key' | 'cost' | 'skip' | 'limiter'>;
+  /** Where it failed: a user function (`key`, `cost`, `skip`, `limits` for `limits` or `plan`) or the limiter itself. */
+  readonly stage: Extract<HttpErrorMessage['stage'], 'key' | 'cost' | 'skip' | 'limits' | 'limiter'>;
   /** The status the default answer sends: 500, or 503 for a limiter that could not decide. */
   readonly statusCode: number;
   readonly problem: ProblemDetails;
@@ -78,6 +82,17 @@ export interface RateLimitOptions<Req = IncomingMessage, Res = ServerResponse> {
   rate?: RateInput;
   /** Each key's burst (with `rate`). */
   burst?: SizeInput;
+  /**
+   * Each request's limits, `{ rate, burst }`, sync or async, instead of `rate` and `burst` (a free
+   * key 10/s, a paid one 500/s): the limit as a function of the request, as express-rate-limit's
+   * `limit` and @fastify/rate-limit's `max` may be. `RateLimit-Policy` advertises each request's own.
+   * A key whose limits change keeps its tokens, capped at the new burst. Bounded by `functionTimeout`.
+   */
+  limits?: (req: Req) => PlanLimits | Promise<PlanLimits>;
+  /** Named limits, e.g. `{ free: { rate: '10/s', burst: 10 }, paid: { rate: '500/s', burst: 500 } }`; with `plan`. */
+  plans?: Readonly<Record<string, PlanLimits>>;
+  /** With `plans`: the name of the request's plan, sync or async. Bounded by `functionTimeout`. */
+  plan?: (req: Req) => string | Promise<string>;
   /** A bucket over all keys: a request needs tokens in both, and neither is charged if either refuses. */
   global?: { rate: RateInput; burst: SizeInput };
   /**
@@ -187,14 +202,14 @@ const DEFAULT_FUNCTION_TIMEOUT_MS = 5000;
 /** Every option's name: any other is refused when the middleware is made. */
 // biome-ignore format: a list of names
 const KNOWN = new Set([
-  'limiter', 'rate', 'burst', 'global', 'maxKeys', 'clock', 'wallClock', 'key', 'cost', 'skip', 'functionTimeout',
+  'limiter', 'rate', 'burst', 'limits', 'plans', 'plan', 'global', 'maxKeys', 'clock', 'wallClock', 'key', 'cost', 'skip', 'functionTimeout',
   'trustProxy', 'proxyHeader', 'ipv6Subnet', 'maxWait', 'maxQueue', 'policyName', 'policy', 'headers',
   'legacyHeaders', 'requestPropertyName', 'skipSuccessfulRequests', 'skipFailedRequests', 'requestWasSuccessful',
   'onLimit', 'onError',
 ]);
 
 const LIMITS =
-  "give `rate` and `burst`: a token bucket (express-rate-limit's `limit: 100, windowMs: 15 * 60_000` is about `rate: '100/15min', burst: 100`); for a counter per window, `limiter: new KeyedLimiter({ algorithm: 'fixed-window', limit, window })`";
+  "give `rate` and `burst`: a token bucket (express-rate-limit's `limit: 100, windowMs: 15 * 60_000` is about `rate: '100/15min', burst: 100`); a limit that depends on the request is `limits: (req) => ({ rate, burst })`; for a counter per window, `limiter: new KeyedLimiter({ algorithm: 'fixed-window', limit, window })`";
 const HEADERS =
   "use `headers`: true or 'draft-11' (the default), 'draft-7', 'draft-6' or false, and `legacyHeaders` for X-RateLimit-*";
 const ANSWER =
@@ -250,9 +265,22 @@ export interface GiveBack<Req, Res> {
   readonly credit: (key: string, cost: number) => Promise<void>;
 }
 
+/**
+ * Limits by plan, resolved per request: `of` gives a request's limits (rateLimit's `limits` or `plans`
+ * of the request, or a given KeyedLimiter's of the key), and `limiter` decides with them.
+ */
+export interface PlannedLimits<Req> {
+  readonly limiter: KeyedLimiter;
+  readonly of: (req: Req, key: string) => BucketParams | Promise<BucketParams>;
+  /** What `RateLimit-Policy` advertises for the limits (`undefined`: the limiter's `policy` option or none). */
+  readonly policyOf: ((limits: BucketParams) => PolicyWindow) | undefined;
+}
+
 /** The options of {@link RateLimitOptions}, checked and resolved: what the engine runs on. */
 export interface RateLimitConfig<Req, Res> {
   readonly limiter: RateLimitDecider;
+  /** Limits by plan; `undefined`: the limiter's own, the same for every request. */
+  readonly planned: PlannedLimits<Req> | undefined;
   /** The burst, when known: the `limit` of a refusal made from a `WaitTooLongError` (0 if unknown). */
   readonly advertisedCapacity: number;
   readonly clock: Clock;
@@ -296,7 +324,20 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
   let limiter: RateLimitDecider;
   let policy: PolicyWindow | undefined;
   let advertisedCapacity = 0;
+  let planned: PlannedLimits<Req> | undefined;
+  const byRequest: LimitsResolver<Req> | undefined = limitsResolver<Req>(
+    options,
+    options.rate !== undefined || options.burst !== undefined,
+  );
   if (options.limiter !== undefined) {
+    if (byRequest !== undefined) {
+      throw new InvalidOptionError(
+        'limiter',
+        options.limiter,
+        'Give either `limiter` or `limits`/`plans`, not both: for limits by plan with a limiter of your own, ' +
+          'give the KeyedLimiter `limits` or `plans` and `plan` (functions of the key)',
+      );
+    }
     if (options.rate !== undefined || options.burst !== undefined || options.global !== undefined) {
       throw new InvalidOptionError(
         'limiter',
@@ -320,6 +361,19 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
       advertisedCapacity = own.burst;
       policy = policyWindow(own.rate, own.burst);
     }
+    if (limiter instanceof KeyedLimiter && limiter.algorithm === 'token-bucket' && limiter.rate === undefined) {
+      const keyed = limiter;
+      planned = { limiter: keyed, of: (_req, key) => keyed.limitsFor(key), policyOf: undefined };
+    }
+  } else if (byRequest !== undefined) {
+    const made = new KeyedLimiter({
+      limits: unresolved,
+      global: options.global,
+      maxKeys: options.maxKeys,
+      clock: options.clock,
+    });
+    limiter = made;
+    planned = { limiter: made, of: byRequest, policyOf: undefined };
   } else {
     if (options.rate === undefined) {
       throw new InvalidOptionError(
@@ -336,9 +390,10 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
       clock: options.clock,
     });
     limiter = made;
-    advertisedCapacity = made.burst;
-    if (options.policy !== false) policy = policyWindow(made.rate, made.burst);
+    advertisedCapacity = made.burst as number;
+    if (options.policy !== false) policy = policyWindow(made.rate as number, advertisedCapacity);
   }
+  if (planned !== undefined && options.policy === undefined) planned = { ...planned, policyOf: policyOfLimits() };
   const clock = checkClock(options.clock);
   const policyName = checkPolicyName(options.policyName);
   const fields = rateFields({
@@ -379,6 +434,7 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
   }
   return {
     limiter,
+    planned,
     advertisedCapacity,
     clock,
     policyName,
@@ -398,6 +454,24 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
     skip: callback(options.skip, 'skip', '(req) => boolean'),
     onLimit: callback(options.onLimit, 'onLimit', '(req, res, info) => void'),
     onError: callback(options.onError, 'onError', '(error, req, res, next, info) => void'),
+  };
+}
+
+/** The limits function of the KeyedLimiter rateLimit makes for limits by plan: never called, each request's are given. */
+function unresolved(): never {
+  throw new Error("rateLimit resolves each request's limits itself");
+}
+
+/** Each plan's policy, computed once per limits object (plans and `limits` objects resolve to the same one each time). */
+function policyOfLimits(): (limits: BucketParams) => PolicyWindow {
+  const policies = new WeakMap<BucketParams, PolicyWindow>();
+  return (limits) => {
+    let policy = policies.get(limits);
+    if (policy === undefined) {
+      policy = policyWindow(limits.ratePerSecond, limits.burst);
+      policies.set(limits, policy);
+    }
+    return policy;
   };
 }
 

@@ -66,8 +66,14 @@ export type FieldReader<Res> = (res: Res, name: string) => string | undefined;
 export interface RateFields {
   /** The lowercase field whose presence means an earlier limiter wrote (undefined: this one sends none). */
   readonly marker: string | undefined;
-  first(decision: Decision): Array<[string, string]>;
-  stacked<Res>(decision: Decision, res: Res, read: FieldReader<Res>): { name: string; fields: Array<[string, string]> };
+  /** `policy`: the key's own (limits by plan); without it, the limiter's. */
+  first(decision: Decision, policy?: PolicyWindow): Array<[string, string]>;
+  stacked<Res>(
+    decision: Decision,
+    res: Res,
+    read: FieldReader<Res>,
+    policy?: PolicyWindow,
+  ): { name: string; fields: Array<[string, string]> };
 }
 
 /** What a limiter's {@link RateFields} are made from. */
@@ -91,9 +97,9 @@ export function rateFields({ style, legacy, policyName, policy, wallClock }: Rat
   const marker =
     style === 'draft-6' ? 'ratelimit-remaining' : style !== false ? 'ratelimit' : legacy ? LEGACY : undefined;
   // The limit of draft-6's and draft-7's single-valued fields: the quota of the policy they come with, else the burst.
-  const limitOf = (decision: Decision): number => policy?.quota ?? decision.limit;
-  const draft7 = (decision: Decision): string =>
-    `limit=${limitOf(decision)}, remaining=${remainingOf(decision)}, reset=${resetSecondsOf(decision)}`;
+  const limitOf = (decision: Decision, own: PolicyWindow | undefined): number => own?.quota ?? decision.limit;
+  const draft7 = (decision: Decision, own: PolicyWindow | undefined): string =>
+    `limit=${limitOf(decision, own)}, remaining=${remainingOf(decision)}, reset=${resetSecondsOf(decision)}`;
   const pushTrio = (
     list: Array<[string, string]>,
     prefix: string,
@@ -111,21 +117,24 @@ export function rateFields({ style, legacy, policyName, policy, wallClock }: Rat
   const pushLegacy = (list: Array<[string, string]>, decision: Decision): void =>
     pushTrio(list, 'X-RateLimit-', decision.limit, decision, Math.ceil(wallClock() / 1000) + resetSecondsOf(decision));
 
-  const first = (decision: Decision): Array<[string, string]> => {
+  const first = (decision: Decision, own: PolicyWindow | undefined = policy): Array<[string, string]> => {
     const list: Array<[string, string]> = [];
+    const fixed = own === policy;
     if (style === 'draft-11') {
-      if (namedPolicy !== undefined) list.push(['RateLimit-Policy', namedPolicy]);
+      const named = fixed ? namedPolicy : formatPolicy(policyName, own as PolicyWindow);
+      if (named !== undefined) list.push(['RateLimit-Policy', named]);
       list.push(['RateLimit', formatRateLimitQuoted(quotedName, decision)]);
     } else if (style !== false) {
-      if (unnamedPolicy !== undefined) list.push(['RateLimit-Policy', unnamedPolicy]);
-      if (style === 'draft-7') list.push(['RateLimit', draft7(decision)]);
-      else pushTrio(list, 'RateLimit-', limitOf(decision), decision, resetSecondsOf(decision));
+      const unnamed = fixed ? unnamedPolicy : formatPolicyUnnamed(own as PolicyWindow);
+      if (unnamed !== undefined) list.push(['RateLimit-Policy', unnamed]);
+      if (style === 'draft-7') list.push(['RateLimit', draft7(decision, own)]);
+      else pushTrio(list, 'RateLimit-', limitOf(decision, own), decision, resetSecondsOf(decision));
     }
     if (legacy) pushLegacy(list, decision);
     return list;
   };
 
-  const stacked = <Res>(decision: Decision, res: Res, read: FieldReader<Res>) => {
+  const stacked = <Res>(decision: Decision, res: Res, read: FieldReader<Res>, own = policy) => {
     const list: Array<[string, string]> = [];
     let name = policyName;
     const remaining = remainingOf(decision);
@@ -137,15 +146,15 @@ export function rateFields({ style, legacy, policyName, policy, wallClock }: Rat
         name = `${policyName}-${n}`;
         quoted = sfString(name);
       }
-      if (policy !== undefined) list.push(['RateLimit-Policy', appendItem(policies, formatPolicy(name, policy))]);
+      if (own !== undefined) list.push(['RateLimit-Policy', appendItem(policies, formatPolicy(name, own))]);
       list.push(['RateLimit', appendItem(limits, formatRateLimitQuoted(quoted, decision))]);
     } else if (style !== false) {
-      if (unnamedPolicy !== undefined) list.push(['RateLimit-Policy', appendItem(policies, unnamedPolicy)]);
+      if (own !== undefined) list.push(['RateLimit-Policy', appendItem(policies, formatPolicyUnnamed(own))]);
       if (style === 'draft-7') {
         const earlier = mostExhausted(parseRateLimit(read(res, 'ratelimit')) ?? [])?.remaining;
-        if (remaining <= (earlier ?? Number.POSITIVE_INFINITY)) list.push(['RateLimit', draft7(decision)]);
+        if (remaining <= (earlier ?? Number.POSITIVE_INFINITY)) list.push(['RateLimit', draft7(decision, own)]);
       } else if (remaining <= wholeOr(read(res, 'ratelimit-remaining'))) {
-        pushTrio(list, 'RateLimit-', limitOf(decision), decision, resetSecondsOf(decision));
+        pushTrio(list, 'RateLimit-', limitOf(decision, own), decision, resetSecondsOf(decision));
       }
     }
     if (legacy && remaining <= wholeOr(read(res, 'x-ratelimit-remaining'))) pushLegacy(list, decision);

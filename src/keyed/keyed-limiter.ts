@@ -15,6 +15,13 @@
  *   forgets a key (its bucket is full again); `credit(key, cost)` gives back
  *   the cost of a request that, once done, should not count.
  *
+ * Limits by plan: instead of one `rate` and `burst` for every key, `limits(key)`
+ * returns a key's `{ rate, burst }`, or `plan(key)` names one of `plans`
+ * (src/keyed/plans.ts), sync or async. The store keeps no parameters, only
+ * each key's tokens, so a key whose plan changes keeps its tokens, capped at
+ * the new burst, and refills at the new rate; a key the store has forgotten
+ * (it had refilled to full) starts full on its current plan, as a new key does.
+ *
  * With `global`, a request is admitted only if the key's bucket and the global
  * bucket both have the tokens; when either refuses, neither is charged. The
  * store makes each decision in one atomic step (one synchronous call in
@@ -62,10 +69,12 @@ import {
   type KeyedLimiterOptions,
   type KeyedTakeOptions,
   PEER_OPTIONS,
+  type PlanKeyedLimiterOptions,
   WINDOW_OPTIONS,
   type WindowKeyedLimiterOptions,
 } from './keyed-options.js';
 import { MemoryStore } from './memory-store.js';
+import { type LimitsResolver, limitsResolver } from './plans.js';
 import type { KeyedStore, StoreOp, StoreResult } from './store.js';
 import { MemoryWindowStore, type WindowKind, type WindowStore } from './window-store.js';
 
@@ -74,8 +83,10 @@ export type {
   GlobalLimitOptions,
   KeyedLimiterOptions,
   KeyedTakeOptions,
+  PlanKeyedLimiterOptions,
   WindowKeyedLimiterOptions,
 } from './keyed-options.js';
+export type { LimitsFunction, PlanFunction, PlanLimits } from './plans.js';
 
 /** `tokenpace:keyed:decision`: a KeyedLimiter's store answered (`peek` is not published). */
 export interface KeyedDecisionMessage {
@@ -127,7 +138,10 @@ export class KeyedLimiter {
   /** `'token-bucket'`, `'fixed-window'` or `'sliding-window'`. */
   readonly algorithm: 'token-bucket' | 'fixed-window' | 'sliding-window';
   readonly #window: { kind: WindowKind; params: WindowParams } | undefined;
+  /** Every key's limits; with limits by plan, unused (each decision resolves its key's). */
   #bucket: BucketParams;
+  /** Each key's limits by plan (`limits`, or `plans` and `plan`); undefined when every key has `#bucket`. */
+  readonly #limitsOf: LimitsResolver<string> | undefined;
   #global: BucketParams | undefined;
   readonly #clock: Clock;
 
@@ -188,6 +202,7 @@ export class KeyedLimiter {
       this.windowStore = o.store ?? new MemoryWindowStore({ maxKeys: o.maxKeys, clock: this.#clock });
       this.#bucket = { ratePerSecond: params.limit / (params.windowMs / 1000), burst: params.limit };
       this.#global = undefined;
+      this.#limitsOf = undefined;
       this.store = new MemoryStore({ maxKeys: 1, clock: this.#clock });
       return;
     }
@@ -201,9 +216,13 @@ export class KeyedLimiter {
     this.algorithm = 'token-bucket';
     this.#window = undefined;
     this.windowStore = undefined;
-    options = options as BucketKeyedLimiterOptions;
+    options = options as BucketKeyedLimiterOptions | PlanKeyedLimiterOptions;
     checkKnownOptions(options, BUCKET_OPTIONS, 'KeyedLimiter options', PEER_OPTIONS);
-    this.#bucket = bucketParams(options.rate, options.burst);
+    this.#limitsOf = limitsResolver(options, options.rate !== undefined || options.burst !== undefined);
+    this.#bucket =
+      this.#limitsOf === undefined
+        ? bucketParams(options.rate as RateInput, options.burst as SizeInput)
+        : { ratePerSecond: Number.NaN, burst: Number.NaN };
     this.#global = globalParams(options.global);
     this.#clock = checkClock(options.clock);
     if (options.store !== undefined)
@@ -224,14 +243,25 @@ export class KeyedLimiter {
     return this.#window?.params;
   }
 
-  /** Each key's rate, tokens per second (for a window: limit per window, per second). */
-  get rate(): number {
-    return this.#bucket.ratePerSecond;
+  /** Each key's rate, tokens per second (for a window: limit per window, per second); undefined with limits by plan. */
+  get rate(): number | undefined {
+    return this.#limitsOf === undefined ? this.#bucket.ratePerSecond : undefined;
   }
 
-  /** Each key's burst. */
-  get burst(): number {
-    return this.#bucket.burst;
+  /** Each key's burst; undefined with limits by plan. */
+  get burst(): number | undefined {
+    return this.#limitsOf === undefined ? this.#bucket.burst : undefined;
+  }
+
+  /**
+   * `key`'s limits: the fixed ones, or its plan's (sync when the plan function answered
+   * synchronously). Rejects, or throws, for a bad key or what the plan function throws. @internal
+   */
+  limitsFor(key: string): BucketParams | Promise<BucketParams> {
+    const resolve = this.#limitsOf;
+    if (resolve === undefined) return this.#bucket;
+    this.#checkKey(key);
+    return resolve(key);
   }
 
   /** The global bucket's parameters, if any. */
@@ -268,16 +298,21 @@ export class KeyedLimiter {
           '(wait retryAfterMs yourself), or use rate and burst for a limiter that can wait',
       );
     }
+    return this.takeOn(this.#limitsOf === undefined ? this.#bucket : await this.limitsFor(key), key, cost, options);
+  }
+
+  /** {@link take} with `key`'s limits resolved. @internal */
+  async takeOn(bucket: BucketParams, key: string, cost = 1, options: KeyedTakeOptions = {}): Promise<Decision> {
     checkOptions(options, 'take options ({ signal, maxWait })', false);
     const signal = checkSignal(options.signal);
     const maxWaitMs = options.maxWait === undefined ? Number.POSITIVE_INFINITY : parseDuration(options.maxWait);
-    this.#check(key, cost);
+    this.#check(key, cost, bucket);
     signal?.throwIfAborted();
     const op: StoreOp = {
       mode: 'reserve',
       key,
       cost,
-      bucket: this.#bucket,
+      bucket,
       global: this.#global,
       maxWaitMs,
     };
@@ -310,7 +345,7 @@ export class KeyedLimiter {
         : tokensAt({ tokens: result.globalTokens, updatedAtMs: result.nowMs }, op.global, endMs);
     return {
       allowed: true,
-      remaining: this.#remaining({ tokens, globalTokens }),
+      remaining: this.#remaining({ tokens, globalTokens }, op.bucket),
       retryAfterMs: 0,
       resetAfterMs: timeToFullMs(tokens, op.bucket),
       limit: op.bucket.burst,
@@ -323,6 +358,19 @@ export class KeyedLimiter {
    * `skipSuccessfulRequests`). Rejects for a window limiter or a store without `credit`.
    */
   credit(key: string, cost = 1): Promise<void> {
+    if (this.#limitsOf === undefined || this.#window !== undefined) return this.creditOn(this.#bucket, key, cost);
+    try {
+      const limits = this.limitsFor(key);
+      return limits instanceof Promise
+        ? limits.then((bucket) => this.creditOn(bucket, key, cost))
+        : this.creditOn(limits, key, cost);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** {@link credit} with `key`'s limits resolved. @internal */
+  creditOn(bucket: BucketParams, key: string, cost = 1): Promise<void> {
     const store = this.store;
     try {
       if (this.#window !== undefined || store.credit === undefined) {
@@ -331,11 +379,11 @@ export class KeyedLimiter {
             'has none to give them to: use rate and burst with a MemoryStore or RedisStore',
         );
       }
-      this.#check(key, cost);
+      this.#check(key, cost, bucket);
     } catch (error) {
       return Promise.reject(error);
     }
-    return store.credit({ key, cost, bucket: this.#bucket, global: this.#global });
+    return store.credit({ key, cost, bucket, global: this.#global });
   }
 
   /** Forgets `key`: its bucket is full again. The global bucket is untouched. */
@@ -370,6 +418,12 @@ export class KeyedLimiter {
         `${verb}() changes a token bucket; a '${this.algorithm}' limiter's limit and window are fixed: make a new limiter`,
       );
     }
+    if (this.#limitsOf !== undefined) {
+      throw new NotSupportedError(
+        `${verb}() changes the limits every key shares; with limits by plan, change what \`limits\` or \`plans\` ` +
+          'and `plan` return: each key takes its new limits at its next decision',
+      );
+    }
   }
 
   #decideWindow(mode: 'try' | 'peek', key: string, cost: number): Promise<Decision> {
@@ -395,10 +449,23 @@ export class KeyedLimiter {
    */
   #decide(mode: 'try' | 'peek', key: string, cost: number): Promise<Decision> {
     if (this.#window !== undefined) return this.#decideWindow(mode, key, cost);
+    if (this.#limitsOf === undefined) return this.decideOn(mode, this.#bucket, key, cost);
+    let limits: BucketParams | Promise<BucketParams>;
+    try {
+      limits = this.limitsFor(key);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (limits instanceof Promise) return limits.then((bucket) => this.decideOn(mode, bucket, key, cost));
+    return this.decideOn(mode, limits, key, cost);
+  }
+
+  /** A `try` or `peek` with `key`'s limits resolved (`tryTake`'s with `mode: 'try'`). @internal */
+  decideOn(mode: 'try' | 'peek', bucket: BucketParams, key: string, cost = 1): Promise<Decision> {
     let op: StoreOp;
     try {
-      this.#check(key, cost);
-      op = { mode, key, cost, bucket: this.#bucket, global: this.#global, maxWaitMs: Number.POSITIVE_INFINITY };
+      this.#check(key, cost, bucket);
+      op = { mode, key, cost, bucket, global: this.#global, maxWaitMs: Number.POSITIVE_INFINITY };
       const store = this.store;
       if (store.decideSync !== undefined) return Promise.resolve(this.#decided(op, store.decideSync(op)));
     } catch (error) {
@@ -453,22 +520,22 @@ export class KeyedLimiter {
     }
     return {
       allowed: result.allowed,
-      remaining: this.#remaining(result),
+      remaining: this.#remaining(result, bucket),
       retryAfterMs: result.allowed ? 0 : result.waitMs,
       resetAfterMs: result.source === 'deny' ? result.waitMs : timeToFullMs(result.tokens, bucket),
       limit: bucket.burst,
     };
   }
 
-  #remaining(result: Pick<StoreResult, 'tokens' | 'globalTokens'>): number {
+  #remaining(result: Pick<StoreResult, 'tokens' | 'globalTokens'>, bucket: BucketParams): number {
     const tokens = Math.min(result.tokens, result.globalTokens);
-    const whole = Math.floor(largestConforming(tokens, this.#bucket.burst));
+    const whole = Math.floor(largestConforming(tokens, bucket.burst));
     return Math.max(whole, 0);
   }
 
-  #check(key: string, cost: number): void {
+  #check(key: string, cost: number, bucket: BucketParams): void {
     this.#checkKey(key);
-    checkCost(cost, this.#bucket.burst);
+    checkCost(cost, bucket.burst);
     if (this.#global !== undefined) checkCost(cost, this.#global.burst);
   }
 

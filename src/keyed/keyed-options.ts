@@ -8,6 +8,7 @@ import type { Clock } from '../clock.js';
 import { checkKnownOptions, checkOptions, InvalidOptionError } from '../errors.js';
 import { type BucketParams, rateParam, requiredBurstParam } from '../meters/bucket.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
+import type { PlanOptions } from './plans.js';
 import type { KeyedStore } from './store.js';
 import type { WindowStore } from './window-store.js';
 
@@ -19,14 +20,10 @@ export interface GlobalLimitOptions {
   burst: SizeInput;
 }
 
-/** Options for a {@link KeyedLimiter} with a token bucket per key (the default algorithm). */
-export interface BucketKeyedLimiterOptions {
+/** What every token-bucket {@link KeyedLimiter} takes, whatever gives each key its limits. */
+interface BucketCommonOptions {
   /** @default 'token-bucket' */
   algorithm?: 'token-bucket';
-  /** Each key's refill rate: a number per second or a string like `'100/min'`. */
-  rate: RateInput;
-  /** Each key's capacity (its largest burst). A new key starts full. */
-  burst: SizeInput;
   /**
    * Where bucket state lives. Use one store (or one Redis `prefix`) per limiter.
    * @default a MemoryStore with `maxKeys` and `clock`
@@ -42,6 +39,27 @@ export interface BucketKeyedLimiterOptions {
   maxKeys?: number;
   /** Time for the default store and for `take`'s waits. @default systemClock */
   clock?: Clock;
+}
+
+/** Options for a {@link KeyedLimiter} with a token bucket per key (the default algorithm), every key alike. */
+export interface BucketKeyedLimiterOptions extends BucketCommonOptions {
+  /** Each key's refill rate: a number per second or a string like `'100/min'`. */
+  rate: RateInput;
+  /** Each key's capacity (its largest burst). A new key starts full. */
+  burst: SizeInput;
+  limits?: never;
+  plans?: never;
+  plan?: never;
+}
+
+/**
+ * Options for a {@link KeyedLimiter} whose keys have limits of their own: `limits(key)` returns a
+ * key's `{ rate, burst }`, or `plan(key)` names one of `plans`; either sync or async. A key whose
+ * plan changes keeps its tokens, capped at the new burst.
+ */
+export interface PlanKeyedLimiterOptions extends BucketCommonOptions, PlanOptions<string> {
+  rate?: never;
+  burst?: never;
 }
 
 /**
@@ -72,8 +90,11 @@ export interface WindowKeyedLimiterOptions {
   global?: never;
 }
 
-/** Options for {@link KeyedLimiter}: a token bucket per key (`rate`, `burst`), or a window (`algorithm`, `limit`, `window`). */
-export type KeyedLimiterOptions = BucketKeyedLimiterOptions | WindowKeyedLimiterOptions;
+/**
+ * Options for {@link KeyedLimiter}: a token bucket per key (`rate`, `burst`, or limits by plan: `limits`, or
+ * `plans` and `plan`), or a window (`algorithm`, `limit`, `window`).
+ */
+export type KeyedLimiterOptions = BucketKeyedLimiterOptions | PlanKeyedLimiterOptions | WindowKeyedLimiterOptions;
 
 /** Options for {@link KeyedLimiter.take}. */
 export interface KeyedTakeOptions {
@@ -87,6 +108,9 @@ export const BUCKET_OPTIONS: ReadonlySet<string> = new Set([
   'algorithm',
   'rate',
   'burst',
+  'limits',
+  'plans',
+  'plan',
   'store',
   'global',
   'maxKeys',

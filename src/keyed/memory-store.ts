@@ -2,10 +2,11 @@
  * MemoryStore: keyed buckets in this process's memory.
  *
  * Layout. A `Map` from key to a slot number, and per slot, in typed arrays:
- * the bucket's two variables (`tokens`, `updatedAtMs`) and the slot's
+ * the bucket's two variables (`tokens`, `updatedAtMs`), when it is full again
+ * under the limits it was last written with (`fullAtMs`), and the slot's
  * neighbours in the recency list (`newer`, `older`), plus the key itself in a
  * plain array (the same string the map holds). A live key costs its map
- * entry, its key string and 32 bytes of arrays: no object per key, no timer.
+ * entry, its key string and 40 bytes of arrays: no object per key, no timer.
  * The arrays grow by doubling up to `maxKeys`.
  *
  * Order. The recency list is intrusive (links in an Int32Array), so using a
@@ -15,7 +16,9 @@
  *
  * Bound. At most `maxKeys` keys are kept. A bucket that has refilled to full
  * holds no information (it equals a new one), so when a new key needs room the
- * full buckets go first: a sweep drops every full bucket at once. A sweep costs
+ * full buckets go first: a sweep drops every bucket past its `fullAtMs` at once.
+ * Each key's own limits decide when it is full (keys may have limits by plan),
+ * as they decide when a Redis key expires. A sweep costs
  * a pass over the slots, so it runs at most once per `maxKeys / 16` new keys
  * (amortised O(1) per key); between sweeps, and when no bucket is full, the
  * least recently used key goes. Forgetting a bucket that was not full gives
@@ -43,6 +46,7 @@ import {
   delayUntil,
   refund,
   rewind,
+  timeToFullMs,
   tokensAt,
 } from '../meters/bucket.js';
 import type { KeyedStore, StoreCredit, StoreOp, StoreResult } from './store.js';
@@ -85,6 +89,8 @@ export class MemoryStore implements KeyedStore {
    * the front), at `2 * slot + 1` the next less recently used (NONE at the back).
    */
   #links: Int32Array;
+  /** Per slot: when its bucket is full again, by the limits it was last written with (it may be forgotten then). */
+  #fullAt: Float64Array;
   /** The key of each live slot (undefined when free). */
   #keys: (string | undefined)[] = [];
   /** Most recently used slot. */
@@ -119,6 +125,7 @@ export class MemoryStore implements KeyedStore {
     const initial = Math.min(maxKeys, INITIAL_SLOTS);
     this.#state = new Float64Array(2 * initial);
     this.#links = new Int32Array(2 * initial);
+    this.#fullAt = new Float64Array(initial);
   }
 
   /** Keys currently kept. */
@@ -154,8 +161,8 @@ export class MemoryStore implements KeyedStore {
       // the general path below with its answers known (delayUntil is 0, and charge, with no time
       // elapsed, leaves chargeNew's tokens): the same floats.
       const tokens = chargeNew(bucket, cost);
-      slot = this.#insert(key, nowMs, bucket);
-      this.#write(slot, { tokens, updatedAtMs: nowMs });
+      slot = this.#insert(key, nowMs);
+      this.#write(slot, { tokens, updatedAtMs: nowMs }, bucket);
       return {
         allowed: true,
         tokens,
@@ -201,8 +208,8 @@ export class MemoryStore implements KeyedStore {
         charge(shared.state, shared.params, nowMs, cost);
         globalTokens = shared.state.tokens;
       }
-      if (slot === undefined) slot = this.#insert(key, nowMs, bucket);
-      this.#write(slot, k);
+      if (slot === undefined) slot = this.#insert(key, nowMs);
+      this.#write(slot, k, bucket);
     } else {
       tokens = tokensAt(k, bucket, nowMs);
       if (shared !== undefined) globalTokens = tokensAt(shared.state, shared.params, nowMs);
@@ -253,7 +260,7 @@ export class MemoryStore implements KeyedStore {
       rewind(k, nowMs);
       if (reserved === undefined) credit(k, op.bucket, nowMs, op.cost);
       else refund(k, op.bucket, nowMs, op.cost, reserved.readyAtMs);
-      this.#write(slot, k);
+      this.#write(slot, k, op.bucket);
     }
     const g = this.#global;
     if (op.global !== undefined && g !== undefined) {
@@ -300,14 +307,16 @@ export class MemoryStore implements KeyedStore {
     return { tokens: this.#state[2 * slot] as number, updatedAtMs: this.#state[2 * slot + 1] as number };
   }
 
-  #write(slot: number, k: BucketState): void {
+  /** Writes a slot's bucket, and when it is full again under `bucket`. */
+  #write(slot: number, k: BucketState, bucket: BucketParams): void {
     this.#state[2 * slot] = k.tokens;
     this.#state[2 * slot + 1] = k.updatedAtMs;
+    this.#fullAt[slot] = k.updatedAtMs + timeToFullMs(k.tokens, bucket);
   }
 
   /** Gives `key` a slot, making room first if the store is at `maxKeys`. */
-  #insert(key: string, nowMs: number, bucket: BucketParams): number {
-    if (this.#slots.size >= this.maxKeys) this.#makeRoom(nowMs, bucket);
+  #insert(key: string, nowMs: number): number {
+    if (this.#slots.size >= this.maxKeys) this.#makeRoom(nowMs);
     let slot = this.#free.pop();
     if (slot === undefined) {
       slot = this.#used++;
@@ -320,13 +329,14 @@ export class MemoryStore implements KeyedStore {
     return slot;
   }
 
-  #makeRoom(nowMs: number, bucket: BucketParams): void {
+  #makeRoom(nowMs: number): void {
     if (this.#insertsSinceSweep >= this.#sweepEvery) {
       this.#insertsSinceSweep = 0;
       const keys = this.#keys;
+      const fullAt = this.#fullAt;
       for (let slot = 0; slot < this.#used; slot++) {
         if (keys[slot] === undefined) continue;
-        if (tokensAt(this.#read(slot), bucket, nowMs) >= bucket.burst) {
+        if ((fullAt[slot] as number) <= nowMs) {
           this.#drop(slot);
           this.evictions.full++;
         }
@@ -374,5 +384,8 @@ export class MemoryStore implements KeyedStore {
     const links = new Int32Array(length);
     links.set(this.#links);
     this.#links = links;
+    const fullAt = new Float64Array(length / 2);
+    fullAt.set(this.#fullAt);
+    this.#fullAt = fullAt;
   }
 }

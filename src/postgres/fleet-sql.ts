@@ -78,7 +78,7 @@ declare
   grants text[] := '{}';
   w float8; n int; i int; j int;
   leasems float8; claimttl float8; nrel int; granted int; stop boolean;
-  cost float8; maxwait float8; me text; st float8; d float8; r float8; held float8; ahead float8;
+  cost float8; wt float8; maxwait float8; me text; st float8; d float8; r float8; held float8; ahead float8;
   hid text; hcost float8; hlast float8;
   nrate float8; nburst float8; expiry float8; shown float8; untilexp float8 := -1; last_expiry float8;
 begin
@@ -136,7 +136,9 @@ begin
     if late then status := 5; end if;
     i := 11 + nrel;
     while i <= nargs loop
-      cost := argv[i]::float8;
+      -- 'cost' or 'cost:weight': tokens from the bucket, and units its lease holds (the cost unless told)
+      cost := split_part(argv[i], ':', 1)::float8;
+      wt := coalesce(nullif(split_part(argv[i], ':', 2), '')::float8, cost);
       maxwait := argv[i + 1]::float8;
       me := argv[i + 2];
       st := 4; d := 0; r := now;
@@ -151,7 +153,7 @@ begin
         d := r - now;
         granted := granted + 1;
         if d > 0 then stop := true; end if;
-      elsif (conc >= 0 and cost > conc) or (rate >= 0 and cost > burst) then
+      elsif (conc >= 0 and wt > conc) or (rate >= 0 and cost > burst) then
         st := 3;
       else
         -- the oldest live claim on the budget: later acquires leave room for it
@@ -168,15 +170,15 @@ begin
             delete from ${s}.tp_fleet_claim c where c.ns = p_ns and c.key = p_key and c.id = hid;
           end loop;
         end if;
-        if conc >= 0 and inf + cost + ahead > conc + ${s}.tp_slack_for(conc) then
+        if conc >= 0 and inf + wt + ahead > conc + ${s}.tp_slack_for(conc) then
           st := 2;
           stop := true;
           -- claims in order of first refusal (a counter, not the time: two in one ms keep their order)
-          update ${s}.tp_fleet_claim c set cost = argv[i]::float8, last = now
+          update ${s}.tp_fleet_claim c set cost = wt, last = now
             where c.ns = p_ns and c.key = p_key and c.id = me;
           if not found then
             cseq := cseq + 1;
-            insert into ${s}.tp_fleet_claim (ns, key, id, seq, cost, last) values (p_ns, p_key, me, cseq, cost, now);
+            insert into ${s}.tp_fleet_claim (ns, key, id, seq, cost, last) values (p_ns, p_key, me, cseq, wt, now);
           end if;
         else
           if rate >= 0 then d := ${s}.tp_delay_until(bt, bu, rate, burst, now, cost); end if;
@@ -192,9 +194,9 @@ begin
             if rate >= 0 then
               select x.tokens, x.upd into bt, bu from ${s}.tp_charge(bt, bu, rate, burst, now, cost) x;
             end if;
-            insert into ${s}.tp_fleet_lease (ns, key, id, weight, expiry) values (p_ns, p_key, me, cost, r + leasems)
+            insert into ${s}.tp_fleet_lease (ns, key, id, weight, expiry) values (p_ns, p_key, me, wt, r + leasems)
               on conflict (ns, key, id) do update set weight = excluded.weight, expiry = excluded.expiry;
-            inf := inf + cost;
+            inf := inf + wt;
             if conc >= 0 then
               delete from ${s}.tp_fleet_claim c where c.ns = p_ns and c.key = p_key and c.id = me;
             end if;

@@ -93,10 +93,10 @@ export interface Admission {
    */
   predictWaitMs(now: number, cost: number, priority: number, withinMs: number): number;
   /**
-   * Nothing waits and the scheduler runs: if a job of `cost` may start now, charges it and returns
-   * the concurrency it holds; else -1.
+   * Nothing waits and the scheduler runs: if a job of `cost` (tokens) and `weight` (concurrency) may
+   * start now, charges it and returns the concurrency it holds; else -1.
    */
-  tryStart(cost: number, now: number): number;
+  tryStart(cost: number, weight: number, now: number): number;
   /**
    * For an admission that decides in calls of its own (a fleet's), where {@link tryStart} cannot
    * answer at once: true if, as far as it knows at `now`, a job of `cost` could start at once beside
@@ -104,7 +104,7 @@ export interface Admission {
    * against `maxQueue`, since the local form would have started it; the admission calls
    * {@link Host.waits} if the answer is that it waits.
    */
-  startsAtOnce?(cost: number, aheadCost: number, now: number): boolean;
+  startsAtOnce?(cost: number, weight: number, aheadCost: number, aheadWeight: number, now: number): boolean;
   /** Starts waiting jobs, head first, as far as the limits allow; returns the time it last read. */
   drain(now: number): number;
   /** True while the admission waits for an answer about `job`: its deadline is that answer's to decide. */
@@ -117,8 +117,8 @@ export interface Admission {
   finished(job: Job | undefined): void;
   /** A waiting job left without starting: give back what it holds (a reservation, a lease). */
   dropped(job: Job): void;
-  /** The retry hint of a job of `cost` and `priority` rejected at a full queue, ms. */
-  retryAfterMs(cost: number, priority: number): number;
+  /** The retry hint of a job of `cost`, `weight` and `priority` rejected at a full queue, ms. */
+  retryAfterMs(cost: number, weight: number, priority: number): number;
   /** A running job's `ctx.adjust(deltaCost)` (the delta is a finite number). */
   adjust(bill: Bill, deltaCost: number): void;
   /** Changes the limits (`setRate`, `setBurst`, `setConcurrency`, `setWindow`), the values already checked. */
@@ -141,7 +141,7 @@ export function waitForMs(
   return msUntilWithin(tokensAt(bucket, params, now), need, params, withinMs);
 }
 
-/** The most cost a job may have: the burst, the concurrency and the window limit all bound it. */
+/** The most cost a job may have: the burst and the window limit bound it (its weight, the concurrency). */
 export function maxCostOf(admission: Admission): number {
-  return Math.min(admission.burst, admission.concurrency, admission.windowLimit ?? Number.POSITIVE_INFINITY);
+  return Math.min(admission.burst, admission.windowLimit ?? Number.POSITIVE_INFINITY);
 }

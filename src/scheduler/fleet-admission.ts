@@ -25,7 +25,7 @@ import { type BucketState, rebill } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
 import { type Admission, type Host, type LimitsChange, waitForMs } from './admission.js';
 import type { FleetSettings, SchedulerSettings } from './options.js';
-import { costError } from './reject.js';
+import { costError, weightError } from './reject.js';
 import type { Bill, Job } from './run.js';
 import { noWindowOnFleet } from './window-limit.js';
 
@@ -159,7 +159,7 @@ export class FleetAdmission implements Admission {
     return waitForMs(this.#bucket, params, now, this.#host.queue.costAtOrAbove(priority) + cost, withinMs);
   }
 
-  retryAfterMs(cost: number, priority: number): number {
+  retryAfterMs(cost: number, _weight: number, priority: number): number {
     const waitMs = this.predictWaitMs(this.#host.clock.now(), cost, priority, 0);
     return retryHintMs(Math.max(waitMs, this.#blocked ? this.#pollMs : 0));
   }
@@ -175,10 +175,10 @@ export class FleetAdmission implements Admission {
    * and the jobs running here, those on trial and this one fit the concurrency. (Other workers'
    * use is known only from the answer: a job that must wait after all counts then.)
    */
-  startsAtOnce(cost: number, aheadCost: number, now: number): boolean {
+  startsAtOnce(cost: number, weight: number, aheadCost: number, aheadWeight: number, now: number): boolean {
     if (this.#blocked || this.#failed) return false;
     const params = this.#params;
-    if (this.#host.runner.runningCost + aheadCost + cost > params.concurrency) return false;
+    if (this.#host.runner.runningCost + aheadWeight + weight > params.concurrency) return false;
     if (!(params.ratePerSecond < Number.POSITIVE_INFINITY)) return true;
     return waitForMs(this.#bucket, params, now, aheadCost + cost, 0) === 0;
   }
@@ -326,6 +326,7 @@ export class FleetAdmission implements Admission {
     for (const ticket of tickets) ticket.calling = true;
     const acquire = batch.map((job, i) => ({
       cost: job.cost,
+      weight: job.weight,
       maxWaitMs: Math.max(0, job.enqueuedAtMs + this.#maxWaitMs - now),
       leaseId: (tickets[i] as Ticket).leaseId,
     }));
@@ -394,7 +395,7 @@ export class FleetAdmission implements Admission {
       if (ticket.state === 'done') {
         // Aborted or expired while the store decided: give the reservation back.
         if (grant.status === 'ok') {
-          const lease = { leaseId: ticket.leaseId, cost: job.cost, source: result.source };
+          const lease = { leaseId: ticket.leaseId, cost: job.cost, weight: job.weight, source: result.source };
           this.#store.cancel(this.#key, lease, grant.readyAtMs).catch(() => {});
         }
         continue;
@@ -402,7 +403,7 @@ export class FleetAdmission implements Admission {
       switch (grant.status) {
         case 'ok': {
           if (ticket === this.#claimant) this.#claimant = undefined; // the store dropped the claim
-          ticket.lease = { leaseId: ticket.leaseId, cost: job.cost, source: result.source };
+          ticket.lease = { leaseId: ticket.leaseId, cost: job.cost, weight: job.weight, source: result.source };
           ticket.readyAtMs = grant.readyAtMs;
           this.#hold(ticket);
           if (grant.delayMs > 0) {
@@ -413,7 +414,7 @@ export class FleetAdmission implements Admission {
             ticket.timer.arm(host.clock.now(), grant.delayMs);
           } else {
             ticket.state = 'running';
-            host.start(job, host.clock.now(), job.cost);
+            host.start(job, host.clock.now(), job.weight);
           }
           break;
         }
@@ -424,7 +425,13 @@ export class FleetAdmission implements Admission {
           break;
         }
         case 'tooLarge':
-          host.reject(job, 'costExceedsCapacity', costError(job.cost, this.burst, this.#params.concurrency));
+          host.reject(
+            job,
+            'costExceedsCapacity',
+            job.cost > this.burst
+              ? costError(job.cost, this.burst, Number.POSITIVE_INFINITY)
+              : weightError(job.weight, this.#params.concurrency, job.cost),
+          );
           break;
         case 'busy':
           this.#claimant = ticket;
@@ -450,7 +457,7 @@ export class FleetAdmission implements Admission {
     this.#reserved--;
     ticket.state = 'running';
     const host = this.#host;
-    host.start(job, host.clock.now(), job.cost);
+    host.start(job, host.clock.now(), job.weight);
     host.pump(host.clock.now());
   }
 

@@ -1,8 +1,8 @@
 /**
  * The local admission: a token bucket (`rate`, `burst`) and a weighted
- * concurrency, both in this process. A job of cost c starts when it is at the
- * head of the queue, c units of the concurrency are free, and the bucket holds
- * c tokens; it is charged at its theoretical start ({@link startAt}): when the
+ * concurrency, both in this process. A job of cost c and weight w (w = c
+ * unless told) starts when it is at the head of the queue, w units of the
+ * concurrency are free, and the bucket holds c tokens; it is charged at its theoretical start ({@link startAt}): when the
  * bucket had the tokens, never before it arrived or could otherwise have
  * started, and never more than the catch-up allowance before now. So a window
  * of T sees at most burst + rate * (T + allowance) of cost start, and the
@@ -131,8 +131,8 @@ export class LocalAdmission implements Admission {
     return windowMs > withinMs ? Math.max(windowMs, bucketMs) : bucketMs;
   }
 
-  tryStart(cost: number, now: number): number {
-    const held = cost === 0 ? this.#zeroCostHold : cost;
+  tryStart(cost: number, weight: number, now: number): number {
+    const held = weight === 0 ? this.#zeroCostHold : weight;
     if (this.#host.runner.runningCost + held > this.#concurrency + this.#concurrencySlack) return -1;
     const bucket = this.#bucket;
     const window = this.#window;
@@ -160,7 +160,7 @@ export class LocalAdmission implements Admission {
     const window = this.#window;
     // A job started here may pause the scheduler (or change its limits) from its fn: check on every turn.
     for (let job = queue.peek(); job !== undefined && !host.paused(); job = queue.peek()) {
-      const held = job.cost === 0 ? this.#zeroCostHold : job.cost;
+      const held = job.weight === 0 ? this.#zeroCostHold : job.weight;
       if (runner.runningCost + held > this.#concurrency + this.#concurrencySlack) {
         this.#concurrencyBlocked = true;
         return now;
@@ -268,7 +268,7 @@ export class LocalAdmission implements Admission {
    *   (cost / rate, or the gap between finishes), so the k-th caller rejected
    *   in a burst is told when there is room for the k-th.
    */
-  retryAfterMs(cost: number): number {
+  retryAfterMs(cost: number, weight: number): number {
     const host = this.#host;
     const now = host.clock.now();
     const bucket = this.#bucket;
@@ -285,7 +285,7 @@ export class LocalAdmission implements Admission {
     const windowMs = this.#window === undefined || queued ? 0 : this.#window.waitMs(now, cost);
     const windowFull = windowMs === Number.POSITIVE_INFINITY;
     if (!windowFull) baseMs = Math.max(baseMs, windowMs);
-    const held = cost === 0 ? this.#zeroCostHold : cost;
+    const held = weight === 0 ? this.#zeroCostHold : weight;
     const full =
       windowFull ||
       (queued ? this.#concurrencyBlocked : host.runner.runningCost + held > this.#concurrency + this.#concurrencySlack);

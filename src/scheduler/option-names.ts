@@ -14,6 +14,7 @@ export const SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
   'burst',
   'concurrency',
   'maxQueue',
+  'onFull',
   'maxWait',
   'catchUp',
   'timeout',
@@ -43,4 +44,7 @@ export const SCHEDULER_PEER_OPTIONS: Readonly<Record<string, string>> = {
   minTime: "write `rate` (bottleneck's minTime of t ms is rate: 1000 / t per second, with burst: 1)",
   reservoir: 'write `limit` and `window` (a sliding window), or `burst` and `rate`',
   highWater: 'write `maxQueue`',
+  strategy:
+    "write `onFull`: 'reject' (bottleneck's OVERFLOW), 'evict-lower' (OVERFLOW_PRIORITY) or 'drop-oldest' (LEAK); " +
+    'BLOCK is not offered (see docs/migrating.md)',
 };

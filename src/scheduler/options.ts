@@ -46,6 +46,16 @@ export interface SchedulerOptions extends WindowLimitOptions {
    */
   maxQueue?: number;
   /**
+   * What a full queue gives up when a job arrives (memory stays flat in each case: the queue never
+   * holds more than `maxQueue`). `'reject'`: the new job, at once. `'evict-lower'`: the oldest
+   * waiting job of the lowest priority, if that priority is lower than the new job's (else the new
+   * job), as bottleneck's OVERFLOW_PRIORITY. `'drop-oldest'`: the oldest waiting job of the lowest
+   * priority, unless the new job's priority is lower still, as bottleneck's LEAK. Whoever is given
+   * up rejects with `QueueFullError`, its `reason` `'full'`, `'evicted'` or `'dropped'`.
+   * @default 'reject'
+   */
+  onFull?: 'reject' | 'evict-lower' | 'drop-oldest';
+  /**
    * The longest a job may wait to start: milliseconds or a string such as
    * `'2s'`. A job predicted to wait longer is rejected at once with
    * `WaitTooLongError` (`ERR_WAIT_TOO_LONG`); one that waits past it anyway is
@@ -148,11 +158,19 @@ export type JobFunction<R> = (context: JobContext) => R | PromiseLike<R>;
 /** Options for {@link Scheduler.schedule}. */
 export interface ScheduleOptions {
   /**
-   * The job's weight: tokens it needs to start, and units of concurrency it
-   * holds while it runs. Any number >= 0, at most the burst and the concurrency.
+   * The tokens the job needs from the bucket to start (and counts against a
+   * window limit). Any number >= 0, at most the burst and the window limit.
    * @default 1
    */
   cost?: number;
+  /**
+   * The units of concurrency the job holds while it runs (a weighted
+   * semaphore), apart from its cost in tokens: GitHub's points per minute
+   * beside its concurrent requests, bottleneck's `weight` beside `minTime`.
+   * Any number >= 0, at most the concurrency.
+   * @default the job's `cost`
+   */
+  weight?: number;
   /**
    * Higher runs first; equal priorities run in arrival order.
    * @default 0
@@ -177,6 +195,8 @@ export interface WrapOptions<A extends unknown[]> {
   signal?: AbortSignal;
   /** The cost of each call, or a function of the call's arguments that returns it. @default 1 */
   cost?: number | ((...args: A) => number);
+  /** The concurrency each call holds, or a function of the call's arguments that returns it. @default its cost */
+  weight?: number | ((...args: A) => number);
   /** @default 0 */
   priority?: number;
   /** @default the scheduler's `timeout` */
@@ -340,6 +360,17 @@ export function parseMaxQueue(value: number | undefined): number {
   );
 }
 
+/** `onFull`: `'reject'` (the default), `'evict-lower'` or `'drop-oldest'`. */
+export function parseOnFull(value: unknown): 'reject' | 'evict-lower' | 'drop-oldest' {
+  if (value === undefined) return 'reject';
+  if (value === 'reject' || value === 'evict-lower' || value === 'drop-oldest') return value;
+  throw new InvalidOptionError(
+    'onFull',
+    value,
+    `Expected \`onFull\` to be 'reject', 'evict-lower' or 'drop-oldest', got ${describeValue(value)}`,
+  );
+}
+
 /** `timeout`: a duration > 0, or Infinity when absent. */
 export function parseTimeout(timeout: DurationInput | undefined): number {
   if (timeout === undefined) return Number.POSITIVE_INFINITY;
@@ -388,6 +419,7 @@ export interface SchedulerSettings {
   /** Infinity when there is none. */
   readonly concurrency: number;
   readonly maxQueue: number;
+  readonly onFull: 'reject' | 'evict-lower' | 'drop-oldest';
   readonly maxWaitMs: number;
   readonly timeoutMs: number;
   readonly catchUpMs: number;
@@ -426,6 +458,7 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
     params,
     concurrency: parseConcurrency(options.concurrency ?? Number.POSITIVE_INFINITY, hasRate || window !== undefined),
     maxQueue: parseMaxQueue(options.maxQueue),
+    onFull: parseOnFull(options.onFull),
     maxWaitMs: parseOptionalDuration(options.maxWait, Number.POSITIVE_INFINITY),
     timeoutMs: parseTimeout(options.timeout),
     catchUpMs: parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS),
@@ -519,14 +552,16 @@ export function wrapCalls<A extends unknown[], R, T>(
   fn: (this: T, ...args: A) => R | PromiseLike<R>,
   options: WrapOptions<A>,
 ): (this: T, ...args: A) => Promise<R> {
-  const { cost, priority, timeout, signal } = options;
+  const { cost, weight, priority, timeout, signal } = options;
   return function wrapped(this: T, ...args: A): Promise<R> {
     let jobCost: number | undefined;
+    let jobWeight: number | undefined;
     try {
       jobCost = typeof cost === 'function' ? cost(...args) : cost;
+      jobWeight = typeof weight === 'function' ? weight(...args) : weight;
     } catch (error) {
       return Promise.reject(error);
     }
-    return schedule(() => fn.apply(this, args), { cost: jobCost, priority, timeout, signal });
+    return schedule(() => fn.apply(this, args), { cost: jobCost, weight: jobWeight, priority, timeout, signal });
   };
 }

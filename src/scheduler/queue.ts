@@ -173,6 +173,13 @@ export class WaitQueue<J extends Waiter<J>> {
     return top === undefined ? undefined : top.jobs[top.first];
   }
 
+  /** The oldest job of the lowest priority waiting: the first a full queue gives up (`onFull`). O(log L). */
+  lowest(): J | undefined {
+    let node = this.#root;
+    while (node?.right !== undefined) node = node.right;
+    return node === undefined ? undefined : node.jobs[node.first];
+  }
+
   /** The job that has waited longest, whatever its priority (the first to arrive of those still waiting). */
   oldest(): J | undefined {
     return this.#oldest;

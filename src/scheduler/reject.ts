@@ -33,6 +33,16 @@ export function costError(
   return new CostExceedsCapacityError(cost, concurrency, "the scheduler's concurrency");
 }
 
+/** A job whose weight is above the concurrency: it could never start. */
+export function weightError(weight: number, concurrency: number, cost: number): CostExceedsCapacityError {
+  return new CostExceedsCapacityError(
+    weight,
+    concurrency,
+    "the scheduler's concurrency",
+    weight === cost ? 'cost' : 'weight',
+  );
+}
+
 /** A job rejected at its deadline: it waited `waitedMs`, past `maxWaitMs`, because of `why`. */
 export function deadlineError(
   waitedMs: number,
@@ -116,6 +126,16 @@ export class Rejections {
       );
     }
     return this.reject('costExceedsCapacity', costError(cost, burst, concurrency, windowLimit), cost, priority);
+  }
+
+  /** Rejects a new job for its weight: not a number >= 0 (`InvalidSizeError`), or above the concurrency. */
+  rejectWeight(weight: unknown, cost: number, priority: number, concurrency: number): Promise<never> {
+    if (typeof weight !== 'number' || !(weight >= 0)) {
+      return Promise.reject(
+        new InvalidSizeError(weight, `invalid weight ${describeValue(weight)}: expected a finite number >= 0`),
+      );
+    }
+    return this.reject('costExceedsCapacity', weightError(weight, concurrency, cost), cost, priority);
   }
 
   /** Rejects a job that was waiting (the caller has taken it out of the queue). */

@@ -37,6 +37,8 @@ export class Job implements Waiter<Job> {
   constructor(
     readonly fn: JobFunction<unknown>,
     readonly cost: number,
+    /** The concurrency it holds while it runs (its `weight`; its cost unless told). */
+    readonly weight: number,
     readonly priority: number,
     readonly enqueuedAtMs: number,
     readonly extra: JobExtra | undefined,

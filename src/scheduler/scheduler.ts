@@ -54,7 +54,15 @@ import {
   wrapCalls,
   zeroCounters,
 } from './options.js';
-import { costError, deadlineError, Rejections, rejectCall, rejectOption, rejectPriority } from './reject.js';
+import {
+  costError,
+  deadlineError,
+  Rejections,
+  rejectCall,
+  rejectOption,
+  rejectPriority,
+  weightError,
+} from './reject.js';
 import { Job, promiseOf, Runner, TimedJob } from './run.js';
 import { Waiting } from './waiting.js';
 import { parseWindowChange, type WindowLimitOptions } from './window-limit.js';
@@ -91,6 +99,8 @@ export class Scheduler {
   readonly #waiting: Waiting;
   readonly #admission: Admission;
   readonly #maxQueue: number;
+  /** What a full queue gives up (`onFull`). */
+  readonly #onFull: 'reject' | 'evict-lower' | 'drop-oldest';
   readonly #maxWaitMs: number;
   /** A waiting job: under a maxWait, linked in arrival order too (the queue's `oldest()`); else with no such links. */
   readonly #JobKind: typeof Job;
@@ -121,6 +131,7 @@ export class Scheduler {
     this.#clock = clock;
     this.#watchdog = new Watchdog(clock, () => this.#pump(clock.now(), true));
     this.#maxQueue = settings.maxQueue;
+    this.#onFull = settings.onFull;
     this.#maxWaitMs = settings.maxWaitMs;
     this.#JobKind = settings.maxWaitMs === Number.POSITIVE_INFINITY ? Job : TimedJob;
     this.#timeoutMs = settings.timeoutMs;
@@ -263,6 +274,7 @@ export class Scheduler {
     if (typeof fn !== 'function' || typeof options !== 'object' || options === null) return rejectCall(fn, options);
     if (this.#closed) return Promise.reject(new ClosedError());
     const cost = options.cost ?? 1;
+    const weight = options.weight ?? cost;
     const priority = options.priority ?? 0;
     let signal = options.signal;
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
@@ -275,7 +287,10 @@ export class Scheduler {
     const rejections = this.#rejections;
     const admission = this.#admission;
     if (!(typeof cost === 'number' && cost >= 0 && cost <= this.#maxCost)) {
-      return rejections.rejectCost(cost, priority, admission.burst, admission.concurrency, admission.windowLimit);
+      return rejections.rejectCost(cost, priority, admission.burst, Number.POSITIVE_INFINITY, admission.windowLimit);
+    }
+    if (!(typeof weight === 'number' && weight >= 0 && weight <= admission.concurrency)) {
+      return rejections.rejectWeight(weight, cost, priority, admission.concurrency);
     }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) return rejectPriority(priority);
     if (signal?.aborted) return rejections.reject('aborted', signal.reason, cost, priority);
@@ -283,8 +298,8 @@ export class Scheduler {
     const queue = waiting.queue;
     // A full queue first: with a job waiting at its head nothing could start now, so this one is rejected.
     const counted = waiting.counted;
-    if (counted >= this.#maxQueue && counted !== 0) {
-      return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, priority));
+    if (counted >= this.#maxQueue && counted !== 0 && this.#victim(priority) === undefined) {
+      return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, weight, priority));
     }
     let timeoutMs = this.#timeoutMs;
     if (options.timeout !== undefined) {
@@ -298,23 +313,26 @@ export class Scheduler {
     // The default timeout is the one in force now (as in p-queue): copied to the job, not read when it starts.
     const extra = signal === undefined && timeoutMs === Infinity ? undefined : { signal, watched: false, timeoutMs };
     // Start at once: nothing waits ahead, and the admission has the concurrency and the tokens (charged if so).
-    const held = queue.size === 0 && !this.#paused ? admission.tryStart(cost, now) : -1;
+    const held = queue.size === 0 && !this.#paused ? admission.tryStart(cost, weight, now) : -1;
     if (held >= 0) {
       this.#counters.admitted++;
       this.#idleOwed = true;
       if (signal === undefined && timeoutMs === Number.POSITIVE_INFINITY && !this.#countsFinish) {
         return this.#runner.run(fn as JobFunction<unknown>, cost, priority, held) as Promise<R>;
       }
-      const job = new Job(fn as JobFunction<unknown>, cost, priority, now, extra);
+      const job = new Job(fn as JobFunction<unknown>, cost, weight, priority, now, extra);
       const promise = promiseOf<R>(job);
       this.#runner.runJob(job, held, 0, timeoutMs);
       return promise;
     }
 
     // A job the local form would have started now waits for a fleet's first answer on trial, outside `maxQueue`.
-    const trial = counted === 0 && !this.#paused && admission.startsAtOnce?.(cost, waiting.trialCost, now) === true;
-    if (!trial && counted >= this.#maxQueue) {
-      return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, priority));
+    const trial =
+      counted === 0 &&
+      !this.#paused &&
+      admission.startsAtOnce?.(cost, weight, waiting.trialCost, waiting.trialWeight, now) === true;
+    if (!trial && counted >= this.#maxQueue && this.#victim(priority) === undefined) {
+      return rejections.queueFull(cost, priority, admission.retryAfterMs(cost, weight, priority));
     }
     const maxWaitMs = this.#maxWaitMs;
     if (maxWaitMs !== Number.POSITIVE_INFINITY) {
@@ -328,8 +346,9 @@ export class Scheduler {
     // Arrival times never go back (a clock that does counts as no time), so the first job in arrival order
     // is the one with the first deadline: the queue's `oldest()`.
     if (now > this.#lastEnqueuedMs) this.#lastEnqueuedMs = now;
-    const job = new this.#JobKind(fn as JobFunction<unknown>, cost, priority, this.#lastEnqueuedMs, extra);
+    const job = new this.#JobKind(fn as JobFunction<unknown>, cost, weight, priority, this.#lastEnqueuedMs, extra);
     const promise = promiseOf<R>(job);
+    if (!trial) this.#makeRoom(priority);
     if (trial) waiting.pushOnTrial(job);
     else waiting.push(job);
     this.#counters.admitted++;
@@ -568,11 +587,38 @@ export class Scheduler {
     this.#runner.runJob(job, held, now - job.enqueuedAtMs, job.extra?.timeoutMs ?? Number.POSITIVE_INFINITY);
   }
 
+  /**
+   * The waiting job a full queue gives up for a new one of `priority` (`onFull`): the oldest of the
+   * lowest priority, if it is lower (`'evict-lower'`) or not higher (`'drop-oldest'`); `undefined`:
+   * the new job is the one turned away.
+   */
+  #victim(priority: number): Job | undefined {
+    const onFull = this.#onFull;
+    if (onFull === 'reject') return undefined;
+    const lowest = this.#waiting.queue.lowest();
+    if (lowest === undefined) return undefined;
+    return lowest.priority < priority || (onFull === 'drop-oldest' && lowest.priority === priority)
+      ? lowest
+      : undefined;
+  }
+
+  /** Before a new job of `priority` is queued: gives up waiting jobs while the queue is full (see {@link victim}). */
+  #makeRoom(priority: number): void {
+    const waiting = this.#waiting;
+    while (waiting.counted >= this.#maxQueue) {
+      const victim = this.#victim(priority);
+      if (victim === undefined) return;
+      const retryAfterMs = this.#admission.retryAfterMs(victim.cost, victim.weight, victim.priority);
+      const reason = this.#onFull === 'evict-lower' ? 'evicted' : 'dropped';
+      waiting.reject(victim, 'queueFull', new QueueFullError(this.#maxQueue, retryAfterMs, reason));
+    }
+  }
+
   /** A job on trial waits: it counts against `maxQueue` from now, and is rejected if the queue is full without it. */
   #waits(job: Job): void {
     const waiting = this.#waiting;
     if (!waiting.endTrial(job) || waiting.counted <= this.#maxQueue) return;
-    const retryAfterMs = this.#admission.retryAfterMs(job.cost, job.priority);
+    const retryAfterMs = this.#admission.retryAfterMs(job.cost, job.weight, job.priority);
     waiting.reject(job, 'queueFull', new QueueFullError(this.#maxQueue, retryAfterMs));
   }
 
@@ -584,7 +630,9 @@ export class Scheduler {
     const waiting = this.#waiting;
     for (const job of [...waiting.queue]) {
       if (job.cost > this.#maxCost) {
-        waiting.reject(job, 'costExceedsCapacity', costError(job.cost, burst, concurrency, windowLimit));
+        waiting.reject(job, 'costExceedsCapacity', costError(job.cost, burst, Number.POSITIVE_INFINITY, windowLimit));
+      } else if (job.weight > concurrency) {
+        waiting.reject(job, 'costExceedsCapacity', weightError(job.weight, concurrency, job.cost));
       }
     }
     this.#pump(now);

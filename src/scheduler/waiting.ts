@@ -39,6 +39,7 @@ export class Waiting {
   /** Queued jobs on trial (see the file's opening comment), and their cost. */
   readonly #trial = new Set<Job>();
   #trialCost = 0;
+  #trialWeight = 0;
   readonly #signals = new SignalWatch<Job>((signal, jobs) => this.#abort(signal, jobs));
   readonly #rejections: Rejections;
   readonly #dropped: (job: Job) => void;
@@ -66,6 +67,11 @@ export class Waiting {
     return this.#trialCost;
   }
 
+  /** The weight of the jobs on trial. */
+  get trialWeight(): number {
+    return this.#trialWeight;
+  }
+
   /** Jobs waiting at exactly `priority`. */
   sizeAt(priority: number): number {
     let reserved = 0;
@@ -78,12 +84,14 @@ export class Waiting {
     this.push(job);
     this.#trial.add(job);
     this.#trialCost += job.cost;
+    this.#trialWeight += job.weight;
   }
 
   /** `job`'s trial is over (it waits, starts or leaves); false if it was not on trial. */
   endTrial(job: Job): boolean {
     if (this.#trial.size === 0 || !this.#trial.delete(job)) return false;
     this.#trialCost = this.#trial.size === 0 ? 0 : this.#trialCost - job.cost;
+    this.#trialWeight = this.#trial.size === 0 ? 0 : this.#trialWeight - job.weight;
     return true;
   }
 

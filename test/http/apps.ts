@@ -63,12 +63,14 @@ type Req = { readonly headers: IncomingHttpHeaders };
  * callback is called with `reqOf(context)` and `resOf(context)`.
  */
 function forContext<C, A>(layer: AnyOptions, reqOf: (c: C) => Req, resOf: (c: C) => unknown, answer: () => A) {
-  const { key, cost, skip, onLimit, onError, requestWasSuccessful, ...rest } = layer;
+  const { key, cost, skip, limits, plan, onLimit, onError, requestWasSuccessful, ...rest } = layer;
   return {
     ...rest,
     ...(key && { key: (c: C) => key(reqOf(c)) }),
     ...(cost && { cost: (c: C) => cost(reqOf(c)) }),
     ...(skip && { skip: (c: C) => skip(reqOf(c)) }),
+    ...(limits && { limits: (c: C) => limits(reqOf(c)) }),
+    ...(plan && { plan: (c: C) => plan(reqOf(c)) }),
     ...(requestWasSuccessful && { requestWasSuccessful: (c: C) => requestWasSuccessful(reqOf(c), resOf(c)) }),
     ...(onLimit && {
       onLimit: async (c: C, info: Parameters<typeof onLimit>[2]) => {

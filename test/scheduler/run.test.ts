@@ -52,7 +52,7 @@ describe('Runner', () => {
 
   it('a job that waited settles through its own settlers, and is told to onFinish', async () => {
     const { runner, counters, finished } = setup();
-    const job = new Job(() => 'ok', 2, 0, 0, undefined);
+    const job = new Job(() => 'ok', 2, 2, 0, 0, undefined);
     const outcome = new Promise((resolve, reject) => {
       job.resolve = resolve;
       job.reject = reject;
@@ -74,6 +74,7 @@ describe('Runner', () => {
         seen = signal;
         return new Promise<void>((r) => (release = r));
       },
+      2,
       2,
       0,
       0,
@@ -99,7 +100,7 @@ describe('Runner', () => {
   it('with releaseOnTimeout the slot frees at the timeout, and onFinish is told then, once', async () => {
     const { runner, timers, finished } = setup(true);
     let release!: () => void;
-    const job = new Job(() => new Promise<void>((r) => (release = r)), 1, 0, 0, undefined);
+    const job = new Job(() => new Promise<void>((r) => (release = r)), 1, 1, 0, 0, undefined);
     job.resolve = () => {};
     job.reject = () => {};
     runner.runJob(job, 1, 0, 10);
