@@ -20,10 +20,12 @@ interface ProbeReport {
 function runProbe(specifiers: string[]): Promise<{ report: ProbeReport; exitCode: number | null }> {
   return new Promise((resolve, reject) => {
     // The probe never calls process.exit: the timeout catches a process that an import keeps alive.
+    // tsx's cache is off: from Node 22 on, its writes are still pending (FSReqPromise) when the probe
+    // lists what is open, and would read as handles the import opened.
     const child = execFile(
       process.execPath,
       ['--import', 'tsx', probe, ...specifiers],
-      { cwd: root, timeout: 30_000 },
+      { cwd: root, timeout: 30_000, env: { ...process.env, TSX_DISABLE_CACHE: '1' } },
       (error, stdout, stderr) => {
         if (error && child.exitCode === null) {
           reject(new Error(`the probe did not end by itself: ${error.message}\n${stderr}`));
