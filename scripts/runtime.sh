@@ -4,11 +4,13 @@
 # npm's own cache, which checks its integrity) and it is unpacked once into .tmp/runtimes/ (gitignored),
 # so a fresh machine needs nothing but npm, and no sudo.
 #
-#   scripts/runtime.sh NAME     prints the absolute path of NAME's binary, fetching it the first time
-#   scripts/runtime.sh --list   prints each NAME with its package
+#   scripts/runtime.sh NAME               prints the absolute path of NAME's binary, fetching it the first time
+#   scripts/runtime.sh NAME COMMAND ...   runs COMMAND with NAME's folder first on PATH:
+#                                         scripts/runtime.sh node22 npm run test:unit
+#   scripts/runtime.sh --list             prints each NAME with its package
 #
-# NAME is node24 (the primary version), node20, node22, node26, bun or deno. To run a command on another
-# Node: PATH="$(dirname "$(scripts/runtime.sh node22)"):$PATH" npm run test:unit
+# NAME is node24 (the primary version), node20, node22, node26, bun or deno. npm and npx run on the
+# first `node` on PATH, and so do the scripts and tests they start.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -49,5 +51,9 @@ if [ ! -x "$folder/package/$bin" ]; then
   rm -rf "$folder"
   mkdir -p "$folder"
   mv "$work/package" "$folder/package" # whole, or not at all: a fetch cut short leaves no binary behind
+fi
+if [ "$#" -gt 1 ]; then
+  shift
+  PATH="$(dirname "$folder/package/$bin"):$PATH" exec "$@"
 fi
 echo "$folder/package/$bin"
