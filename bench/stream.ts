@@ -3,7 +3,8 @@
  * `stream-throttle` (a shared `limiter` bucket, slices of rate / 10) and
  * `throttle` (bytes since creation, slices of bps / 10), side by side.
  *
- * 1. Throughput with an effectively unlimited cap: 1 GiB of 64 KiB chunks.
+ * 1. Throughput with an effectively unlimited cap: 1 GiB of 64 KiB chunks;
+ *    and the web form, WebThrottle, against a bare TransformStream moving the same chunks.
  * 2. The whole rate from every kind of source: a lone Throttle and the
  *    aggregate of a 4-member ThrottleGroup at 1 KiB/s .. 1 GiB/s, with 1, 16
  *    and 64 KiB chunks, from a synchronous source, a socket-like source (chunks
@@ -30,7 +31,7 @@ import { PassThrough, Readable, type Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import streamThrottle from 'stream-throttle';
 import ThrottlePeer from 'throttle';
-import { type Clock, systemClock, Throttle, ThrottleGroup } from '../src/index.js';
+import { type Clock, systemClock, Throttle, ThrottleGroup, WebThrottle } from '../src/index.js';
 import { median, ratioSpread, roundRatios, type Section, table } from './harness.js';
 import {
   endlessServer,
@@ -165,6 +166,89 @@ export async function throughput(): Promise<string> {
         i === 0 ? '' : extraNs.toFixed(0),
       ];
     }),
+  );
+}
+
+// 1b. The web form: WebThrottle with a cap it never reaches against a bare TransformStream.
+export async function webThroughput(): Promise<string> {
+  const unlimited = 1024 ** 4; // 1 TiB/s: never waits
+  const contenders: { name: string; make(): TransformStream<Uint8Array, Uint8Array> }[] = [
+    { name: 'new TransformStream()', make: () => new TransformStream<Uint8Array, Uint8Array>() },
+    { name: 'tokenpace WebThrottle (1 TiB/s)', make: () => new WebThrottle({ rate: unlimited }) },
+  ];
+  const cases = [
+    { chunkBytes: 64 * KiB, totalBytes: 256 * MiB },
+    { chunkBytes: 16 * KiB, totalBytes: 64 * MiB },
+    { chunkBytes: KiB, totalBytes: 4 * MiB },
+  ];
+  const rows: string[][] = [];
+  for (const { chunkBytes, totalBytes } of cases) {
+    // As in (1): interleaved rounds, each starting with the other contender, the ratio taken within a round.
+    const rounds = 15;
+    const warmup = 2;
+    const transfers = 4;
+    const seconds: number[][] = contenders.map(() => []);
+    const cpuSeconds: number[][] = contenders.map(() => []);
+    const chunk = new Uint8Array(chunkBytes).fill(0x61);
+    for (let round = 0; round < warmup + rounds; round++) {
+      for (let k = 0; k < contenders.length; k++) {
+        const i = (round + k) % contenders.length;
+        const contender = contenders[i] as (typeof contenders)[number];
+        const cpu = process.cpuUsage();
+        const start = performance.now();
+        for (let t = 0; t < transfers; t++) {
+          let produced = 0;
+          let received = 0;
+          await new ReadableStream<Uint8Array>({
+            pull(controller) {
+              if (produced >= totalBytes) controller.close();
+              else {
+                produced += chunkBytes;
+                controller.enqueue(chunk);
+              }
+            },
+          })
+            .pipeThrough(contender.make())
+            .pipeTo(
+              new WritableStream<Uint8Array>({
+                write(piece) {
+                  received += piece.length;
+                },
+              }),
+            );
+          if (received !== totalBytes) throw new Error(`${contender.name} passed ${received} of ${totalBytes} bytes`);
+        }
+        const elapsed = (performance.now() - start) / 1000 / transfers;
+        const used = process.cpuUsage(cpu);
+        if (round >= warmup) {
+          seconds[i]?.push(elapsed);
+          cpuSeconds[i]?.push((used.user + used.system) / 1e6 / transfers);
+        }
+      }
+    }
+    const base = median(seconds[0] as number[]);
+    contenders.forEach((c, i) => {
+      const s = median(seconds[i] as number[]);
+      rows.push([
+        `${formatBytes(chunkBytes)} chunks`,
+        c.name,
+        (totalBytes / MiB / s).toFixed(0),
+        i === 0 ? '1.00x' : ratioSpread(roundRatios(seconds, i)),
+        i === 0 ? '1.00x' : ratioSpread(roundRatios(cpuSeconds, i)),
+        i === 0 ? '' : (((s - base) * 1e9) / (totalBytes / chunkBytes)).toFixed(0),
+      ]);
+    });
+  }
+  return table(
+    [
+      'chunks',
+      'contender',
+      'MiB/s',
+      'vs TransformStream (wall: median, range)',
+      'vs TransformStream (CPU time)',
+      'ns per chunk over TransformStream',
+    ],
+    rows,
   );
 }
 
@@ -959,6 +1043,10 @@ export const streamSection: Section = {
       '### Throughput with an effectively unlimited cap (1 GiB of 64 KiB chunks, 8 in a row per sample, 15 rounds: median and range of the per-round ratios)',
       '',
       await step('throughput', throughput),
+      '',
+      '### The web form: WebThrottle with a cap it never reaches against a bare `new TransformStream()` (the same chunks, 4 transfers per sample, 15 rounds)',
+      '',
+      await step('web', webThroughput),
       '',
       '### The whole rate from every kind of source: a lone Throttle, and the aggregate of a 4-member group',
       '',

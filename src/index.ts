@@ -152,9 +152,16 @@ export {
   type ThrottleGroupOptions,
   type ThrottleMemberOptions,
   type ThrottleSubgroupOptions,
+  type WebThrottleMemberOptions,
 } from './stream/group.js';
 export { Throttle } from './stream/throttle.js';
-export type { ThrottleOptions, ThrottleStreamOptions } from './stream/throttle-options.js';
+export type {
+  PacingOptions,
+  ThrottleOptions,
+  ThrottleStreamOptions,
+  WebThrottleOptions,
+} from './stream/throttle-options.js';
+export { WebThrottle } from './stream/web-throttle.js';
 export {
   type DurationInput,
   formatDuration,

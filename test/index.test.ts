@@ -47,6 +47,7 @@ describe('public exports', () => {
     'TokenBucket',
     'TokenpaceError',
     'WaitTooLongError',
+    'WebThrottle',
     'channelNames',
     'formatDuration',
     'formatRate',

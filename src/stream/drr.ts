@@ -24,6 +24,7 @@
  */
 
 import type { MemberPort } from './link.js';
+import { MIN_TURN_BYTES } from './pacing.js';
 import { Queue } from './ring.js';
 
 /** Why {@link DrrRing.select} found no child to serve: the ring is empty; only dry children hold turns; or they hold them while others wait. */
@@ -37,6 +38,23 @@ export interface TurnPolicy {
   mayHold(nowMs: number): boolean;
   /** A sparse child's turn may take what its own cap allows, up to this many bytes. */
   sparseLimitBytes(): number;
+  /** The most a child sends in one visit, bytes (see {@link VISITS_PER_TURN}). */
+  visitLimitBytes(): number;
+}
+
+/**
+ * A turn is sent in at least this many visits (of at least MIN_TURN_BYTES),
+ * and a visit passes at most the policy's `visitLimitBytes`: what a child
+ * holds ready (its buffered bytes, which its highWaterMark sets) must not
+ * decide whether its share passes all through the round or in lumps.
+ */
+export const VISITS_PER_TURN = 4;
+
+/** The most `port` sends in one visit; a sparse turn's extra (what its own cap allows beyond a turn) goes at once. */
+function visitBytes(port: MemberPort, policy: TurnPolicy): number {
+  if (port.deficit > port.turnBytes) return port.deficit;
+  const share = Math.max(MIN_TURN_BYTES, Math.ceil(port.turnBytes / VISITS_PER_TURN));
+  return Math.min(share, policy.visitLimitBytes());
 }
 
 /** The ring of one class; see the file's opening comment. */
@@ -258,7 +276,7 @@ export class DrrRing {
         port.deficit = port.turnBytes;
         port.round = this.round + 1;
       }
-      this.limit = Math.min(want, port.deficit);
+      this.limit = Math.min(want, port.deficit, visitBytes(port, policy));
       return port;
     }
   }

@@ -27,7 +27,14 @@ import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link
 import { ClassNode, type ClassNumbers } from './node.js';
 import { checkBurst, checkBurstLimit, checkRateLimit, defaultGroupBurstBytes, defaultQuantumBytes } from './pacing.js';
 import { Throttle } from './throttle.js';
-import { checkGuaranteedBelow, parseGuaranteed, parseWeight, type ThrottleOptions } from './throttle-options.js';
+import {
+  checkGuaranteedBelow,
+  parseGuaranteed,
+  parseWeight,
+  type ThrottleOptions,
+  type WebThrottleOptions,
+} from './throttle-options.js';
+import { WebThrottle } from './web-throttle.js';
 
 /** Options for a root {@link ThrottleGroup}. */
 export interface ThrottleGroupOptions {
@@ -88,6 +95,9 @@ export interface ThrottleSubgroupOptions {
 
 /** Options for {@link ThrottleGroup.throttle}: a member's own cap, weight and guarantee (all optional) and stream options. */
 export type ThrottleMemberOptions = Omit<ThrottleOptions, 'group' | 'clock'>;
+
+/** Options for {@link ThrottleGroup.webThrottle}: as {@link ThrottleMemberOptions}, with the web form's signal and strategies. */
+export type WebThrottleMemberOptions = Omit<WebThrottleOptions, 'group' | 'clock'>;
 
 const GROUP_OPTIONS: ReadonlySet<string> = new Set([
   'rate',
@@ -159,6 +169,13 @@ export class ThrottleGroup implements GroupHandle {
     options: Options = {} as Options,
   ): Throttle<Options & ThrottleOptions> {
     return new Throttle({ ...options, group: this });
+  }
+
+  /** A new member of this group in the WHATWG form (a `TransformStream`, for `fetch` bodies), as {@link throttle} gives the Node form. */
+  webThrottle<Options extends WebThrottleMemberOptions = WebThrottleMemberOptions>(
+    options: Options = {} as Options,
+  ): WebThrottle<Options & WebThrottleOptions> {
+    return new WebThrottle({ ...options, group: this });
   }
 
   /** A new subgroup of this group: a class with its own ceiling, weight and guarantee (all optional). */

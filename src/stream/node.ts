@@ -121,6 +121,7 @@ export class ClassNode implements ServedClass {
       turnFor: (port) => this.#turnFor(port),
       mayHold: (atMs) => this.#mayHold(atMs),
       sparseLimitBytes: () => this.pacer.holdLimitBytes,
+      visitLimitBytes: () => this.pacer.visitLimitBytes,
     };
     if (parent === undefined) {
       this.pacer = new Pacer(

@@ -173,6 +173,23 @@ export const MAX_ROUND_MS = 125;
 /** A turn shrunk to keep a round short is still at least this many bytes (or the quantum, if smaller): pieces smaller cost more CPU than they are worth. */
 export const MIN_TURN_BYTES = 1024;
 
+/**
+ * The most one visit of a group's ring passes, ms of the root's rate: a child
+ * that holds its whole turn ready (large buffers) then still passes it in
+ * pieces all through the round, as a child that holds one chunk does, and
+ * no 100 ms window sees a lump of it.
+ */
+export const VISIT_MS = 1;
+
+/**
+ * The most one visit passes: {@link VISIT_MS} of `ratePerSecond`, at least {@link MIN_TURN_BYTES}.
+ *
+ * @example visitLimitBytes(8 * 1048576) === 8389
+ */
+export function visitLimitBytes(ratePerSecond: number): number {
+  return Math.max(MIN_TURN_BYTES, Math.ceil((ratePerSecond * VISIT_MS) / 1000));
+}
+
 /** A round of a class's deficit round robin: how long it lasts and the bytes its turns share beyond the guaranteed rates. */
 export interface RoundPlan {
   roundMs: number;

@@ -23,11 +23,17 @@
 import type { Clock } from '../clock.js';
 import { streamWaitChannel } from '../diagnostics.js';
 import type { ByteMeter } from '../meters/byte-meter.js';
-import { Watchdog } from '../timer.js';
+import { expectedLatenessMs, TIMER_STEP_MS, Watchdog } from '../timer.js';
 import type { Progress } from './counters.js';
 import type { DrrRing, TurnPolicy } from './drr.js';
 import type { MemberPort } from './link.js';
-import { defaultGroupBurstBytes, groupWakePieceBytes, guaranteeWakePieceBytes, wakePieceBytes } from './pacing.js';
+import {
+  defaultGroupBurstBytes,
+  groupWakePieceBytes,
+  guaranteeWakePieceBytes,
+  visitLimitBytes,
+  wakePieceBytes,
+} from './pacing.js';
 
 /** What the pacer needs of the root class. */
 export interface PacedClass {
@@ -67,6 +73,8 @@ export class Pacer {
   wakePieceBytes = 0;
   /** The largest piece sent at once: the hold limit (the quantum if larger), which fits the bucket with the timer's margin. */
   maxPieceBytes = 1;
+  /** The most a child sends in one visit of a ring: VISIT_MS of the root's rate, at least MIN_TURN_BYTES (pacing.ts). */
+  visitLimitBytes = 1;
   /** The piece the root sleeps for while children with guaranteed rates wait: at most GUARANTEE_WAKE_MS of its rate (pacing.ts). */
   guaranteeWakeBytes = 1;
 
@@ -104,6 +112,7 @@ export class Pacer {
     this.wakePieceBytes = groupWakePieceBytes(ratePerSecond, capacityBytes, quantumBytes, lateMs);
     this.maxPieceBytes = Math.max(1, quantumBytes, this.holdLimitBytes);
     this.guaranteeWakeBytes = guaranteeWakePieceBytes(ratePerSecond, this.wakePieceBytes);
+    this.visitLimitBytes = visitLimitBytes(ratePerSecond);
   }
 
   /** True while dry members may keep their turns: the root's bucket is below the hold limit. */
@@ -262,8 +271,10 @@ export class Pacer {
           this.#arm(nowMs, holdMs, false);
           return;
         }
-        const piece = Math.min(ring.limit, this.maxPieceBytes);
-        if (meter.available(nowMs) < piece) {
+        let piece = Math.min(ring.limit, this.maxPieceBytes);
+        const available = meter.available(nowMs);
+        if (available < piece && port.capped()) piece = this.#pieceBeforeFull(port, nowMs, available, piece);
+        if (available < piece) {
           // Sleep for a wake piece, not just this piece: one wake-up then serves
           // several turns (a smaller one while children with guarantees wait, see
           // pacing.ts). Once every waiting writer has ended, only what they
@@ -289,6 +300,22 @@ export class Pacer {
       this.#serving = false;
       this.#bookWaiting(nowMs);
     }
+  }
+
+  /**
+   * The piece of a capped child that `available` root tokens do not cover:
+   * the child waits with its own bucket filling, and what that bucket earns
+   * once full is lost. So the piece is at most what the root's bucket holds
+   * by the instant the child's bucket is full (less the timer's step and its
+   * expected lateness), at least 1 byte: the child is served before it loses
+   * anything, however much it holds ready (its buffered bytes, which its
+   * highWaterMark sets, make its piece as large as its own tokens).
+   */
+  #pieceBeforeFull(port: MemberPort, nowMs: number, available: number, piece: number): number {
+    const lateMs = TIMER_STEP_MS + expectedLatenessMs(this.#watchdog.latenessMs);
+    const untilFullMs = Math.max(0, port.fullAtMs(nowMs) - lateMs - nowMs);
+    const byThen = Math.floor(available + (this.#root.meter.ratePerSecond * untilFullMs) / 1000);
+    return Math.max(1, Math.min(piece, byThen));
   }
 
   /**

@@ -61,8 +61,8 @@ const STREAM_KEYS = [
   'encoding',
 ] as const;
 
-/** Options for {@link Throttle}. */
-export interface ThrottleOptions extends ThrottleStreamOptions {
+/** The pacing options both forms take, `Throttle` and `WebThrottle`: the cap, the group and the share in it, the clock. */
+export interface PacingOptions {
   /**
    * The sustained rate, bytes per second: a number or a string such as
    * `'1MiB/s'`, `'8mbit'`, `'100Mbps'`. Required, except for a member of a
@@ -107,12 +107,26 @@ export interface ThrottleOptions extends ThrottleStreamOptions {
   guaranteed?: RateInput;
   /** The time source. A member of a group uses the group's clock. @default systemClock */
   clock?: Clock;
+}
+
+/** Options for {@link Throttle}, the Node form: the pacing options and the `Transform` options that apply to bytes. */
+export interface ThrottleOptions extends PacingOptions, ThrottleStreamOptions {
   /** Not supported: a Throttle paces bytes, and objects have no size. */
   objectMode?: false;
   /** Not supported, as `objectMode`. */
   readableObjectMode?: false;
   /** Not supported, as `objectMode`. */
   writableObjectMode?: false;
+}
+
+/** Options for `WebThrottle`, the WHATWG form: the pacing options, a signal, and the `TransformStream`'s strategies. */
+export interface WebThrottleOptions extends PacingOptions {
+  /** Aborting it errors the stream with the signal's reason; its timer is cleared and its group left. */
+  signal?: AbortSignal;
+  /** The writable side's queuing strategy (the `TransformStream` constructor's second argument). @default one chunk */
+  writableStrategy?: QueuingStrategy<Uint8Array>;
+  /** The readable side's queuing strategy (its third argument). @default none queued beyond the piece being read */
+  readableStrategy?: QueuingStrategy<Uint8Array>;
 }
 
 /** A stream's own bandwidth cap, parsed: its rate and its bucket's capacity, and TBF's peak bucket if any; `burstExplicit`: the option was given. */
@@ -208,7 +222,6 @@ function isAbortSignal(value: unknown): value is AbortSignal {
   return typeof candidate.aborted === 'boolean' && typeof candidate.addEventListener === 'function';
 }
 
-/** Checks the options that need no parsing; returns the group, if any. Nothing is made or armed yet. */
 /** Every option a Throttle reads, and the Transform options it passes on (the object modes are refused below). */
 const THROTTLE_OPTIONS: ReadonlySet<string> = new Set([
   'rate',
@@ -234,25 +247,58 @@ const THROTTLE_OPTIONS: ReadonlySet<string> = new Set([
   'writableObjectMode',
 ]);
 
-export function checkOptions(options: ThrottleOptions): GroupHandle | undefined {
+/** Every option a WebThrottle reads. */
+const WEB_THROTTLE_OPTIONS: ReadonlySet<string> = new Set([
+  'rate',
+  'burst',
+  'peakRate',
+  'peakBurst',
+  'group',
+  'weight',
+  'guaranteed',
+  'clock',
+  'signal',
+  'writableStrategy',
+  'readableStrategy',
+]);
+
+/** Peers' names for our options, and what to write instead. */
+const PEER_NAMES = {
+  bps: 'write `rate` (bytes per second, or a string such as "1MiB/s")',
+  chunksize: 'remove it: a Throttle splits chunks itself, never into pieces larger than `burst`',
+  transform: 'a Throttle is its own transform: pipe it into a Transform of yours instead',
+  flush: 'a Throttle is its own transform: pipe it into a Transform of yours instead',
+};
+
+const NODE_ONLY =
+  'a Node stream option; a WebThrottle takes `writableStrategy` and `readableStrategy` ({ highWaterMark })';
+
+/** Node stream options given to a WebThrottle, and what to write instead. */
+const WEB_NAMES = {
+  ...PEER_NAMES,
+  highWaterMark: NODE_ONLY,
+  readableHighWaterMark: NODE_ONLY,
+  writableHighWaterMark: NODE_ONLY,
+  objectMode: 'remove it: a WebThrottle passes Uint8Array chunks',
+};
+
+/**
+ * Checks the options that need no parsing, for the Node form (`Throttle`) or
+ * the WHATWG one (`WebThrottle`); returns the group, if any. Nothing is made
+ * or armed yet.
+ */
+export function checkOptions(
+  options: ThrottleOptions | WebThrottleOptions,
+  form: 'Throttle' | 'WebThrottle' = 'Throttle',
+): GroupHandle | undefined {
   if (options === null || typeof options !== 'object') {
     throw new InvalidOptionError('options', options, 'expected an options object such as { rate: "1MiB/s" }');
   }
-  checkKnownOptions(options, THROTTLE_OPTIONS, 'Throttle options', {
-    bps: 'write `rate` (bytes per second, or a string such as "1MiB/s")',
-    chunksize: 'remove it: a Throttle splits chunks itself, never into pieces larger than `burst`',
-    transform: 'a Throttle is its own transform: pipe it into a Transform of yours instead',
-    flush: 'a Throttle is its own transform: pipe it into a Transform of yours instead',
-  });
-  for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
-    if (options[key]) {
-      throw new InvalidOptionError(
-        key,
-        options[key],
-        `${key} is not supported: a Throttle paces bytes (one byte, one token), and objects have no size; ` +
-          'pipe Buffers or strings, or pace objects with a Scheduler and a cost per object',
-      );
-    }
+  if (form === 'Throttle') {
+    checkKnownOptions(options, THROTTLE_OPTIONS, 'Throttle options', PEER_NAMES);
+    checkObjectModes(options as ThrottleOptions);
+  } else {
+    checkKnownOptions(options, WEB_THROTTLE_OPTIONS, 'WebThrottle options', WEB_NAMES);
   }
   const signal: unknown = options.signal;
   if (signal !== undefined && !isAbortSignal(signal)) {
@@ -272,7 +318,7 @@ export function checkOptions(options: ThrottleOptions): GroupHandle | undefined 
         throw new InvalidOptionError(
           key,
           options[key],
-          `${key} is a share in a group: a lone Throttle has none; pass \`group\`, or use \`rate\` for a cap`,
+          `${key} is a share in a group: a lone ${form} has none; pass \`group\`, or use \`rate\` for a cap`,
         );
       }
     }
@@ -280,8 +326,22 @@ export function checkOptions(options: ThrottleOptions): GroupHandle | undefined 
   return group as GroupHandle | undefined;
 }
 
+/** Throws for an object mode: a Throttle paces bytes (one byte, one token). */
+function checkObjectModes(options: ThrottleOptions): void {
+  for (const key of ['objectMode', 'readableObjectMode', 'writableObjectMode'] as const) {
+    if (options[key]) {
+      throw new InvalidOptionError(
+        key,
+        options[key],
+        `${key} is not supported: a Throttle paces bytes (one byte, one token), and objects have no size; ` +
+          'pipe Buffers or strings, or pace objects with a Scheduler and a cost per object',
+      );
+    }
+  }
+}
+
 /** The member's own cap from rate, burst, peakRate and peakBurst (undefined: a group member without one). */
-export function ownCap(options: ThrottleOptions, group: GroupHandle | undefined): Cap | undefined {
+export function ownCap(options: PacingOptions, group: GroupHandle | undefined): Cap | undefined {
   if (options.rate !== undefined) return resolveCap(options.rate, options.burst, options.peakRate, options.peakBurst);
   if (group === undefined) {
     throw new InvalidRateError(

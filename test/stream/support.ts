@@ -95,6 +95,30 @@ export function maxInWindow(pieces: readonly Piece[], windowMs: number): number 
   return best;
 }
 
+/** Bytes per second over (fromMs, toMs]: the least-squares slope of the bytes delivered so far against time. */
+export function slope(pieces: readonly Piece[], fromMs: number, toMs: number): number {
+  const points: [number, number][] = [];
+  let total = 0;
+  for (const piece of pieces) {
+    total += piece.bytes;
+    if (piece.atMs > fromMs && piece.atMs <= toMs) {
+      const last = points[points.length - 1];
+      if (last && last[0] === piece.atMs) last[1] = total;
+      else points.push([piece.atMs, total]);
+    }
+  }
+  const n = points.length;
+  const meanT = points.reduce((a, [t]) => a + t, 0) / n;
+  const meanB = points.reduce((a, [, b]) => a + b, 0) / n;
+  let covariance = 0;
+  let variance = 0;
+  for (const [t, b] of points) {
+    covariance += (t - meanT) * (b - meanB);
+    variance += (t - meanT) ** 2;
+  }
+  return (covariance / variance) * 1000;
+}
+
 /** Sum of piece bytes grouped by time: `[[0, 100], [50, 50], ...]`. */
 export function byTime(pieces: readonly Piece[]): [number, number][] {
   const out: [number, number][] = [];
