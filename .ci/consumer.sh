@@ -11,10 +11,13 @@
 #     fails with Node's ERR_REQUIRE_ESM elsewhere (the README says so);
 #   - TypeScript --strict type-checks a consumer with moduleResolution `nodenext` (an ES module and a
 #     CommonJS .cts file, both compiled and run) and with `bundler`;
+#   - the README's quick starts run as written, on this Node, on Bun and on Deno (.ci/readme-examples.mjs);
+#   - the smoke suite (test/runtimes/smoke.mjs) passes on this Node, on Bun and on Deno;
 #   - `npm install <this folder>` links it as it is (dist/ is the one `npm pack` built), and the link
 #     imports.
-# Offline: the package has no runtime dependencies, and the TypeScript compiler and @types/node come
-# from this checkout's node_modules. Usage: .ci/consumer.sh (or npm run test:consumer).
+# Offline but for fetching Bun and Deno the first time (scripts/runtime.sh): the package has no runtime
+# dependencies, and the TypeScript compiler, @types/node, undici, pg and the Redis clients come from this
+# checkout's node_modules. Usage: .ci/consumer.sh (or npm run test:consumer).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/tokenpace-consumer.XXXXXX")"
@@ -262,12 +265,31 @@ step "TypeScript --strict, moduleResolution bundler"
 step "run the compiled TypeScript consumers"
 (cd "$app" && node out/consumer.js >/dev/null && node out/consumer.cjs)
 
-step "the README's quick starts, as plain JavaScript in the consumer project"
-# The examples import undici and pg too: the consumer gets this checkout's copies (offline).
-for dep in undici pg pg-types pg-protocol pg-pool pg-connection-string pgpass pg-int8 postgres-array postgres-bytea postgres-date postgres-interval split2 xtend pg-cloudflare; do
+step "fetch Bun and Deno (scripts/runtime.sh)"
+bun="$("$repo/scripts/runtime.sh" bun)"
+deno="$("$repo/scripts/runtime.sh" deno)"
+echo "node $(node --version), bun $("$bun" --version), $("$deno" --version | head -n 1)"
+runtimes=("$(node -p process.execPath)" "$bun" "$deno")
+
+step "the README's quick starts, as plain JavaScript in the consumer project, on Node, Bun and Deno"
+# The examples import undici and pg, the smoke suite the Redis clients: the consumer gets this
+# checkout's copies (offline; a link resolves its own dependencies from the checkout).
+for dep in undici ioredis redis @redis pg pg-types pg-protocol pg-pool pg-connection-string pgpass pg-int8 postgres-array postgres-bytea postgres-date postgres-interval split2 xtend pg-cloudflare; do
   [ -e "$repo/node_modules/$dep" ] && ln -sfn "$repo/node_modules/$dep" "$app/node_modules/$dep"
 done
-node "$repo/.ci/readme-examples.mjs" "$app" "$repo"
+node "$repo/.ci/readme-examples.mjs" "$app" "$repo" "${runtimes[@]}"
+
+step "the smoke suite (test/runtimes/smoke.mjs) on Node, Bun and Deno"
+cp "$repo/test/runtimes/smoke.mjs" "$app/smoke.mjs"
+mkdir -p "$repo/.tmp"
+smoke_failed=0
+for runtime in "${runtimes[@]}"; do
+  kind="$(basename "$runtime")"
+  args=("$app/smoke.mjs")
+  [ "$kind" = deno ] && args=(run -A "$app/smoke.mjs")
+  (cd "$app" && TOKENPACE_SMOKE_REPORT="$repo/.tmp/smoke-$kind.json" "$runtime" "${args[@]}") || smoke_failed=1
+done
+[ "$smoke_failed" -eq 0 ] || { echo "the smoke suite failed: the cases marked 'not ok' above"; exit 1; }
 
 step "npm install of the folder (a link to it as it is)"
 linked="$work/linked"

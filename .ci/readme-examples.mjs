@@ -4,12 +4,27 @@
 // (http://127.0.0.1:8080: a file to download, and an API that allows 40 requests in any second).
 // The database example uses the PostgreSQL on 127.0.0.1:5432 (database `test`) that CI starts.
 // Each block must exit 0, and the API example must print 0 (no 429).
+//
+// Usage: node readme-examples.mjs APP REPO [RUNTIME...]: each block runs on each RUNTIME, the path of
+// a node, bun or deno binary (scripts/runtime.sh prints them); on this Node when none is given. On Bun
+// a block imports undici as 'undici/index.js', the one change the README and docs/runtimes.md tell Bun
+// users to make: Bun answers 'undici' with a module of its own, whose Agent cannot compose interceptors.
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 
-const [app, repo] = process.argv.slice(2);
+const [app, repo, ...given] = process.argv.slice(2);
+const runtimes = given.length > 0 ? given : [process.execPath];
+/** How a runtime binary runs a file, and the README's code as that runtime's users write it. */
+function runtimeOf(binary) {
+  const kind = /(^|\/)(bun|deno)$/.exec(binary)?.[2] ?? 'node';
+  return {
+    kind,
+    args: (file) => (kind === 'deno' ? ['run', '-A', file] : [file]),
+    adapt: (code) => (kind === 'bun' ? code.replaceAll("from 'undici';", "from 'undici/index.js';") : code),
+  };
+}
 const ts = (await import(join(repo, 'node_modules/typescript/lib/typescript.js'))).default;
 
 const readme = readFileSync(join(repo, 'README.md'), 'utf8');
@@ -42,34 +57,40 @@ await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const base = `http://127.0.0.1:${server.address().port}`;
 
 let failed = 0;
-for (const [i, code] of blocks.entries()) {
-  const js = ts.transpileModule(code.replaceAll('http://127.0.0.1:8080', base), {
-    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, verbatimModuleSyntax: false },
-  }).outputText;
-  const path = join(app, `readme-${i + 1}.mjs`);
-  writeFileSync(path, js);
-  const started = performance.now();
-  // The child runs while this process keeps serving, so it is spawned, not run synchronously.
-  const result = await new Promise((resolve) => {
-    const p = spawn(process.execPath, [path], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d) => (out += d));
-    p.stderr.on('data', (d) => (err += d));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, out, err });
+for (const binary of runtimes) {
+  const runtime = runtimeOf(binary);
+  for (const [i, code] of blocks.entries()) {
+    const js = ts.transpileModule(runtime.adapt(code).replaceAll('http://127.0.0.1:8080', base), {
+      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, verbatimModuleSyntax: false },
+    }).outputText;
+    const path = join(app, `readme-${i + 1}-${runtime.kind}.mjs`);
+    writeFileSync(path, js);
+    // A block starts once the stand-in API's window holds no request of the block before it.
+    const windowClearsMs = arrivals.length > 0 ? arrivals[arrivals.length - 1] + 1000 - performance.now() : 0;
+    if (windowClearsMs > 0) await new Promise((resolve) => setTimeout(resolve, windowClearsMs));
+    const started = performance.now();
+    // The child runs while this process keeps serving, so it is spawned, not run synchronously.
+    const result = await new Promise((resolve) => {
+      const p = spawn(binary, runtime.args(path), { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      p.stdout.on('data', (d) => (out += d));
+      p.stderr.on('data', (d) => (err += d));
+      const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
+      p.on('close', (status) => {
+        clearTimeout(timer);
+        resolve({ status, out, err });
+      });
     });
-  });
-  const ms = Math.round(performance.now() - started);
-  const first = code.split('\n').find((l) => l.includes("from 'tokenpace'")) ?? '';
-  console.log(
-    `README block ${i + 1} (${first.trim()}): exit ${result.status} in ${ms} ms; printed ${JSON.stringify(result.out.trim())}`,
-  );
-  if (result.status !== 0) {
-    failed++;
-    console.error(result.err);
+    const ms = Math.round(performance.now() - started);
+    const first = code.split('\n').find((l) => l.includes("from 'tokenpace'")) ?? '';
+    console.log(
+      `README block ${i + 1} on ${runtime.kind} (${first.trim()}): exit ${result.status} in ${ms} ms; printed ${JSON.stringify(result.out.trim())}`,
+    );
+    if (result.status !== 0) {
+      failed++;
+      console.error(result.err);
+    }
   }
 }
 server.close();

@@ -7,7 +7,8 @@
  * - redis fleet: with a `RedisFleetStore` on the run's redis-server
  *   (test/helpers/redis-global-setup.ts), a fresh key per scheduler, and the
  *   store's time taken from the scheduler's clock (its `now` hook), so a fake
- *   clock drives it too.
+ *   clock drives it too. Only where that server runs: `npm test` starts it,
+ *   the unit tests (vitest.unit.config.ts) do not.
  *
  * A fleet decides in calls to its store, which answer asynchronously: on a
  * MemoryFleetStore within the same microtask turns (so fake-timer tests stay
@@ -124,8 +125,12 @@ function makeForm(name: Form['name']): Form {
   };
 }
 
-/** The three forms, in the order the suites run them. */
-export const forms: readonly Form[] = [makeForm('local'), makeForm('memory fleet'), makeForm('redis fleet')];
+/** The forms, in the order the suites run them: the Redis one where the run started a redis-server. */
+export const forms: readonly Form[] = [
+  makeForm('local'),
+  makeForm('memory fleet'),
+  ...(inject('redisPort') === undefined ? [] : [makeForm('redis fleet')]),
+];
 
 /** The fake timers as a form's tests move them: like @sinonjs/fake-timers' own, waiting for the store. */
 export interface FormTimers {
