@@ -29,9 +29,8 @@ beforeAll(async () => {
     logLevel: 'warning',
   });
   const pool = testPool({ max: 1 });
-  // UNLOGGED: no WAL flush per call. On this shared machine a logged commit waits 20-30 ms for the
-  // disk, and a worker whose rate binds asks one call at a time (src/scheduler/fleet-admission.ts).
-  await new PostgresFleetStore({ client: pool, schema, onError: 'deny', unlogged: true }).migrate();
+  // Logged tables, as by default; a call's commit does not wait for the disk (synchronousCommit off).
+  await new PostgresFleetStore({ client: pool, schema, onError: 'deny' }).migrate();
   await pool.end();
 }, 60_000);
 afterAll(async () => {
@@ -84,9 +83,9 @@ it('3 processes, concurrency 4, 100/s: at most 4 jobs run at once across the fle
   expect(most).toBeGreaterThanOrEqual(1);
 }, 60_000);
 
-// Not met yet: this fleet starts 34-37/s here (one worker alone: 48/s, one call of 5-15 ms per
-// start on this loaded machine), where the Redis fleet holds its rate. Kept, skipped, until the
-// fleet's calls through PostgreSQL are fast enough; the figure above is printed on every run.
+// Not asserted yet: a worker whose rate binds asks one call at a time, so the rate needs calls well
+// under 10 ms, and it is at the edge of 1 % on this 2-core machine (99.46, 99.48 and 98.74/s with
+// one other test run beside it; 34-37/s at a load average of 20). The figure above prints on every run.
 it.skip('... and start jobs at 100/s within 1 %', () => {
   expect(run).toBeDefined();
   expect(run?.rate).toBeGreaterThan(99);
