@@ -51,7 +51,7 @@ describe('the unit tests (vitest.unit.config.ts)', () => {
         const via = reachesService(suite);
         return via === undefined ? [] : [`${suite} (through ${via})`];
       });
-    expect(unlisted.join("\n")).toBe("");
+    expect(unlisted.join('\n')).toBe('');
   });
 
   it('list only suites that exist and reach a service', () => {
