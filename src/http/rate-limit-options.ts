@@ -21,7 +21,7 @@ import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, describeValue, InvalidOptionError } from '../errors.js';
 import { KeyedLimiter } from '../keyed/keyed-limiter.js';
 import { type LimitsResolver, limitsResolver, type PlanLimits } from '../keyed/plans.js';
-import { type BucketParams, requiredBurstParam } from '../meters/bucket.js';
+import { type BucketParams, bucketParams } from '../meters/bucket.js';
 import {
   type DurationInput,
   parseDuration,
@@ -382,9 +382,10 @@ export function resolveRateLimitOptions<Req, Res>(options: RateLimitOptions<Req,
         'rateLimit needs either `limiter` or both `rate` and `burst` (e.g. { rate: 20, burst: 40 })',
       );
     }
+    const params = bucketParams(options.rate, options.burst); // the rate first, then the burst rule
     const made = new KeyedLimiter({
-      rate: options.rate,
-      burst: requiredBurstParam(options.burst),
+      rate: params.ratePerSecond,
+      burst: params.burst,
       global: options.global,
       maxKeys: options.maxKeys,
       clock: options.clock,
