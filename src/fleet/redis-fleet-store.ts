@@ -85,7 +85,9 @@ export class RedisFleetStore extends SharedFleetStore {
   readonly #script: LuaScript;
 
   constructor(options: RedisFleetStoreOptions) {
-    const { client } = options;
+    // Options that are not an object are refused by SharedFleetStore, with the message every store gives.
+    const client: RedisClientLike | undefined =
+      typeof options === 'object' && options !== null ? options.client : undefined;
     const nodeRedis = typeof client === 'object' && client !== null ? isNodeRedis(client) : false;
     super(options, {
       name: 'Redis',
@@ -93,12 +95,12 @@ export class RedisFleetStore extends SharedFleetStore {
       client: REDIS_CLIENT,
       knownOptions: REDIS_FLEET_STORE_OPTIONS,
       badPrefix: (prefix) => (/[{}]/.test(prefix) ? 'a non-empty string without { or }' : undefined),
-      eviction: redisEviction(client, nodeRedis),
+      eviction: client === undefined ? undefined : redisEviction(client, nodeRedis),
     });
     this.#script = new LuaScript({
       name: 'fleet',
       lua: FLEET_LUA,
-      client,
+      client: options.client,
       nodeRedis,
       health: this.health,
       now: this.now,

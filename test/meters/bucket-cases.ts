@@ -12,6 +12,22 @@
 import { type BucketParams, type BucketState, charge, startAt } from '../../src/meters/bucket.js';
 
 /** rate 10/s, capacity 20: the tables' bucket unless a table says otherwise. */
+/**
+ * What bucket.ts exports besides its steps: option checks and limits, which the twins (Lua, SQL) do
+ * not repeat because the stores receive checked numbers.
+ */
+export const NOT_STEPS = [
+  'checkCost',
+  'rateParam',
+  'burstParam',
+  'requiredBurstParam',
+  'PACED_JOB_BURST',
+  'checkTime',
+  'bucketParams',
+  'MAX_RATE',
+  'MAX_BURST',
+];
+
 export const params: BucketParams = { ratePerSecond: 10, burst: 20 };
 /** rate 1/s, capacity 10: the refund tables (the issue's reproduction, x/time's cases in ms). */
 export const slow: BucketParams = { ratePerSecond: 1, burst: 10 };

@@ -14,7 +14,7 @@ import type { BucketParams, BucketState } from '../../src/meters/bucket.js';
 import * as bucket from '../../src/meters/bucket.js';
 import { BUCKET_SQL_STEPS, bucketSql } from '../../src/postgres/bucket-sql.js';
 import { dropSchema, PG_URL, schemaName } from '../helpers/postgres.js';
-import { type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
+import { NOT_STEPS, type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
 
 type StepResult = unknown;
 
@@ -46,8 +46,6 @@ function n(x: number | undefined): number {
   if (x === undefined) throw new Error('a step call is missing an argument');
   return x;
 }
-
-const NOT_STEPS = ['checkCost', 'rateParam', 'burstParam', 'checkTime', 'bucketParams', 'MAX_RATE', 'MAX_BURST'];
 
 /** Per step: the SQL that calls it on (t, u, r, c, a[]) and yields (v text, t, u). */
 const CALLS: Record<StepName, string> = {

@@ -17,7 +17,7 @@ import type { BucketParams, BucketState } from '../../src/meters/bucket.js';
 import * as bucket from '../../src/meters/bucket.js';
 import { BUCKET_LUA_STEPS, bucketLua } from '../../src/redis/bucket-lua.js';
 import { fromLua, LUA_FMT } from '../../src/redis/lua-script.js';
-import { type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
+import { NOT_STEPS, type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
 
 type StepResult = unknown; // a number, a boolean, or undefined (a step that only changes the state)
 
@@ -52,7 +52,6 @@ function n(x: number | undefined): number {
 }
 
 /** bucket.ts's exports that are not arithmetic (validation, limits, the objects that hold a bucket): no Lua twin. */
-const NOT_STEPS = ['checkCost', 'rateParam', 'burstParam', 'checkTime', 'bucketParams', 'MAX_RATE', 'MAX_BURST'];
 
 /** Every Lua step, then a dispatcher: ARGV per call is step, number of args, tokens, upd, rate, capacity, args. */
 const HARNESS = `
