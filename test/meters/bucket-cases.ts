@@ -1,15 +1,20 @@
 /**
  * The test tables of the bucket arithmetic (src/meters/bucket.ts), shared by
- * two suites: test/meters/bucket.test.ts holds bucket.ts to each row's
- * expected answer, and test/redis/bucket-lua.test.ts runs every row through
- * the Lua twin (src/redis/bucket-lua.ts) on a real redis-server and asks for
- * bucket.ts's answer to the last bit.
+ * three suites: test/meters/bucket.test.ts holds bucket.ts to each row's
+ * expected answer, and the twins' suites (test/redis/bucket-lua.test.ts on a
+ * real redis-server, test/postgres/bucket-sql.test.ts on a real PostgreSQL)
+ * run every row through the Lua or SQL twin and ask for bucket.ts's answer to
+ * the last bit.
  *
  * A row is a tuple: its comment says the fields. {@link tableCalls} turns
- * every row into the step calls it makes, for the Lua suite.
+ * every row into the step calls it makes; {@link TS_STEPS} answers them as
+ * bucket.ts does; {@link stepCallArb} makes random ones, for the twins.
  */
 
-import { type BucketParams, type BucketState, charge, startAt } from '../../src/meters/bucket.js';
+import fc from 'fast-check';
+import type { BucketParams, BucketState } from '../../src/meters/bucket.js';
+import * as bucket from '../../src/meters/bucket.js';
+import { charge, startAt } from '../../src/meters/bucket.js';
 
 /** rate 10/s, capacity 20: the tables' bucket unless a table says otherwise. */
 /**
@@ -355,4 +360,87 @@ export function tableCalls(): StepCall[] {
     charge(s, fast, at, cost);
   }
   return calls;
+}
+
+export type StepResult = unknown; // a number, a boolean, or undefined (a step that only changes the state)
+
+/** bucket.ts's steps (the twins' suites hold their answers to these), called the way a {@link StepCall} says. */
+export const TS_STEPS: Record<StepName, (s: BucketState, p: BucketParams, a: readonly number[]) => StepResult> = {
+  slackFor: (_s, p) => bucket.slackFor(p.burst),
+  conforms: (_s, p, a) => bucket.conforms(n(a[0]), n(a[1]), p.burst),
+  largestConforming: (_s, p, a) => bucket.largestConforming(n(a[0]), p.burst),
+  tokensAt: (s, p, a) => bucket.tokensAt(s, p, n(a[0])),
+  advance: (s, p, a) => bucket.advance(s, p, n(a[0])),
+  rewind: (s, _p, a) => bucket.rewind(s, n(a[0])),
+  msUntil: (_s, p, a) => bucket.msUntil(n(a[0]), n(a[1]), p),
+  msUntilWithin: (_s, p, a) => bucket.msUntilWithin(n(a[0]), n(a[1]), p, n(a[2])),
+  readyAt: (s, p, a) => bucket.readyAt(s, p, n(a[0])),
+  delayUntil: (s, p, a) => bucket.delayUntil(s, p, n(a[0]), n(a[1])),
+  charge: (s, p, a) => bucket.charge(s, p, n(a[0]), n(a[1])),
+  chargeNew: (_s, p, a) => bucket.chargeNew(p, n(a[0])),
+  tryCharge: (s, p, a) => bucket.tryCharge(s, p, n(a[0]), n(a[1])),
+  refund: (s, p, a) => bucket.refund(s, p, n(a[0]), n(a[1]), n(a[2])),
+  credit: (s, p, a) => bucket.credit(s, p, n(a[0]), n(a[1])),
+  rebill: (s, p, a) => bucket.rebill(s, p, n(a[0]), n(a[1])),
+  reconfigure: (s, p, a) => bucket.reconfigure(s, p, n(a[0]), { ratePerSecond: n(a[1]), burst: n(a[2]) }),
+  clampToCapacity: (s, p) => bucket.clampToCapacity(s, p),
+  conformsAt: (s, p, a) => bucket.conformsAt(s, p, n(a[0]), n(a[1])),
+  timeToFullMs: (_s, p, a) => bucket.timeToFullMs(n(a[0]), p),
+  startAt: (s, p, a) => bucket.startAt(s, p, n(a[0]), n(a[1]), n(a[2]), n(a[3])),
+};
+
+export function n(x: number | undefined): number {
+  if (x === undefined) throw new Error('a step call is missing an argument');
+  return x;
+}
+
+/**
+ * Random calls of every step, for the twins' property suites: parameters from tiny to large, states
+ * from debt to a little above full, times before and after the last update. `clear` maps every random
+ * double (PostgreSQL's suite rounds those near underflow to 0).
+ */
+export function stepCallArb(clear: (v: number) => number = (v) => v): fc.Arbitrary<StepCall> {
+  const double = (min: number, max: number) => fc.double({ min, max, noNaN: true, noDefaultInfinity: true }).map(clear);
+  const paramsArb: fc.Arbitrary<BucketParams> = fc.record({
+    ratePerSecond: fc.oneof(fc.constantFrom(1, 10, 1000, 1024 * 1024), double(1e-3, 1e7)),
+    burst: fc.oneof(fc.constantFrom(1, 7, 20, 65536), double(1e-3, 1e7)),
+  });
+  return fc
+    .tuple(
+      fc.constantFrom(...(Object.keys(TS_STEPS) as StepName[])),
+      paramsArb,
+      fc.oneof(fc.constantFrom(0, 1e6, 1.7e12), double(0, 2e12)), // the last update
+      fc.array(fc.double({ min: -1.5, max: 1.5, noNaN: true }).map(clear), { minLength: 6, maxLength: 6 }),
+    )
+    .map(([step, params, upd, [t, x, y, z, w, v]]): StepCall => {
+      const { burst: cap, ratePerSecond: rate } = params;
+      const tokens = n(t) * cap; // debt to full, and a little above (a capacity lowered since)
+      const fillMs = (cap * 1000) / rate;
+      const time = (f: number | undefined) => upd + n(f) * 3 * fillMs; // before and after the update
+      const cost = Math.abs(n(x)) * cap * (2 / 3); // at most the capacity
+      const args: Record<StepName, number[]> = {
+        slackFor: [],
+        conforms: [tokens, cost],
+        largestConforming: [tokens],
+        tokensAt: [time(y)],
+        advance: [time(y)],
+        rewind: [time(y)],
+        msUntil: [tokens, cost],
+        msUntilWithin: [tokens, cost, Math.abs(n(z)) * fillMs],
+        readyAt: [cost],
+        delayUntil: [time(y), cost],
+        charge: [time(y), cost],
+        chargeNew: [cost],
+        tryCharge: [time(y), cost],
+        refund: [time(y), cost, time(z)],
+        credit: [time(y), Math.abs(n(z)) * cap],
+        rebill: [time(y), n(z) === 0 ? 0 : n(z) * cap],
+        reconfigure: [time(y), rate * (1 + n(z)), cap * (1 + Math.abs(n(w)))],
+        clampToCapacity: [],
+        conformsAt: [time(y), cost],
+        timeToFullMs: [tokens],
+        startAt: [time(y), cost, time(z), Math.abs(n(v)) * 10],
+      };
+      return { step, state: [tokens, upd], params, args: args[step] };
+    });
 }

@@ -10,42 +10,18 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BucketParams, BucketState } from '../../src/meters/bucket.js';
 import * as bucket from '../../src/meters/bucket.js';
 import { BUCKET_SQL_STEPS, bucketSql } from '../../src/postgres/bucket-sql.js';
 import { dropSchema, PG_URL, schemaName } from '../helpers/postgres.js';
-import { NOT_STEPS, type StepCall, type StepName, tableCalls } from '../meters/bucket-cases.js';
-
-type StepResult = unknown;
-
-const TS_STEPS: Record<StepName, (s: BucketState, p: BucketParams, a: readonly number[]) => StepResult> = {
-  slackFor: (_s, p) => bucket.slackFor(p.burst),
-  conforms: (_s, p, a) => bucket.conforms(n(a[0]), n(a[1]), p.burst),
-  largestConforming: (_s, p, a) => bucket.largestConforming(n(a[0]), p.burst),
-  tokensAt: (s, p, a) => bucket.tokensAt(s, p, n(a[0])),
-  advance: (s, p, a) => bucket.advance(s, p, n(a[0])),
-  rewind: (s, _p, a) => bucket.rewind(s, n(a[0])),
-  msUntil: (_s, p, a) => bucket.msUntil(n(a[0]), n(a[1]), p),
-  msUntilWithin: (_s, p, a) => bucket.msUntilWithin(n(a[0]), n(a[1]), p, n(a[2])),
-  readyAt: (s, p, a) => bucket.readyAt(s, p, n(a[0])),
-  delayUntil: (s, p, a) => bucket.delayUntil(s, p, n(a[0]), n(a[1])),
-  charge: (s, p, a) => bucket.charge(s, p, n(a[0]), n(a[1])),
-  chargeNew: (_s, p, a) => bucket.chargeNew(p, n(a[0])),
-  tryCharge: (s, p, a) => bucket.tryCharge(s, p, n(a[0]), n(a[1])),
-  refund: (s, p, a) => bucket.refund(s, p, n(a[0]), n(a[1]), n(a[2])),
-  credit: (s, p, a) => bucket.credit(s, p, n(a[0]), n(a[1])),
-  rebill: (s, p, a) => bucket.rebill(s, p, n(a[0]), n(a[1])),
-  reconfigure: (s, p, a) => bucket.reconfigure(s, p, n(a[0]), { ratePerSecond: n(a[1]), burst: n(a[2]) }),
-  clampToCapacity: (s, p) => bucket.clampToCapacity(s, p),
-  conformsAt: (s, p, a) => bucket.conformsAt(s, p, n(a[0]), n(a[1])),
-  timeToFullMs: (_s, p, a) => bucket.timeToFullMs(n(a[0]), p),
-  startAt: (s, p, a) => bucket.startAt(s, p, n(a[0]), n(a[1]), n(a[2]), n(a[3])),
-};
-
-function n(x: number | undefined): number {
-  if (x === undefined) throw new Error('a step call is missing an argument');
-  return x;
-}
+import {
+  NOT_STEPS,
+  type StepCall,
+  type StepName,
+  type StepResult,
+  stepCallArb,
+  TS_STEPS,
+  tableCalls,
+} from '../meters/bucket-cases.js';
 
 /** Per step: the SQL that calls it on (t, u, r, c, a[]) and yields (v text, t, u). */
 const CALLS: Record<StepName, string> = {
@@ -177,50 +153,7 @@ describe('the SQL twin of bucket.ts', () => {
 
   // PostgreSQL raises an error where a product of non-zero doubles underflows to 0 (JavaScript gives 0):
   // the stores' numbers never come near it, so the random numbers here stay clear of it too.
-  const clear = (v: number) => (Math.abs(v) < 2 ** -900 ? 0 : v);
-  const double = (min: number, max: number) => fc.double({ min, max, noNaN: true, noDefaultInfinity: true }).map(clear);
-  const paramsArb: fc.Arbitrary<BucketParams> = fc.record({
-    ratePerSecond: fc.oneof(fc.constantFrom(1, 10, 1000, 1024 * 1024), double(1e-3, 1e7)),
-    burst: fc.oneof(fc.constantFrom(1, 7, 20, 65536), double(1e-3, 1e7)),
-  });
-  const callArb: fc.Arbitrary<StepCall> = fc
-    .tuple(
-      fc.constantFrom(...(Object.keys(TS_STEPS) as StepName[])),
-      paramsArb,
-      fc.oneof(fc.constantFrom(0, 1e6, 1.7e12), double(0, 2e12)),
-      fc.array(fc.double({ min: -1.5, max: 1.5, noNaN: true }).map(clear), { minLength: 6, maxLength: 6 }),
-    )
-    .map(([step, params, upd, [t, x, y, z, w, v]]): StepCall => {
-      const { burst: cap, ratePerSecond: rate } = params;
-      const tokens = n(t) * cap;
-      const fillMs = (cap * 1000) / rate;
-      const time = (f: number | undefined) => upd + n(f) * 3 * fillMs;
-      const cost = Math.abs(n(x)) * cap * (2 / 3);
-      const args: Record<StepName, number[]> = {
-        slackFor: [],
-        conforms: [tokens, cost],
-        largestConforming: [tokens],
-        tokensAt: [time(y)],
-        advance: [time(y)],
-        rewind: [time(y)],
-        msUntil: [tokens, cost],
-        msUntilWithin: [tokens, cost, Math.abs(n(z)) * fillMs],
-        readyAt: [cost],
-        delayUntil: [time(y), cost],
-        charge: [time(y), cost],
-        chargeNew: [cost],
-        tryCharge: [time(y), cost],
-        refund: [time(y), cost, time(z)],
-        credit: [time(y), Math.abs(n(z)) * cap],
-        rebill: [time(y), n(z) === 0 ? 0 : n(z) * cap],
-        reconfigure: [time(y), rate * (1 + n(z)), cap * (1 + Math.abs(n(w)))],
-        clampToCapacity: [],
-        conformsAt: [time(y), cost],
-        timeToFullMs: [tokens],
-        startAt: [time(y), cost, time(z), Math.abs(n(v)) * 10],
-      };
-      return { step, state: [tokens, upd], params, args: args[step] };
-    });
+  const callArb = stepCallArb((v) => (Math.abs(v) < 2 ** -900 ? 0 : v));
 
   it('answers random calls of every step exactly as bucket.ts does', async () => {
     await fc.assert(
