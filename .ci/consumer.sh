@@ -274,7 +274,7 @@ runtimes=("$(node -p process.execPath)" "$bun" "$deno")
 step "the README's quick starts, as plain JavaScript in the consumer project, on Node, Bun and Deno"
 # The examples import undici and pg, the smoke suite the Redis clients: the consumer gets this
 # checkout's copies (offline; a link resolves its own dependencies from the checkout).
-for dep in undici ioredis redis @redis pg pg-types pg-protocol pg-pool pg-connection-string pgpass pg-int8 postgres-array postgres-bytea postgres-date postgres-interval split2 xtend pg-cloudflare; do
+for dep in undici ioredis redis @redis fastify koa hono pg pg-types pg-protocol pg-pool pg-connection-string pgpass pg-int8 postgres-array postgres-bytea postgres-date postgres-interval split2 xtend pg-cloudflare; do
   [ -e "$repo/node_modules/$dep" ] && ln -sfn "$repo/node_modules/$dep" "$app/node_modules/$dep"
 done
 node "$repo/.ci/readme-examples.mjs" "$app" "$repo" "${runtimes[@]}"
@@ -312,7 +312,6 @@ if grep -rl 'sourceMappingURL' "$work/unpacked/package" --include='*.js' --inclu
 fi
 
 step "TypeScript: await using / using, the Fastify plugin (tokenpace/fastify), Hono and Koa"
-for dep in hono koa; do ln -sfn "$repo/node_modules/$dep" "$app/node_modules/$dep"; done
 cat >"$app/adapters.ts" <<'EOF'
 import Fastify from 'fastify';
 import { Hono } from 'hono';

@@ -1,6 +1,6 @@
 // The smoke suite: each part of tokenpace used once, as a user would, from the installed package, on
 // whichever runtime runs this file (Node, Bun or Deno; docs/runtimes.md lists what each supports).
-// Run from a project where `tokenpace` is installed (with undici, ioredis and redis beside it):
+// Run from a project where `tokenpace` is installed (with undici, ioredis, redis, fastify and koa beside it):
 //   node smoke.mjs | bun smoke.mjs | deno run -A smoke.mjs
 // It starts its own redis-server on a free loopback port. Plain node:assert and a runner of a few lines,
 // so that one file runs unchanged on the three runtimes: each case prints `ok` or `not ok` with its name
@@ -376,6 +376,61 @@ await check('rateLimit on node:http: 429 with Retry-After and a problem body pas
     assert.equal((await refused.json()).status, 429);
   } finally {
     await server.close();
+  }
+});
+
+/** GETs `base` three times; the statuses and the refused response. */
+async function threeGets(base) {
+  const statuses = [];
+  let refused;
+  for (let i = 0; i < 3; i++) {
+    const response = await fetch(`${base}/`);
+    statuses.push(response.status);
+    if (response.status === 429) refused = response;
+    else await response.text();
+  }
+  return { statuses, refused };
+}
+
+await check('rateLimitPlugin (tokenpace/fastify) on a real Fastify server: 429 past the burst', async () => {
+  const { default: Fastify } = await import('fastify');
+  const { rateLimitPlugin } = await import('tokenpace/fastify');
+  const app = Fastify();
+  await app.register(rateLimitPlugin, { rate: 1, burst: 2 });
+  app.get('/', async () => ({ ok: true }));
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    const { statuses, refused } = await threeGets(`http://127.0.0.1:${app.server.address().port}`);
+    assert.deepEqual(statuses, [200, 200, 429]);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.equal((await refused.json()).status, 429);
+  } finally {
+    await app.close();
+  }
+});
+
+await check('koaRateLimit on a real Koa server: 429 past the burst, the refused promise settled', async () => {
+  const { default: Koa } = await import('koa');
+  const app = new Koa();
+  let settled = 0;
+  app.use(async (_ctx, next) => {
+    await next();
+    settled++; // a refused request's middleware promise settles too
+  });
+  app.use(tokenpace.koaRateLimit({ rate: 1, burst: 2 }));
+  app.use((ctx) => {
+    ctx.body = 'ok';
+  });
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  try {
+    const { statuses, refused } = await threeGets(`http://127.0.0.1:${server.address().port}`);
+    assert.deepEqual(statuses, [200, 200, 429]);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.equal((await refused.json()).status, 429);
+    assert.equal(settled, 3);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
   }
 });
 
