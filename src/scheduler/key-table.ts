@@ -3,7 +3,9 @@
  * `maxKeys` kept, least recently used first out, and a key whose state
  * equals a new one's dropped as soon as it is seen to.
  *
- * Model: a Map in use order (a use moves a key to the end). A key is busy
+ * Model: a Map from key to a node, and the nodes in a list in use order
+ * (intrusive links: a use moves a node to the newest end in O(1), without
+ * deleting and re-inserting the key in the Map). A key is busy
  * while jobs wait or run for it: a busy key is never dropped. An idle key is
  * forgettable once its state equals a new key's (its bucket full again): the
  * same rule as MemoryStore's. On each new key the table drops the oldest
@@ -27,9 +29,21 @@ export interface KeyEntry {
 /** Oldest entries looked at per new key for one to drop. */
 const SWEEP_PER_INSERT = 2;
 
+/** A key kept, linked in use order. */
+interface Node<S> {
+  readonly key: string;
+  readonly state: S;
+  /** The next more recently used node (`undefined`: this is the newest). */
+  newer: Node<S> | undefined;
+  /** The next less recently used node (`undefined`: this is the oldest). */
+  older: Node<S> | undefined;
+}
+
 /** A bounded table of keys; see the file's opening comment. */
 export class KeyTable<S extends KeyEntry> {
-  readonly #entries = new Map<string, S>();
+  readonly #nodes = new Map<string, Node<S>>();
+  #oldest: Node<S> | undefined = undefined;
+  #newest: Node<S> | undefined = undefined;
   readonly #maxKeys: number;
   readonly #dropped: (key: string, state: S) => void;
 
@@ -40,61 +54,84 @@ export class KeyTable<S extends KeyEntry> {
   }
 
   get size(): number {
-    return this.#entries.size;
+    return this.#nodes.size;
   }
 
   /** The state kept for `key`, without making one or moving it. */
   peek(key: string): S | undefined {
-    return this.#entries.get(key);
+    return this.#nodes.get(key)?.state;
   }
 
   /** The state of `key`, moved to the most recently used end; `undefined` if it is not kept. */
   use(key: string): S | undefined {
-    const entries = this.#entries;
-    const state = entries.get(key);
-    // Move to the end only when there is something to move past (the common case of one busy key).
-    if (state !== undefined && entries.size > 1) {
-      entries.delete(key);
-      entries.set(key, state);
+    const node = this.#nodes.get(key);
+    if (node === undefined) return undefined;
+    if (node !== this.#newest) {
+      this.#unlink(node);
+      this.#link(node);
     }
-    return state;
+    return node.state;
   }
 
   /** Adds `key` (not kept yet) with the state `make()` returns, after making room; `undefined` if every key kept is busy. */
   add(key: string, nowMs: number, make: () => S): S | undefined {
     if (!this.#makeRoom(nowMs)) return undefined;
-    const state = make();
-    this.#entries.set(key, state);
-    return state;
+    const node: Node<S> = { key, state: make(), newer: undefined, older: undefined };
+    this.#nodes.set(key, node);
+    this.#link(node);
+    return node.state;
   }
 
-  keys(): IterableIterator<string> {
-    return this.#entries.keys();
+  /** The keys kept, least recently used first. */
+  *keys(): IterableIterator<string> {
+    for (let node = this.#oldest; node !== undefined; node = node.newer) yield node.key;
   }
 
-  values(): IterableIterator<S> {
-    return this.#entries.values();
+  /** The states kept, least recently used first. */
+  *values(): IterableIterator<S> {
+    for (let node = this.#oldest; node !== undefined; node = node.newer) yield node.state;
   }
 
   /** Drops the oldest forgettable keys it meets, then evicts idle ones while at the bound. False if all are busy. */
   #makeRoom(nowMs: number): boolean {
-    const entries = this.#entries;
-    let looked = 0;
-    for (const [key, state] of entries) {
-      if (looked++ >= SWEEP_PER_INSERT) break;
-      if (!state.busy() && state.forgettable(nowMs)) this.#drop(key, state);
+    let node = this.#oldest;
+    for (let looked = 0; node !== undefined && looked < SWEEP_PER_INSERT; looked++) {
+      const next = node.newer;
+      if (!node.state.busy() && node.state.forgettable(nowMs)) this.#drop(node);
+      node = next;
     }
-    if (entries.size < this.#maxKeys) return true;
-    for (const [key, state] of entries) {
-      if (state.busy()) continue;
-      this.#drop(key, state);
-      if (entries.size < this.#maxKeys) return true;
+    if (this.#nodes.size < this.#maxKeys) return true;
+    for (node = this.#oldest; node !== undefined; ) {
+      const next = node.newer;
+      if (!node.state.busy()) {
+        this.#drop(node);
+        if (this.#nodes.size < this.#maxKeys) return true;
+      }
+      node = next;
     }
     return false;
   }
 
-  #drop(key: string, state: S): void {
-    this.#entries.delete(key);
-    this.#dropped(key, state);
+  /** Links `node` (linked nowhere) as the newest. */
+  #link(node: Node<S>): void {
+    node.older = this.#newest;
+    node.newer = undefined;
+    if (this.#newest === undefined) this.#oldest = node;
+    else this.#newest.newer = node;
+    this.#newest = node;
+  }
+
+  #unlink(node: Node<S>): void {
+    const { older, newer } = node;
+    if (older === undefined) this.#oldest = newer;
+    else older.newer = newer;
+    if (newer === undefined) this.#newest = older;
+    else newer.older = older;
+  }
+
+  #drop(node: Node<S>): void {
+    this.#unlink(node);
+    this.#nodes.delete(node.key);
+    this.#dropped(node.key, node.state);
   }
 }

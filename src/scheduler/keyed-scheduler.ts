@@ -7,8 +7,9 @@
  * `limits(key)`, or `plans` and `plan(key)`, the resolvers KeyedLimiter uses),
  * and the same concurrency, bounded queue, `onFull`, `maxWait` and `timeout`.
  * A key's Scheduler is made on first use and dropped once it is idle and its
- * bucket is full again (it then equals a new one); at most `maxKeys` are kept
- * (./key-table.ts). A new key when every key kept has jobs waiting or running
+ * bucket is full again (it then equals a new one): the table looks when a new
+ * key comes, and counts a key idle from when it first sees it so, with no
+ * timer per key. At most `maxKeys` are kept (./key-table.ts). A new key when every key kept has jobs waiting or running
  * is refused with TooManyKeysError: memory stays bounded.
  *
  * With `global`, a job starts only when its key's limits and the global
@@ -113,17 +114,19 @@ const KEYED_SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
   'clock',
 ]);
 
-/** One key kept: its Scheduler, its limits, and when it went idle. */
+/** One key kept: its Scheduler, its limits, and since when it is known to be idle. */
 class KeyState implements KeyEntry {
   readonly scheduler: Scheduler;
   params: BucketParams | undefined;
-  /** When it last went idle (or was made), ms. */
-  idleAtMs: number;
+  /**
+   * When the table first saw it idle and unused since (NaN: not seen so). Its bucket was last
+   * charged before then, so it is full again (it equals a new key) a refill from empty later.
+   */
+  seenIdleAtMs = Number.NaN;
 
-  constructor(scheduler: Scheduler, params: BucketParams | undefined, nowMs: number) {
+  constructor(scheduler: Scheduler, params: BucketParams | undefined) {
     this.scheduler = scheduler;
     this.params = params;
-    this.idleAtMs = nowMs;
   }
 
   busy(): boolean {
@@ -131,11 +134,15 @@ class KeyState implements KeyEntry {
     return scheduler.size !== 0 || scheduler.pending !== 0 || scheduler.isPaused;
   }
 
-  /** Idle since its bucket refilled from empty at the least: it equals a new key's. */
+  /** Idle (the table asks only then): true once its bucket is surely full again; without a rate, at once. */
   forgettable(nowMs: number): boolean {
     const params = this.params;
-    const refillMs = params === undefined ? 0 : (params.burst * 1000) / params.ratePerSecond;
-    return nowMs >= this.idleAtMs + refillMs;
+    if (params === undefined) return true;
+    if (Number.isNaN(this.seenIdleAtMs)) {
+      this.seenIdleAtMs = nowMs;
+      return false;
+    }
+    return nowMs >= this.seenIdleAtMs + (params.burst * 1000) / params.ratePerSecond;
   }
 }
 
@@ -339,8 +346,7 @@ export class KeyedScheduler {
   ): Promise<R> {
     let state = this.#table.use(key);
     if (state === undefined) {
-      const nowMs = this.#clock.now();
-      state = this.#table.add(key, nowMs, () => this.#make(key, params, nowMs));
+      state = this.#table.add(key, this.#clock.now(), () => this.#make(key, params));
       if (state === undefined) return Promise.reject(new TooManyKeysError(this.#maxKeys));
     } else if (params !== state.params && params !== undefined) {
       // A new plan: the key keeps its tokens, capped at the new burst (the Scheduler's setRate and setBurst).
@@ -349,15 +355,13 @@ export class KeyedScheduler {
       if (params.burst !== scheduler.burst) scheduler.setBurst(params.burst);
       state.params = params;
     }
+    state.seenIdleAtMs = Number.NaN; // used: idle again only once the table sees it so
     return state.scheduler.schedule(fn, options);
   }
 
-  #make(key: string, params: BucketParams | undefined, nowMs: number): KeyState {
+  #make(key: string, params: BucketParams | undefined): KeyState {
     const scheduler = new Scheduler(this.#optionsFor(params, true));
-    const state = new KeyState(scheduler, params, nowMs);
-    scheduler.on('idle', () => {
-      state.idleAtMs = this.#clock.now();
-    });
+    const state = new KeyState(scheduler, params);
     for (const event of this.#listeners.keys()) this.#forward(key, scheduler, event);
     return state;
   }

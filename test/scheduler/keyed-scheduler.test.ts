@@ -124,16 +124,39 @@ describe('KeyedScheduler: keys are bounded by maxKeys', () => {
     expect(keyed.keys()).toEqual(['c']); // with no rate, an idle key equals a new one: both were dropped
   });
 
-  it('drops an idle key whose bucket is full again first, else the least recently used idle key', async () => {
-    const { keyed, timers, job } = setup({ rate: 10, burst: 1, maxKeys: 2 });
+  it('drops a key seen idle for a refill first, then the least recently used idle key; never a busy one', async () => {
+    const { keyed, timers, job } = setup({ rate: 10, burst: 1, maxKeys: 3 }); // a refill takes 100 ms
     await keyed.schedule('a', job('a'));
-    await timers.tickAsync(50);
     await keyed.schedule('b', job('b'));
-    await timers.tickAsync(60); // 'a' full again at 100, 'b' at 150
-    await keyed.schedule('c', job('c'));
-    expect(keyed.keys()).toEqual(['b', 'c']);
-    await keyed.schedule('d', job('d')); // none full: the least recently used idle key goes
-    expect(keyed.keys()).toEqual(['c', 'd']);
+    await timers.tickAsync(10);
+    await keyed.schedule('c', job('c')); // the table sees 'a' and 'b' idle at 10 ms
+    expect(keyed.keys()).toEqual(['a', 'b', 'c']);
+    await timers.tickAsync(190);
+    await keyed.schedule('b', job('b')); // used again: idle only from when it is next seen so
+    await keyed.schedule('d', job('d')); // 'a' idle since 10 ms is full again: dropped
+    expect(keyed.keys()).toEqual(['c', 'b', 'd']);
+    await keyed.schedule('e', job('e')); // none known full: the least recently used idle key goes
+    expect(keyed.keys()).toEqual(['b', 'd', 'e']);
+    expect(keyed.counters.completed).toBe(6);
+  });
+});
+
+describe('KeyedScheduler: memory', () => {
+  it('keeps at most maxKeys however many keys come, busy or idle', async () => {
+    const { keyed, timers } = setup({ rate: 1, burst: 1, maxKeys: 100 });
+    let refused = 0;
+    const all: Promise<unknown>[] = [];
+    for (let i = 0; i < 10_000; i++) {
+      // Every third key leaves a job waiting (its bucket is empty after the first): busy until it starts.
+      all.push(keyed.schedule(`k${i}`, () => i).catch(() => refused++));
+      if (i % 3 === 0) all.push(keyed.schedule(`k${i}`, () => i).catch(() => refused++));
+      expect(keyed.keyCount).toBeLessThanOrEqual(100);
+    }
+    await timers.tickAsync(1000);
+    await Promise.all(all);
+    expect(refused).toBeGreaterThan(0); // new keys while 100 were busy: ERR_TOO_MANY_KEYS
+    expect(keyed.keyCount).toBeLessThanOrEqual(100);
+    expect(keyed.counters.completed + refused).toBe(all.length);
   });
 });
 
