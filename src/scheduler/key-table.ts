@@ -1,7 +1,8 @@
 /**
- * A bounded table of keys and their state, for a KeyedScheduler: at most
- * `maxKeys` kept, least recently used first out, and a key whose state
- * equals a new one's dropped as soon as it is seen to.
+ * A bounded table of keys and their state (a KeyedScheduler's keys, the
+ * undici interceptor's origins): at most `maxKeys` kept, least recently used
+ * first out, and a key whose state equals a new one's dropped as soon as it
+ * is seen to.
  *
  * Model: a Map from key to a node, and the nodes in a list in use order
  * (intrusive links: a use moves a node to the newest end in O(1), without
@@ -12,10 +13,13 @@
  * forgettable keys it meets (a few per insert, so the cost is constant);
  * then, at the bound, it evicts the least recently used idle key even if not
  * forgettable (it comes back later as a new one, with a full bucket). When
- * every key kept is busy, the new key is refused: {@link KeyTable.get}
- * returns `undefined`, and memory stays bounded.
+ * every key kept is busy, `whenAllBusy` decides: `'refuse'` the new key
+ * ({@link KeyTable.add} returns `undefined`), or `'keep'` it beyond the bound
+ * (each busy key's own queue is bounded, and the table is back within the
+ * bound as they go idle).
  *
- * Invariants: `size <= maxKeys`; a busy key's state is never dropped.
+ * Invariants: `size <= maxKeys` (with `'keep'`, unless more than `maxKeys`
+ * are busy); a busy key's state is never dropped.
  */
 
 /** What the table asks of a key's state. */
@@ -39,18 +43,29 @@ interface Node<S> {
   older: Node<S> | undefined;
 }
 
+/** What a {@link KeyTable} is made with. */
+export interface KeyTableOptions<S> {
+  /** The most keys kept (Infinity: no bound). */
+  readonly maxKeys: number;
+  /** A new key when every key kept is busy: refused, or kept beyond the bound. */
+  readonly whenAllBusy: 'refuse' | 'keep';
+  /** Told of each key the table lets go. */
+  readonly dropped?: (key: string, state: S) => void;
+}
+
 /** A bounded table of keys; see the file's opening comment. */
 export class KeyTable<S extends KeyEntry> {
   readonly #nodes = new Map<string, Node<S>>();
   #oldest: Node<S> | undefined = undefined;
   #newest: Node<S> | undefined = undefined;
   readonly #maxKeys: number;
-  readonly #dropped: (key: string, state: S) => void;
+  readonly #refuse: boolean;
+  readonly #dropped: ((key: string, state: S) => void) | undefined;
 
-  /** `dropped(key, state)` is told of each key the table lets go. */
-  constructor(maxKeys: number, dropped: (key: string, state: S) => void) {
-    this.#maxKeys = maxKeys;
-    this.#dropped = dropped;
+  constructor(options: KeyTableOptions<S>) {
+    this.#maxKeys = options.maxKeys;
+    this.#refuse = options.whenAllBusy === 'refuse';
+    this.#dropped = options.dropped;
   }
 
   get size(): number {
@@ -73,9 +88,12 @@ export class KeyTable<S extends KeyEntry> {
     return node.state;
   }
 
-  /** Adds `key` (not kept yet) with the state `make()` returns, after making room; `undefined` if every key kept is busy. */
+  /**
+   * Adds `key` (not kept yet) with the state `make()` returns, after making room at `nowMs`;
+   * `undefined` if every key kept is busy and the table refuses then.
+   */
   add(key: string, nowMs: number, make: () => S): S | undefined {
-    if (!this.#makeRoom(nowMs)) return undefined;
+    if (!this.#makeRoom(nowMs) && this.#refuse) return undefined;
     const node: Node<S> = { key, state: make(), newer: undefined, older: undefined };
     this.#nodes.set(key, node);
     this.#link(node);
@@ -132,6 +150,6 @@ export class KeyTable<S extends KeyEntry> {
   #drop(node: Node<S>): void {
     this.#unlink(node);
     this.#nodes.delete(node.key);
-    this.#dropped(node.key, node.state);
+    this.#dropped?.(node.key, node.state);
   }
 }

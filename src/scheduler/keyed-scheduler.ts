@@ -228,7 +228,11 @@ export class KeyedScheduler {
     // Every option checked now, not at the first job: a key with the fixed limits (or a placeholder rate by plan).
     const probe = this.#resolve === undefined ? this.#fixed : { ratePerSecond: 1, burst: 1 };
     new Scheduler(this.#optionsFor(probe, false));
-    this.#table = new KeyTable<KeyState>(maxKeys, (_key, state) => this.#retire(state));
+    this.#table = new KeyTable<KeyState>({
+      maxKeys,
+      whenAllBusy: 'refuse',
+      dropped: (_key, state) => this.#retire(state),
+    });
   }
 
   // ---------------------------------------------------------------- state

@@ -20,7 +20,7 @@ function makeGroup(options: { maxConcurrent?: number; minTime?: number }) {
     (...result: unknown[]) =>
     () => {
       results.push(result);
-      return new Promise<void>((resolve) => fake.timers.setTimeout(resolve, 50));
+      return new Promise<void>((resolve) => fake.timers.setTimeout(() => resolve(), 50));
     };
   return { ...fake, group, results, job };
 }
@@ -64,7 +64,7 @@ describe('Group', () => {
     const { group, timers } = makeGroup({ maxConcurrent: 1 });
     const KEY_A = 'AAA';
     const KEY_B = 'BBB';
-    const slow = () => new Promise<void>((resolve) => timers.setTimeout(resolve, 10));
+    const slow = () => new Promise<void>((resolve) => timers.setTimeout(() => resolve(), 10));
     const a = group.schedule(KEY_A, slow);
     const b = group.schedule(KEY_B, slow);
     const keys = group.keys();
