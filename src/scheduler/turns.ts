@@ -24,7 +24,7 @@
  */
 
 import type { Clock } from '../clock.js';
-import { type BucketParams, type BucketState, charge, readyAt, startAt } from '../meters/bucket.js';
+import { type BucketParams, type BucketState, charge, readyAt, startAt, tryCharge } from '../meters/bucket.js';
 import { catchUpAllowanceMs, Watchdog } from '../timer.js';
 
 /**
@@ -139,12 +139,15 @@ export class Turns {
     return false;
   }
 
-  /** Charges `cost` at its theoretical start if the shared bucket holds it at `now` (as the local admission does). */
+  /**
+   * Charges `cost` if the shared bucket holds it at `now`: at once while nobody waits; for a turn, at
+   * its theoretical start (as the local admission does), no earlier than when the first member waited.
+   */
   #charge(cost: number, now: number): boolean {
     const bucket = this.#bucket;
     const params = this.#params;
-    // While members wait, none could have started before the first of them arrived; else a job starts now.
-    const notBeforeMs = this.#ring.size === 0 ? now : this.#waitingSinceMs;
+    if (this.#ring.size === 0) return tryCharge(bucket, params, now, cost);
+    const notBeforeMs = this.#waitingSinceMs;
     const atMs = startAt(bucket, params, now, cost, notBeforeMs, catchUpAllowanceMs(this.#catchUpMs, this.#watchdog));
     if (atMs > now) return false;
     charge(bucket, params, atMs, cost);
