@@ -393,6 +393,7 @@ export class KeyedScheduler {
     this.#closed = true;
     await Promise.allSettled([...this.#resolving]);
     await Promise.all([...this.#table.values()].map((state) => state.scheduler.close(options)));
+    this.#turns?.close(); // keys whose jobs were rejected may still hold a place in the ring
   }
 
   /** `await using tenants = new KeyedScheduler(...)`: {@link close} at the end of the scope. */

@@ -115,6 +115,13 @@ export class Turns {
     return new TurnsMember(this, wake);
   }
 
+  /** Every member is closed and idle: lets go of the ring and the timer. */
+  close(): void {
+    for (const member of this.#ring) this.#leave(member);
+    this.#waitingSinceMs = Number.NEGATIVE_INFINITY;
+    this.#watchdog.disarm();
+  }
+
   /** See {@link TurnsMember.pass}. */
   pass(member: TurnsMember, cost: number, now: number): boolean {
     if (this.#turn === member) {
@@ -175,26 +182,29 @@ export class Turns {
     member.deficit = 0;
   }
 
-  /** Serves the ring: visits members in turn while the shared bucket holds the first one's cost. */
+  /** Serves the ring: visits members in turn while the shared bucket holds the cost of the one whose turn it is. */
   #serve(now: number): void {
     const ring = this.#ring;
     this.#serving = true;
     try {
+      let skipped = 0; // members passed over in a row, their next job costing more than their deficit
       for (let member = this.#first(); member !== undefined; member = this.#first()) {
-        const read = this.#clock.now();
-        if (read > now) now = read;
-        if (readyAt(this.#bucket, this.#params, member.wantCost) > now) break;
         if (!member.visiting) {
           member.visiting = true;
           member.deficit += this.#quantum;
         }
         if (member.deficit < member.wantCost) {
-          // Its next job costs more than this visit gives: to the back, its deficit kept.
-          ring.delete(member);
-          member.visiting = false;
-          ring.add(member);
+          this.#toBack(member);
+          if (++skipped >= ring.size) {
+            this.#skipRounds();
+            skipped = 0;
+          }
           continue;
         }
+        skipped = 0;
+        const read = this.#clock.now();
+        if (read > now) now = read;
+        if (readyAt(this.#bucket, this.#params, member.wantCost) > now) break; // its visit waits for the tokens
         this.#turn = member;
         member.asked = false;
         try {
@@ -203,18 +213,33 @@ export class Turns {
           this.#turn = undefined;
         }
         if (!member.asked) this.#leave(member);
-        else if (member.deficit < member.wantCost) {
-          ring.delete(member);
-          member.visiting = false;
-          ring.add(member);
-        } else {
-          break; // refused for the shared bucket's tokens: its visit stays open until the timer
-        }
+        else if (member.deficit < member.wantCost) this.#toBack(member);
+        else break; // refused for the shared bucket's tokens: its visit stays open until the timer
       }
     } finally {
       this.#serving = false;
     }
     if (ring.size === 0) this.#waitingSinceMs = Number.NEGATIVE_INFINITY;
     this.#armFor(this.#first(), now);
+  }
+
+  /** Ends `member`'s visit: to the back of the ring, its deficit kept. */
+  #toBack(member: TurnsMember): void {
+    this.#ring.delete(member);
+    member.visiting = false;
+    this.#ring.add(member);
+  }
+
+  /**
+   * A whole round passed with no member able to start its next job: gives every member at once the
+   * quantum of the rounds that would pass the same way, so that a cost far above the quantum costs
+   * one step, not a round per quantum.
+   */
+  #skipRounds(): void {
+    const quantum = this.#quantum;
+    let rounds = Number.POSITIVE_INFINITY;
+    for (const member of this.#ring) rounds = Math.min(rounds, Math.ceil((member.wantCost - member.deficit) / quantum));
+    if (!(rounds > 1)) return;
+    for (const member of this.#ring) member.deficit += (rounds - 1) * quantum;
   }
 }

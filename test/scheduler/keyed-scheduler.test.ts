@@ -191,6 +191,34 @@ describe('KeyedScheduler: a limit over all keys, taken in turns', () => {
     expect(Math.abs(heavy - light)).toBeLessThanOrEqual(6); // equal cost each, within a turn
   });
 
+  it('passes over rounds in which no key can start in one step, whatever the costs', async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 1e9, burst: 1e9, global: { rate: 1e8, burst: 1e8 } });
+    void keyed.schedule('fill', job('fill'), { cost: 1e8 }); // empties the global bucket
+    for (let k = 0; k < 1000; k++) void keyed.schedule(`k${k}`, job(`k${k}`), { cost: 1e5 });
+    const started = performance.now();
+    await timers.tickAsync(1000);
+    // A round per unit of cost would be 10^8 visits here: minutes, not this.
+    expect(performance.now() - started).toBeLessThan(3000);
+    expect(starts).toHaveLength(1001);
+  });
+
+  it('shares by cost between a key of jobs costing a thousand times the quantum and a key of cheap jobs', async () => {
+    const { keyed, starts, job, timers } = setup({
+      rate: 1e6,
+      burst: 1e6,
+      maxQueue: 5000,
+      global: { rate: 1000, burst: 1000 },
+    });
+    void keyed.schedule('fill', job('fill'), { cost: 1000 }); // empties the global bucket
+    for (let n = 0; n < 5; n++) void keyed.schedule('heavy', job('heavy', n), { cost: 1000 });
+    for (let n = 0; n < 5000; n++) void keyed.schedule('light', job('light', n));
+    await timers.tickAsync(4000);
+    const heavy = starts.filter((s) => s.key === 'heavy').length * 1000;
+    const light = starts.filter((s) => s.key === 'light').length;
+    expect(heavy + light).toBeGreaterThanOrEqual(3999);
+    expect(Math.abs(heavy - light)).toBeLessThanOrEqual(1000); // within a turn of the heavy key's
+  });
+
   it('fairness: with 1,000 keys and one flooding, every other key starts its first job within one turn', async () => {
     const rate = 1000;
     const { keyed, starts, job, timers } = setup({
@@ -251,6 +279,14 @@ describe('KeyedScheduler: a limit over all keys, taken in turns', () => {
     const error = await keyed.schedule('a', () => 1, { cost: 3 }).catch((e: unknown) => e);
     expect(isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY')).toBe(true);
     expect(String((error as Error).message)).toMatch(/global.burst/);
+  });
+
+  it('holds no timer once closed with { drain: false }, keys waiting for their turn', async () => {
+    const { keyed, job, pending } = setup({ rate: 100, burst: 10, global: { rate: 1, burst: 1 } });
+    const all = ['a', 'b', 'c'].map((key) => keyed.schedule(key, job(key)).catch((error: unknown) => error));
+    await keyed.close({ drain: false });
+    expect((await Promise.all(all)).filter((outcome) => isTokenpaceError(outcome, 'ERR_CLOSED'))).toHaveLength(2);
+    expect(pending()).toBe(0);
   });
 
   it('holds no timer once every key is idle', async () => {
