@@ -38,6 +38,7 @@ import { type LimitsResolver, limitsResolver, type PlanOptions } from '../keyed/
 import { type BucketParams, bucketParams, PACED_JOB_BURST } from '../meters/bucket.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import { type KeyEntry, KeyTable } from './key-table.js';
+import { SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import {
   checkListener,
   copyCounters,
@@ -184,7 +185,7 @@ export class KeyedScheduler {
       'KeyedScheduler options ({ rate, burst, concurrency, maxQueue, global, maxKeys, ... })',
       true,
     );
-    checkKnownOptions(options, KEYED_SCHEDULER_OPTIONS, 'KeyedScheduler options');
+    checkKnownOptions(options, KEYED_SCHEDULER_OPTIONS, 'KeyedScheduler options', SCHEDULER_PEER_OPTIONS);
     const clock = checkClock(options.clock);
     this.#clock = clock;
     const fixed = options.rate !== undefined || options.burst !== undefined;
@@ -429,7 +430,17 @@ export class KeyedScheduler {
     return this;
   }
 
-  /** Removes a listener added with {@link on}. */
+  /** Adds a listener for every key's `event` that runs once, for whichever key emits it first. */
+  once<E extends EventName>(event: E, listener: KeyedSchedulerListener<E>): this {
+    checkListener(event, listener);
+    const once: KeyedSchedulerListener<E> = (key, ...args) => {
+      this.off(event, once);
+      listener(key, ...args);
+    };
+    return this.on(event, once);
+  }
+
+  /** Removes a listener added with {@link on} (one added with {@link once} removes itself when it runs). */
   off<E extends EventName>(event: E, listener: KeyedSchedulerListener<E>): this {
     checkListener(event, listener);
     this.#listeners.get(event)?.delete(listener as KeyedSchedulerListener<EventName>);

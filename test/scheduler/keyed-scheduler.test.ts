@@ -91,6 +91,18 @@ describe('KeyedScheduler: a Scheduler per key', () => {
     expect(keyed.counters).toMatchObject({ admitted: 2, started: 2, completed: 2 });
   });
 
+  it('once() hears the first key that emits, then nothing; off() removes a listener', async () => {
+    const { keyed, job } = setup({ concurrency: 1 });
+    const heard: string[] = [];
+    const all = (key: string) => heard.push(`all:${key}`);
+    keyed.once('active', (key) => heard.push(`once:${key}`));
+    keyed.on('active', all);
+    await keyed.schedule('a', job('a'));
+    keyed.off('active', all);
+    await keyed.schedule('b', job('b'));
+    expect(heard).toEqual(['once:a', 'all:a']);
+  });
+
   it('close() closes every key; then schedule rejects with ClosedError', async () => {
     const { keyed, starts, job, timers } = setup({ rate: 1, burst: 1 });
     void keyed.schedule('a', job('a', 0));
