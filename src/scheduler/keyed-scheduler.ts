@@ -210,7 +210,7 @@ export class KeyedScheduler {
         : new Turns({
             clock,
             params: global,
-            // A visit lets a key start at least one job of the largest cost the shared bucket admits.
+            // A visit gives a key one unit of cost: a key of cost-1 jobs starts one a turn.
             quantum: 1,
             catchUpMs: parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS),
           });
@@ -387,8 +387,9 @@ export class KeyedScheduler {
 
   /**
    * Closes every key's Scheduler (see {@link Scheduler.close}): `schedule` then rejects with
-   * `ClosedError`; waiting jobs still run, or with `{ drain: false }` are rejected. Resolves when
-   * every key is idle.
+   * `ClosedError`; waiting jobs still run, or with `{ drain: false }` are rejected. A job whose key's
+   * plan was still being looked up (an async `plan` or `limits`) is rejected with `ClosedError`.
+   * Resolves when every key is idle.
    */
   async close(options?: { drain?: boolean }): Promise<void> {
     this.#closed = true;
