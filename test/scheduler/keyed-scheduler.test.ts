@@ -91,6 +91,18 @@ describe('KeyedScheduler: a Scheduler per key', () => {
     expect(keyed.counters).toMatchObject({ admitted: 2, started: 2, completed: 2 });
   });
 
+  it('onIdle() waits for jobs whose plan is being looked up; close() rejects them with ClosedError', async () => {
+    const later = setup({ limits: async () => ({ rate: 10, burst: 1 }) });
+    const first = later.keyed.schedule('k', later.job('k', 1));
+    await later.keyed.onIdle();
+    expect(later.starts).toHaveLength(1);
+    await expect(first).resolves.toBe(1);
+    const looking = later.keyed.schedule('k', later.job('k', 2));
+    await later.keyed.close();
+    await expect(looking).rejects.toMatchObject({ code: 'ERR_CLOSED' });
+    expect(later.starts).toHaveLength(1);
+  });
+
   it('once() hears the first key that emits, then nothing; off() removes a listener', async () => {
     const { keyed, job } = setup({ concurrency: 1 });
     const heard: string[] = [];
