@@ -13,6 +13,7 @@
  * its own limits let the head start, the head asks for its turn at the shared
  * bucket (./turns.ts), which charges it if the answer is yes; on a no the
  * head waits (its own bucket uncharged) until the turns wake the scheduler.
+ * Such a key has no window limit (a KeyedScheduler gives none).
  */
 
 import { retryHintMs } from '../errors.js';
@@ -148,13 +149,15 @@ export class LocalAdmission implements Admission {
     if (this.#host.runner.runningCost + held > this.#concurrency + this.#concurrencySlack) return -1;
     const bucket = this.#bucket;
     const window = this.#window;
-    const turns = this.#turns;
-    if (window !== undefined || turns !== undefined) {
+    if (window !== undefined) {
       if (bucket !== undefined && !conformsAt(bucket, this.#params, now, cost)) return -1;
-      if (window !== undefined && window.waitMs(now, cost) !== 0) return -1;
-      // The shared bucket is asked last and charges on yes: no limit is charged when one refuses.
-      if (turns !== undefined && !turns.pass(cost, now)) return -1;
-      if (window !== undefined) window.take(now, cost);
+      if (window.take(now, cost) !== 0) return -1;
+    }
+    const turns = this.#turns;
+    if (turns !== undefined) {
+      // The shared bucket is asked last and charges on yes: neither bucket is charged when one refuses.
+      if (bucket !== undefined && !conformsAt(bucket, this.#params, now, cost)) return -1;
+      if (!turns.pass(cost, now)) return -1;
     }
     if (bucket !== undefined && !tryCharge(bucket, this.#params, now, cost)) return -1;
     this.#lastStartMs = now;
