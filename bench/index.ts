@@ -21,6 +21,7 @@ import type { Section } from './harness.js';
 import { httpSection } from './http.js';
 import { keyedPlansSection, keyedRedisSection, keyedSection } from './keyed.js';
 import { keyedPostgresSection } from './keyed-postgres.js';
+import { keyedSchedulerSection } from './keyed-scheduler.js';
 import { schedulerSection } from './scheduler.js';
 import { streamSection } from './stream.js';
 
@@ -32,6 +33,7 @@ const sections: Section[] = [
   keyedPlansSection,
   keyedRedisSection,
   keyedPostgresSection,
+  keyedSchedulerSection,
   fleetSection,
   fleetBandwidthSection,
   httpSection,

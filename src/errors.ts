@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'ERR_COST_EXCEEDS_CAPACITY'
   | 'ERR_BURST_TOO_SMALL'
   | 'ERR_QUEUE_FULL'
+  | 'ERR_TOO_MANY_KEYS'
   | 'ERR_WAIT_TOO_LONG'
   | 'ERR_JOB_TIMEOUT'
   | 'ERR_STORE_UNAVAILABLE'
@@ -166,6 +167,24 @@ export class QueueFullError extends TokenpaceError {
   }
 }
 
+/**
+ * A KeyedScheduler was given a job for a new key while the `maxKeys` keys it keeps all have jobs
+ * waiting or running: it keeps no more, so memory stays bounded.
+ */
+export class TooManyKeysError extends TokenpaceError {
+  override name = 'TooManyKeysError';
+  override readonly code = 'ERR_TOO_MANY_KEYS' as const;
+  readonly maxKeys: number;
+  constructor(maxKeys: number) {
+    super(
+      'ERR_TOO_MANY_KEYS',
+      `too many keys: the ${maxKeys} keys kept (maxKeys ${maxKeys}) all have jobs waiting or running, so a new key ` +
+        'cannot be added; retry once some finish, or raise maxKeys if that many tenants are expected at once',
+    );
+    this.maxKeys = maxKeys;
+  }
+}
+
 /** A job would start (or has waited) later than its `maxWait`. */
 export class WaitTooLongError extends TokenpaceError {
   override name = 'WaitTooLongError';
@@ -281,6 +300,7 @@ export interface ErrorByCode {
   ERR_COST_EXCEEDS_CAPACITY: CostExceedsCapacityError;
   ERR_BURST_TOO_SMALL: BurstTooSmallError;
   ERR_QUEUE_FULL: QueueFullError;
+  ERR_TOO_MANY_KEYS: TooManyKeysError;
   ERR_WAIT_TOO_LONG: WaitTooLongError;
   ERR_JOB_TIMEOUT: JobTimeoutError;
   ERR_STORE_UNAVAILABLE: StoreUnavailableError;

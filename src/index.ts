@@ -24,6 +24,7 @@ export {
   QueueFullError,
   StoreUnavailableError,
   TokenpaceError,
+  TooManyKeysError,
   WaitTooLongError,
 } from './errors.js';
 export {
@@ -146,6 +147,11 @@ export { PostgresStore, type PostgresStoreOptions, type PostgresStoreStats } fro
 export type { IoredisLikeClient, NodeRedisLikeClient, RedisClientLike } from './redis/client.js';
 export { AdaptiveRate, type AdaptiveRateChange, type AdaptiveRateOptions } from './scheduler/adaptive.js';
 export type { SchedulerRejectedMessage, SchedulerStartMessage } from './scheduler/events.js';
+export {
+  KeyedScheduler,
+  type KeyedSchedulerListener,
+  type KeyedSchedulerOptions,
+} from './scheduler/keyed-scheduler.js';
 export {
   type ActiveJob,
   type EventName,

@@ -188,3 +188,13 @@ export class Watchdog {
     this.#onWake(this.#lateness.observe(nowMs - this.#stepDueMs, nowMs));
   };
 }
+
+/**
+ * How much timer lateness a start paced by `watchdog` may make up now (a scheduler's theoretical
+ * start): the timer's whole-ms step plus the lateness expected of it, at most `capMs` (the
+ * `catchUp` option; 0 makes up none).
+ */
+export function catchUpAllowanceMs(capMs: number, watchdog: Watchdog): number {
+  if (capMs === 0) return 0;
+  return Math.min(capMs, TIMER_STEP_MS + expectedLatenessMs(watchdog.latenessMs, TIMER_STEP_MS));
+}

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   isTokenpaceError,
+  KeyedScheduler,
   MemoryFleetStore,
   MemoryStore,
   MemoryWindowStore,
@@ -55,6 +56,15 @@ describe('unknown option names', () => {
       expect(message).toContain('`limit` per `window`');
       expect(message).toContain("PQueue` from 'tokenpace/p-queue'");
     }
+  });
+
+  it("KeyedScheduler: brust, and bottleneck's names name ours", () => {
+    expect(refused(() => new KeyedScheduler(loose({ rate: 10, brust: 5 })), 'brust').message).toContain(
+      'did you mean `burst`?',
+    );
+    expect(refused(() => new KeyedScheduler(loose({ maxConcurrent: 2 })), 'maxConcurrent').message).toContain(
+      'write `concurrency`',
+    );
   });
 
   it('throttleInterceptor: brust, at the top and for one origin', () => {

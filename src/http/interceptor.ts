@@ -24,6 +24,7 @@ import type { Dispatcher } from 'undici';
 import { type Clock, checkClock } from '../clock.js';
 import { clientPauseChannel, clientRejectedChannel, clientStartChannel } from '../diagnostics.js';
 import { checkKnownOptions, checkOptions, InvalidOptionError, WaitTooLongError } from '../errors.js';
+import { KeyTable } from '../scheduler/key-table.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 import { ThrottleGroup } from '../stream/group.js';
 import type { Throttle } from '../stream/throttle.js';
@@ -32,7 +33,6 @@ import { type AdaptiveOptions, AdaptiveOrigin, parseAdaptive, type RateChangeInf
 import { pauseRequested } from './headers.js';
 import type { ClientPauseMessage, ClientRejectedMessage, ClientStartMessage } from './messages.js';
 import { merge, type OriginLimits, OriginState, originOf, schedulerOptions, settleMsOf } from './origin-state.js';
-import { DEFAULT_MAX_ORIGINS, OriginTable } from './origins.js';
 import { PacedController } from './paced-controller.js';
 import { checkWallClock } from './wall-clock.js';
 
@@ -105,6 +105,9 @@ type DispatchHandler = Dispatcher.DispatchHandler;
 type Headers = Record<string, string | string[] | undefined>;
 type DispatchOptions = Dispatcher.DispatchOptions;
 type Dispatch = Dispatcher['dispatch'];
+
+/** The default bound on origins kept (see `maxOrigins`). */
+const DEFAULT_MAX_ORIGINS = 10_000;
 
 /** A request on its way out: undici's options and the caller's handler, its controller and its origin. */
 interface Outgoing {
@@ -260,7 +263,9 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       `Expected \`maxOrigins\` to be an integer >= 1 or Infinity, got ${String(maxOrigins)}`,
     );
   }
-  const states = new OriginTable<OriginState>(maxOrigins, (origin) => {
+  // Busy origins are kept beyond the bound: each one's queue is bounded, and a request is never refused for another origin's load.
+  const states = new KeyTable<OriginState>({ maxKeys: maxOrigins, whenAllBusy: 'keep' });
+  const makeOrigin = (origin: string): OriginState => {
     const limits = merge(defaults, overrideByOrigin.get(origin));
     const { maxWait } = limits;
     if (adaptive === undefined) {
@@ -279,7 +284,7 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
       notify: notifyRate,
     });
     return state;
-  });
+  };
   // 'http://h:80/' as given -> 'http://h': each origin string is parsed as a URL once, not per request.
   const originCache = new Map<string, string>();
 
@@ -292,7 +297,9 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
         if (typeof raw === 'string' && originCache.size < MAX_CACHED_ORIGINS) originCache.set(raw, origin);
       }
       const enqueuedAtMs = clock.now();
-      const state = states.get(origin, enqueuedAtMs);
+      const known = origin;
+      // With whenAllBusy 'keep', `add` always adds.
+      const state = states.use(known) ?? (states.add(known, enqueuedAtMs, () => makeOrigin(known)) as OriginState);
       const controller = new PacedController();
       const method = String(opts.method);
       const path = opts.path;

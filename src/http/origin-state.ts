@@ -10,10 +10,10 @@
  */
 
 import type { Clock } from '../clock.js';
+import type { KeyEntry } from '../scheduler/key-table.js';
 import type { Scheduler, SchedulerOptions } from '../scheduler/scheduler.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import type { AdaptiveOrigin } from './adaptive-origin.js';
-import type { OriginEntry } from './origins.js';
 
 /** The limits of one origin. */
 export interface OriginLimits {
@@ -54,7 +54,7 @@ export interface OriginParts {
 }
 
 /** One origin: its scheduler and its pause. */
-export class OriginState implements OriginEntry {
+export class OriginState implements KeyEntry {
   pausedUntilMs = 0;
   adaptive: AdaptiveOrigin | undefined = undefined;
   #timer: unknown = undefined;

@@ -8,7 +8,7 @@
  * - `plans` (a table of named `{ rate, burst }`) and `plan(subject)`, a function returning a name
  *   of the table, sync or async.
  *
- * `subject` is the key for KeyedLimiter and the Scheduler's keyed form, the request for
+ * `subject` is the key for KeyedLimiter and KeyedScheduler, the request for
  * `rateLimit`. Every form resolves to {@link BucketParams}: the table is parsed once; a `limits`
  * object is parsed the first time it is seen and again only when its `rate` or `burst` changed
  * (the parse is cached per object, compared by the inputs), so returning constants costs a map

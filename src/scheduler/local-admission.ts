@@ -8,6 +8,12 @@
  * of T sees at most burst + rate * (T + allowance) of cost start, and the
  * long-run rate is exact however late timers fire. The reasoning and a worked
  * example are in docs/internals/scheduler.md.
+ *
+ * A key of a KeyedScheduler has one more limit, over all keys together: once
+ * its own limits let the head start, the head asks for its turn at the shared
+ * bucket (./turns.ts), which charges it if the answer is yes; on a no the
+ * head waits (its own bucket uncharged) until the turns wake the scheduler.
+ * Such a key has no window limit (a KeyedScheduler gives none).
  */
 
 import { retryHintMs } from '../errors.js';
@@ -25,10 +31,11 @@ import {
   startAt,
   tryCharge,
 } from '../meters/bucket.js';
-import { expectedLatenessMs, TIMER_STEP_MS, type Watchdog } from '../timer.js';
+import { catchUpAllowanceMs, type Watchdog } from '../timer.js';
 import { type Admission, type Host, heldUnits, type LimitsChange, waitForMs } from './admission.js';
 import type { SchedulerSettings } from './options.js';
 import type { Bill, Job } from './run.js';
+import type { TurnsMember } from './turns.js';
 import { StartWindow, type WindowSettings } from './window-limit.js';
 
 /** A bucket and a weighted concurrency in this process; see the file's opening comment. */
@@ -48,6 +55,10 @@ export class LocalAdmission implements Admission {
    * smaller. Every running job counts: under `concurrency: 1` a free job still runs alone.
    */
 
+  /** A key's place at the limit over all keys (./turns.ts); `undefined` for a scheduler on its own. */
+  readonly #turns: TurnsMember | undefined;
+  /** The head waits for its turn at the limit over all keys: the turns wake the scheduler. */
+  #turnBlocked = false;
   /** The head could not start for lack of concurrency; it may start when a job finishes. */
   #concurrencyBlocked = false;
   /** No job may be charged before this (a resume, a concurrency slot freed): it could not have started earlier. */
@@ -77,6 +88,7 @@ export class LocalAdmission implements Admission {
     }
     this.#setConcurrency(settings.concurrency);
     this.#window = settings.window === undefined ? undefined : new StartWindow(settings.window);
+    this.#turns = settings.turns?.member((now) => host.pump(now));
   }
 
   get windowLimit(): number {
@@ -116,7 +128,9 @@ export class LocalAdmission implements Admission {
   }
 
   whyWaiting(): string {
-    return this.#concurrencyBlocked ? 'the concurrency stayed taken' : 'jobs of higher priority went first';
+    if (this.#concurrencyBlocked) return 'the concurrency stayed taken';
+    if (this.#turnBlocked) return 'the limit over all keys was taken by the turns of other keys';
+    return 'jobs of higher priority went first';
   }
 
   predictWaitMs(now: number, cost: number, priority: number, withinMs: number): number {
@@ -138,6 +152,12 @@ export class LocalAdmission implements Admission {
     if (window !== undefined) {
       if (bucket !== undefined && !conformsAt(bucket, this.#params, now, cost)) return -1;
       if (window.take(now, cost) !== 0) return -1;
+    }
+    const turns = this.#turns;
+    if (turns !== undefined) {
+      // The shared bucket is asked last and charges on yes: neither bucket is charged when one refuses.
+      if (bucket !== undefined && !conformsAt(bucket, this.#params, now, cost)) return -1;
+      if (!turns.pass(cost, now)) return -1;
     }
     if (bucket !== undefined && !tryCharge(bucket, this.#params, now, cost)) return -1;
     this.#lastStartMs = now;
@@ -178,20 +198,48 @@ export class LocalAdmission implements Admission {
         // The theoretical start: when the bucket had the tokens, but not before the job arrived or
         // could otherwise have started, and making up at most the lateness the bucket could not absorb.
         const notBeforeMs = Math.max(job.enqueuedAtMs, this.#floorMs);
-        const atMs = startAt(bucket, this.#params, now, job.cost, notBeforeMs, this.#allowanceMs());
+        let atMs = startAt(
+          bucket,
+          this.#params,
+          now,
+          job.cost,
+          notBeforeMs,
+          catchUpAllowanceMs(this.#catchUpMs, this.#watchdog),
+        );
         if (atMs > now) {
           this.#nextStartMs = atMs;
           return now;
         }
+        if (this.#turns !== undefined) {
+          if (!this.#passTurn(job.cost, now)) return now;
+          atMs = Math.max(atMs, this.#floorMs); // it waited for its turn: it could not have started before
+        }
         if (window !== undefined && !this.#windowAllows(window, now, job.cost)) return now;
         charge(bucket, this.#params, atMs, job.cost);
-      } else if (window !== undefined && !this.#windowAllows(window, now, job.cost)) {
-        return now;
+      } else {
+        if (this.#turns !== undefined && !this.#passTurn(job.cost, now)) return now;
+        if (window !== undefined && !this.#windowAllows(window, now, job.cost)) return now;
       }
       this.#lastStartMs = now;
       host.start(job, now, held);
     }
     return now;
+  }
+
+  /**
+   * The head's turn at the limit over all keys: true if it may start (the shared bucket charged).
+   * After a wait for its turn, it could not have started before now (the floor rises).
+   */
+  #passTurn(cost: number, now: number): boolean {
+    if (!(this.#turns as TurnsMember).pass(cost, now)) {
+      this.#turnBlocked = true;
+      return false;
+    }
+    if (this.#turnBlocked) {
+      this.#turnBlocked = false;
+      if (now > this.#floorMs) this.#floorMs = now;
+    }
+    return true;
   }
 
   /** Counts a start in the window limit if it fits; else sets the wake-up for when it will. */
@@ -200,17 +248,6 @@ export class LocalAdmission implements Admission {
     if (waitMs === 0) return true;
     this.#nextStartMs = now + waitMs;
     return false;
-  }
-
-  /**
-   * How much timer lateness a start may make up now: the package's one lateness policy (timer.ts's
-   * `expectedLatenessMs`, from the Scheduler's timer's lateness estimate) plus the timer's whole-ms
-   * step, and at most `catchUp`.
-   */
-  #allowanceMs(): number {
-    const capMs = this.#catchUpMs;
-    if (capMs === 0) return 0;
-    return Math.min(capMs, TIMER_STEP_MS + expectedLatenessMs(this.#watchdog.latenessMs, TIMER_STEP_MS));
   }
 
   deciding(): boolean {

@@ -13,6 +13,7 @@ import { type BucketParams, bucketParams, PACED_JOB_BURST } from '../meters/buck
 import type { FailurePolicy } from '../stores/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
+import { TURNS, type Turns } from './turns.js';
 import { noWindowOnFleet, parseWindowLimit, type WindowLimitOptions, type WindowSettings } from './window-limit.js';
 
 /** Options for {@link Scheduler}. At least one limit must be finite: `rate`, `concurrency`, or `limit` with `window`. */
@@ -431,6 +432,13 @@ export interface SchedulerSettings {
   readonly fleet: FleetSettings | undefined;
   /** The window limit (`limit`, `window`); `undefined` without one. */
   readonly window: WindowSettings | undefined;
+  /** A key of a KeyedScheduler: its turns at the limit over all keys (./turns.ts); `undefined` for a scheduler on its own. */
+  readonly turns: Turns | undefined;
+}
+
+/** The options a KeyedScheduler gives each key's Scheduler: the public ones and its turns. @internal */
+export interface MemberOptions extends SchedulerOptions {
+  readonly [TURNS]?: Turns;
 }
 
 /**
@@ -465,7 +473,8 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
     releaseOnTimeout: parseOnTimeout(options.onTimeout),
     paused: options.autoStart === false,
   };
-  return { ...settings, fleet: noWindowOnFleet(parseFleet(options), window), window };
+  const turns = (options as MemberOptions)[TURNS];
+  return { ...settings, fleet: noWindowOnFleet(parseFleet(options), window), window, turns };
 }
 
 /** The fleet options: `store` and `key` (both or neither), and the three that only a fleet has. */

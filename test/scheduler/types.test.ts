@@ -7,6 +7,8 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   type EventName,
   type JobContext,
+  KeyedScheduler,
+  type KeyedSchedulerListener,
   type RejectedJob,
   Scheduler,
   type SchedulerCounters,
@@ -39,5 +41,20 @@ describe('Scheduler types', () => {
     expectTypeOf<SchedulerCounters['rejected']['queueFull']>().toEqualTypeOf<number>();
     // @ts-expect-error: not an event (and refused at run time too)
     expect(() => scheduler.on('drained', () => {})).toThrow(/unknown event "drained"/);
+  });
+});
+
+describe('KeyedScheduler types', () => {
+  const keyed = new KeyedScheduler({ rate: 10, burst: 2 });
+
+  it('infers a job result, and hears events with the key first', () => {
+    expectTypeOf(keyed.schedule('tenant', () => 1)).toEqualTypeOf<Promise<number>>();
+    expectTypeOf<KeyedSchedulerListener<'rejected'>>().parameters.toEqualTypeOf<[string, RejectedJob]>();
+    expectTypeOf(keyed.scheduler('tenant')).toEqualTypeOf<Scheduler | undefined>();
+    const wrapped = keyed.wrap('tenant', async (id: string) => id);
+    expectTypeOf(wrapped).returns.toEqualTypeOf<Promise<string>>();
+    // @ts-expect-error: a key is a string
+    void keyed.schedule(42, () => 1).catch(() => undefined);
+    expect(keyed.keys()).toEqual(['tenant']); // the first expectation ran a job; the bad key made none
   });
 });

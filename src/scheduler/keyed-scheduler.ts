@@ -1,0 +1,472 @@
+/**
+ * KeyedScheduler: a queue per key (a tenant, a user, an API key), each one a
+ * Scheduler of its own, and an optional limit over all keys together (the
+ * provider's), at which the keys waiting take turns.
+ *
+ * Each key gets its own rate and burst (one pair for all, or by plan:
+ * `limits(key)`, or `plans` and `plan(key)`, the resolvers KeyedLimiter uses),
+ * and the same concurrency, bounded queue, `onFull`, `maxWait` and `timeout`.
+ * A key's Scheduler is made on first use and dropped once it is idle and its
+ * bucket is full again (it then equals a new one): the table looks when a new
+ * key comes, and counts a key idle from when it first sees it so, with no
+ * timer per key. At most `maxKeys` are kept (./key-table.ts). A new key when every key kept has jobs waiting or running
+ * is refused with TooManyKeysError: memory stays bounded.
+ *
+ * With `global`, a job starts only when its key's limits and the global
+ * bucket both allow it, and neither is charged when either refuses; while the
+ * global bucket is what holds jobs back, the keys take turns at it by deficit
+ * round robin by cost (./turns.ts): a key with 10,000 jobs waiting and a key
+ * with one start within one round of each other.
+ *
+ * Invariants: a key's jobs run only through its own Scheduler (its API:
+ * signals, priorities, deadlines, timeouts, events, counters); the counters of
+ * dropped keys are kept in the totals.
+ */
+
+import { type Clock, checkClock } from '../clock.js';
+import {
+  ClosedError,
+  CostExceedsCapacityError,
+  checkKnownOptions,
+  checkOptions,
+  describeValue,
+  InvalidOptionError,
+  TooManyKeysError,
+} from '../errors.js';
+import { type GlobalLimitOptions, globalParams } from '../keyed/keyed-options.js';
+import { type LimitsResolver, limitsResolver, type PlanOptions } from '../keyed/plans.js';
+import { type BucketParams, bucketParams, PACED_JOB_BURST } from '../meters/bucket.js';
+import type { DurationInput, RateInput, SizeInput } from '../units.js';
+import { type KeyEntry, KeyTable } from './key-table.js';
+import { SCHEDULER_PEER_OPTIONS } from './option-names.js';
+import {
+  checkListener,
+  copyCounters,
+  DEFAULT_CATCH_UP_MS,
+  type EventName,
+  type JobFunction,
+  type MemberOptions,
+  parseOptionalDuration,
+  type ScheduleOptions,
+  type SchedulerCounters,
+  type SchedulerEvents,
+  type SchedulerOptions,
+  type WrapOptions,
+  wrapCalls,
+  zeroCounters,
+} from './options.js';
+import { Scheduler } from './scheduler.js';
+import { TURNS, Turns } from './turns.js';
+
+/** Options for {@link KeyedScheduler}: each key's limits, and what every key shares. */
+export interface KeyedSchedulerOptions extends PlanOptions<string> {
+  /** Each key's rate: a number per second or a string such as `'10/s'`. Or `limits`, or `plans` with `plan`. */
+  rate?: RateInput;
+  /** Each key's burst (with `rate`). @default 1 */
+  burst?: SizeInput;
+  /** Each key's weighted concurrency. @default Infinity (a rate, or a plan, limits alone) */
+  concurrency?: number;
+  /** Each key's bound on waiting jobs (see {@link SchedulerOptions.maxQueue}). @default 1000 */
+  maxQueue?: number;
+  /** What a key's full queue gives up (see {@link SchedulerOptions.onFull}). @default 'reject' */
+  onFull?: 'reject' | 'evict-lower' | 'drop-oldest';
+  /** The longest a job may wait to start, its turns at `global` included. @default Infinity */
+  maxWait?: DurationInput;
+  /** The default `timeout` of every job. @default Infinity */
+  timeout?: DurationInput;
+  /** What a job's timeout does to the concurrency it holds. @default 'release' */
+  onTimeout?: 'release' | 'hold';
+  /** The most timer lateness made up for, ms (see {@link SchedulerOptions.catchUp}). @default 5 */
+  catchUp?: DurationInput;
+  /** A bucket over all keys together (the provider's limit): a job needs tokens from both; keys take turns at it. */
+  global?: GlobalLimitOptions;
+  /**
+   * The most keys kept. An idle key whose bucket is full again is dropped first, then the least
+   * recently used idle key (it comes back with a full bucket). When every key kept has jobs
+   * waiting or running, a job for a new key is refused with `TooManyKeysError` (`ERR_TOO_MANY_KEYS`).
+   * @default 10_000
+   */
+  maxKeys?: number;
+  /** The time source. @default systemClock */
+  clock?: Clock;
+}
+
+/** A listener of a key's event: the key, then the Scheduler event's own arguments. */
+export type KeyedSchedulerListener<E extends EventName> = (key: string, ...args: SchedulerEvents[E]) => void;
+
+/** The default bound on keys kept (see {@link KeyedSchedulerOptions.maxKeys}). */
+export const DEFAULT_MAX_SCHEDULER_KEYS = 10_000;
+
+const KEYED_SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
+  'rate',
+  'burst',
+  'limits',
+  'plans',
+  'plan',
+  'concurrency',
+  'maxQueue',
+  'onFull',
+  'maxWait',
+  'timeout',
+  'onTimeout',
+  'catchUp',
+  'global',
+  'maxKeys',
+  'clock',
+]);
+
+/** One key kept: its Scheduler, its limits, and since when it is known to be idle. */
+class KeyState implements KeyEntry {
+  readonly scheduler: Scheduler;
+  params: BucketParams | undefined;
+  /**
+   * When the table first saw it idle and unused since (NaN: not seen so). Its bucket was last
+   * charged before then, so it is full again (it equals a new key) a refill from empty later.
+   */
+  seenIdleAtMs = Number.NaN;
+
+  constructor(scheduler: Scheduler, params: BucketParams | undefined) {
+    this.scheduler = scheduler;
+    this.params = params;
+  }
+
+  busy(): boolean {
+    const scheduler = this.scheduler;
+    return scheduler.size !== 0 || scheduler.pending !== 0 || scheduler.isPaused;
+  }
+
+  /** Idle (the table asks only then): true once its bucket is surely full again; without a rate, at once. */
+  forgettable(nowMs: number): boolean {
+    const params = this.params;
+    if (params === undefined) return true;
+    if (Number.isNaN(this.seenIdleAtMs)) {
+      this.seenIdleAtMs = nowMs;
+      return false;
+    }
+    return nowMs >= this.seenIdleAtMs + (params.burst * 1000) / params.ratePerSecond;
+  }
+}
+
+/**
+ * A Scheduler per key, made on first use and dropped when idle, with an optional limit over all
+ * keys at which the keys take turns. See the file's opening comment.
+ *
+ * @example
+ * const tenants = new KeyedScheduler({
+ *   plans: { free: { rate: '2/s', burst: 2 }, pro: { rate: '20/s', burst: 20 } },
+ *   plan: (tenant) => (tenant.startsWith('pro-') ? 'pro' : 'free'),
+ *   concurrency: 4,
+ *   maxQueue: 100,
+ *   global: { rate: '50/s', burst: 50 },
+ * });
+ * const report = await tenants.schedule('pro-acme', () => fetchReport(), { cost: 1 });
+ */
+export class KeyedScheduler {
+  readonly #clock: Clock;
+  /** Each key's rate and burst: fixed (`undefined` without a rate) or resolved per key. */
+  readonly #fixed: BucketParams | undefined;
+  readonly #resolve: LimitsResolver<string> | undefined;
+  /** The options every key's Scheduler is made with, but its rate and burst. */
+  readonly #shared: MemberOptions;
+  readonly #turns: Turns | undefined;
+  readonly #table: KeyTable<KeyState>;
+  readonly #maxKeys: number;
+  /** The counters of the keys dropped so far. */
+  readonly #retired: SchedulerCounters = zeroCounters();
+  /** Keyed listeners per event; every key's Scheduler forwards the events that have any. */
+  readonly #listeners = new Map<EventName, Set<KeyedSchedulerListener<EventName>>>();
+  /** Calls waiting for an asynchronous plan, not yet in a key's queue. */
+  readonly #resolving = new Set<Promise<unknown>>();
+  #closed = false;
+
+  constructor(options: KeyedSchedulerOptions) {
+    checkOptions(
+      options,
+      'KeyedScheduler options ({ rate, burst, concurrency, maxQueue, global, maxKeys, ... })',
+      true,
+    );
+    checkKnownOptions(options, KEYED_SCHEDULER_OPTIONS, 'KeyedScheduler options', SCHEDULER_PEER_OPTIONS);
+    const clock = checkClock(options.clock);
+    this.#clock = clock;
+    const fixed = options.rate !== undefined || options.burst !== undefined;
+    this.#resolve = limitsResolver(options, fixed);
+    if (options.burst !== undefined && options.rate === undefined) {
+      throw new InvalidOptionError('burst', options.burst, '`burst` needs a `rate`: give the rate each key refills at');
+    }
+    this.#fixed = options.rate === undefined ? undefined : bucketParams(options.rate, options.burst ?? PACED_JOB_BURST);
+    const maxKeys = options.maxKeys ?? DEFAULT_MAX_SCHEDULER_KEYS;
+    if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) {
+      throw new InvalidOptionError(
+        'maxKeys',
+        maxKeys,
+        `Expected \`maxKeys\` to be an integer >= 1, got ${describeValue(maxKeys)}: the keys kept are bounded on purpose`,
+      );
+    }
+    this.#maxKeys = maxKeys;
+    const global = globalParams(options.global);
+    this.#turns =
+      global === undefined
+        ? undefined
+        : new Turns({
+            clock,
+            params: global,
+            // A visit gives a key one unit of cost: a key of cost-1 jobs starts one a turn.
+            quantum: 1,
+            catchUpMs: parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS),
+          });
+    const shared: MemberOptions = {
+      clock,
+      concurrency: options.concurrency,
+      maxQueue: options.maxQueue,
+      onFull: options.onFull,
+      maxWait: options.maxWait,
+      timeout: options.timeout,
+      onTimeout: options.onTimeout,
+      catchUp: options.catchUp,
+      [TURNS]: this.#turns,
+    };
+    this.#shared = shared;
+    // Every option checked now, not at the first job: a key with the fixed limits (or a placeholder rate by plan).
+    const probe = this.#resolve === undefined ? this.#fixed : { ratePerSecond: 1, burst: 1 };
+    new Scheduler(this.#optionsFor(probe, false));
+    this.#table = new KeyTable<KeyState>({
+      maxKeys,
+      whenAllBusy: 'refuse',
+      dropped: (_key, state) => this.#retire(state),
+    });
+  }
+
+  // ---------------------------------------------------------------- state
+
+  /** The bound on keys kept. */
+  get maxKeys(): number {
+    return this.#maxKeys;
+  }
+
+  /** Keys kept now. */
+  get keyCount(): number {
+    return this.#table.size;
+  }
+
+  /** Jobs waiting to start, all keys together. */
+  get size(): number {
+    let size = 0;
+    for (const state of this.#table.values()) size += state.scheduler.size;
+    return size;
+  }
+
+  /** Jobs running, all keys together. */
+  get pending(): number {
+    let pending = 0;
+    for (const state of this.#table.values()) pending += state.scheduler.pending;
+    return pending;
+  }
+
+  /** The counters of every key, summed (the keys dropped so far included). */
+  get counters(): SchedulerCounters {
+    const total = copyCounters(this.#retired);
+    for (const state of this.#table.values()) addCounters(total, state.scheduler.counters);
+    return total;
+  }
+
+  /** The global bucket's rate, per second (Infinity without `global`). */
+  get globalRate(): number {
+    return this.#turns?.rate ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** True once {@link close} was called. */
+  get isClosed(): boolean {
+    return this.#closed;
+  }
+
+  /** The keys kept, least recently used first. */
+  keys(): string[] {
+    return [...this.#table.keys()];
+  }
+
+  /**
+   * The Scheduler of `key` while it is kept (`undefined` if not): its `size`, `counters`, `onIdle()`,
+   * `pause()` and the rest. What it is changed to lasts while the key is kept (a paused key is kept).
+   */
+  scheduler(key: string): Scheduler | undefined {
+    return this.#table.peek(key)?.scheduler;
+  }
+
+  // ---------------------------------------------------------------- jobs
+
+  /**
+   * Runs `fn` as a job of `key`'s Scheduler (made if there is none), with that key's limits and its
+   * turn at `global`. Settles as {@link Scheduler.schedule} does; rejects too with
+   * `TooManyKeysError` for a new key when the `maxKeys` kept all have jobs, and with
+   * `CostExceedsCapacityError` for a cost above `global.burst`.
+   */
+  schedule<R>(key: string, fn: JobFunction<R>, options?: ScheduleOptions): Promise<R> {
+    if (typeof key !== 'string') {
+      return Promise.reject(
+        new InvalidOptionError('key', key, `Expected \`key\` to be a string, got ${describeValue(key)}`),
+      );
+    }
+    if (this.#closed) return Promise.reject(new ClosedError('the keyed scheduler is closed: it takes no new jobs'));
+    const turns = this.#turns;
+    const cost = options?.cost;
+    if (turns !== undefined && typeof cost === 'number' && cost > turns.burst) {
+      return Promise.reject(
+        new CostExceedsCapacityError(cost, turns.burst, "the global bucket's capacity (global.burst)"),
+      );
+    }
+    const resolve = this.#resolve;
+    if (resolve === undefined) return this.#enqueue(key, this.#fixed, fn, options);
+    let params: BucketParams | Promise<BucketParams>;
+    try {
+      params = resolve(key);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (!(params instanceof Promise)) return this.#enqueue(key, params, fn, options);
+    const arriving = params.then((resolved) => {
+      this.#resolving.delete(arriving);
+      if (this.#closed) throw new ClosedError("the keyed scheduler was closed while the key's plan was looked up");
+      return this.#enqueue(key, resolved, fn, options);
+    });
+    this.#resolving.add(arriving);
+    arriving.catch(() => this.#resolving.delete(arriving));
+    return arriving;
+  }
+
+  /** A function whose every call is a job of `key` (see {@link Scheduler.wrap}). */
+  wrap<A extends unknown[], R, T = unknown>(
+    key: string,
+    fn: (this: T, ...args: A) => R | PromiseLike<R>,
+    options: WrapOptions<A> = {},
+  ): (this: T, ...args: A) => Promise<R> {
+    return wrapCalls((job, jobOptions) => this.schedule(key, job, jobOptions), fn, options);
+  }
+
+  /** Gives the job to `key`'s Scheduler: the one kept (its limits brought up to date), or a new one. */
+  #enqueue<R>(
+    key: string,
+    params: BucketParams | undefined,
+    fn: JobFunction<R>,
+    options: ScheduleOptions | undefined,
+  ): Promise<R> {
+    let state = this.#table.use(key);
+    if (state === undefined) {
+      state = this.#table.add(key, this.#clock.now(), () => this.#make(key, params));
+      if (state === undefined) return Promise.reject(new TooManyKeysError(this.#maxKeys));
+    } else if (params !== state.params && params !== undefined) {
+      // A new plan: the key keeps its tokens, capped at the new burst (the Scheduler's setRate and setBurst).
+      const scheduler = state.scheduler;
+      if (params.ratePerSecond !== scheduler.rate) scheduler.setRate(params.ratePerSecond);
+      if (params.burst !== scheduler.burst) scheduler.setBurst(params.burst);
+      state.params = params;
+    }
+    state.seenIdleAtMs = Number.NaN; // used: idle again only once the table sees it so
+    return state.scheduler.schedule(fn, options);
+  }
+
+  #make(key: string, params: BucketParams | undefined): KeyState {
+    const scheduler = new Scheduler(this.#optionsFor(params, true));
+    const state = new KeyState(scheduler, params);
+    for (const event of this.#listeners.keys()) this.#forward(key, scheduler, event);
+    return state;
+  }
+
+  /** A key's Scheduler options: the shared ones, its rate and burst, and (if `member`) its turns at `global`. */
+  #optionsFor(params: BucketParams | undefined, member: boolean): MemberOptions {
+    const options: MemberOptions =
+      params === undefined ? { ...this.#shared } : { ...this.#shared, rate: params.ratePerSecond, burst: params.burst };
+    if (!member) return { ...options, [TURNS]: undefined };
+    return options;
+  }
+
+  #retire(state: KeyState): void {
+    addCounters(this.#retired, state.scheduler.counters);
+  }
+
+  // ---------------------------------------------------------------- control
+
+  /**
+   * Closes every key's Scheduler (see {@link Scheduler.close}): `schedule` then rejects with
+   * `ClosedError`; waiting jobs still run, or with `{ drain: false }` are rejected. A job whose key's
+   * plan was still being looked up (an async `plan` or `limits`) is rejected with `ClosedError`.
+   * Resolves when every key is idle.
+   */
+  async close(options?: { drain?: boolean }): Promise<void> {
+    this.#closed = true;
+    await Promise.allSettled([...this.#resolving]);
+    await Promise.all([...this.#table.values()].map((state) => state.scheduler.close(options)));
+    this.#turns?.close(); // keys whose jobs were rejected may still hold a place in the ring
+  }
+
+  /** `await using tenants = new KeyedScheduler(...)`: {@link close} at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  // ---------------------------------------------------------------- promises and events
+
+  /** Resolves when no key has a job waiting or running. */
+  async onIdle(): Promise<void> {
+    for (;;) {
+      const busy: Promise<unknown>[] = [...this.#resolving];
+      for (const state of this.#table.values()) {
+        const scheduler = state.scheduler;
+        if (scheduler.size !== 0 || scheduler.pending !== 0) busy.push(scheduler.onIdle());
+      }
+      if (busy.length === 0) return;
+      await Promise.allSettled(busy);
+    }
+  }
+
+  /** Adds a listener for every key's `event`: it is called with the key, then the event's arguments. */
+  on<E extends EventName>(event: E, listener: KeyedSchedulerListener<E>): this {
+    checkListener(event, listener);
+    let listeners = this.#listeners.get(event);
+    if (listeners === undefined) {
+      listeners = new Set();
+      this.#listeners.set(event, listeners);
+      for (const key of this.#table.keys()) this.#forward(key, (this.#table.peek(key) as KeyState).scheduler, event);
+    }
+    listeners.add(listener as KeyedSchedulerListener<EventName>);
+    return this;
+  }
+
+  /** Adds a listener for every key's `event` that runs once, for whichever key emits it first. */
+  once<E extends EventName>(event: E, listener: KeyedSchedulerListener<E>): this {
+    checkListener(event, listener);
+    const once: KeyedSchedulerListener<E> = (key, ...args) => {
+      this.off(event, once);
+      listener(key, ...args);
+    };
+    return this.on(event, once);
+  }
+
+  /** Removes a listener added with {@link on} (one added with {@link once} removes itself when it runs). */
+  off<E extends EventName>(event: E, listener: KeyedSchedulerListener<E>): this {
+    checkListener(event, listener);
+    this.#listeners.get(event)?.delete(listener as KeyedSchedulerListener<EventName>);
+    return this;
+  }
+
+  /** Makes `scheduler` (of `key`) pass its `event` to the keyed listeners. */
+  #forward(key: string, scheduler: Scheduler, event: EventName): void {
+    scheduler.on(event, (...args: unknown[]) => {
+      const listeners = this.#listeners.get(event);
+      if (listeners === undefined) return;
+      for (const listener of listeners) (listener as (key: string, ...rest: unknown[]) => void)(key, ...args);
+    });
+  }
+}
+
+/** Adds the counts of `from` to `into`. */
+function addCounters(into: SchedulerCounters, from: SchedulerCounters): void {
+  into.admitted += from.admitted;
+  into.started += from.started;
+  into.completed += from.completed;
+  into.failed += from.failed;
+  into.timedOut += from.timedOut;
+  into.waitedMs += from.waitedMs;
+  for (const reason of Object.keys(from.rejected) as (keyof SchedulerCounters['rejected'])[]) {
+    into.rejected[reason] += from.rejected[reason];
+  }
+}
