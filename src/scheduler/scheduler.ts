@@ -599,7 +599,9 @@ export class Scheduler {
   #victim(priority: number): Job | undefined {
     const onFull = this.#onFull;
     if (onFull === 'reject') return undefined;
-    const lowest = this.#waiting.queue.lowest();
+    // A job on trial is not given up: the local form would have started it.
+    const trial = this.#waiting.trial;
+    const lowest = this.#waiting.queue.lowest(trial.size === 0 ? undefined : (job) => trial.has(job));
     if (lowest === undefined) return undefined;
     return lowest.priority < priority || (onFull === 'drop-oldest' && lowest.priority === priority)
       ? lowest

@@ -9,11 +9,12 @@
  * Jobs on trial: queued jobs that wait for their admission's first answer
  * where the local form would have started them at once (a fleet's). They do
  * not count against `maxQueue` ({@link Waiting.counted}) until the answer
- * says they wait ({@link Waiting.endTrial}); their admission asks about them
- * first, in arrival order ({@link Waiting.trial}). `clear()` and
- * `close({ drain: false })` leave a job on trial to its answer, as the local
- * form leaves a job it started: it runs if the answer is that it starts now,
- * and is rejected as the others were if it waits ({@link Waiting.spared}).
+ * says they wait ({@link Waiting.endTrial}), and `onFull` never gives them up;
+ * their admission asks about them first, in arrival order ({@link Waiting.trial}).
+ * `clear()` and `close({ drain: false })` leave a job on trial to its answer,
+ * as the local form leaves a job it started: it runs if the answer is that it
+ * starts now, and is rejected as the others were if it waits
+ * ({@link Waiting.spared}).
  *
  * One abort listener per signal, not per job (./signal-watch.ts).
  */

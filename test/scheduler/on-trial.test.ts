@@ -76,6 +76,15 @@ describe.each(forms)('jobs on trial ($name)', (form) => {
     await job;
   });
 
+  it("a full queue's onFull gives up a waiting job, never one on trial", async () => {
+    const { scheduler, timers } = setup({ concurrency: 1, maxQueue: 1, onFull: 'evict-lower' });
+    const first = outcome(scheduler.schedule(() => 1));
+    const second = outcome(scheduler.schedule(() => 2));
+    const urgent = outcome(scheduler.schedule(() => 3, { priority: 5 }));
+    await timers.runAllAsync();
+    expect([await first, await second, await urgent]).toEqual(['ran', 'ERR_QUEUE_FULL', 'ran']);
+  });
+
   it('a job that starts at once owes no `empty`; the last waiting job emits it when it starts', async () => {
     const { scheduler, timers, clock, sleep } = setup({ rate: 10, concurrency: 1 });
     const empties: number[] = [];
