@@ -31,6 +31,8 @@ export interface Host {
   readonly clock: Clock;
   /** The jobs waiting, in the order they would run. */
   readonly queue: WaitQueue<Job>;
+  /** The queued jobs on trial (see {@link Admission.startsAtOnce}), in arrival order: asked about first. */
+  readonly trial: ReadonlySet<Job>;
   /** The jobs running (`pending`, `runningCost`). */
   readonly runner: Runner;
   readonly events: Emitter;
@@ -38,13 +40,18 @@ export interface Host {
   paused(): boolean;
   /** Runs `job` (the head of the queue, or a reserved job), holding `held` of the concurrency. */
   start(job: Job, now: number, held: number): void;
-  /** Takes `job` out of the queue to wait for its reservation: still waiting, and its signal still aborts it. */
+  /**
+   * Takes `job` out of the queue to wait for its reservation: still waiting, and its signal still aborts
+   * it; or rejects it at once (handing it back with {@link Admission.dropped}) if it was on trial and
+   * `clear()` or `close({ drain: false })` left it to this answer.
+   */
   reserve(job: Job): void;
   /** Removes a job that has not started and rejects it. */
   reject(job: Job, reason: RejectReason, error: unknown): void;
   /**
    * The first answer about a job on trial (see {@link Admission.startsAtOnce}) is that it waits: from
-   * now it counts against `maxQueue`, and it is rejected (`queueFull`) if the queue is full without it.
+   * now it counts against `maxQueue`, and it is rejected (`queueFull`) if the queue is full without it,
+   * or (`cleared`) if `clear()` or `close({ drain: false })` left it to this answer.
    */
   waits(job: Job): void;
   /** The limits changed: reject the waiting jobs that can never start now, then {@link pump}. */
@@ -101,8 +108,9 @@ export interface Admission {
    * For an admission that decides in calls of its own (a fleet's), where {@link tryStart} cannot
    * answer at once: true if, as far as it knows at `now`, a job of `cost` could start at once beside
    * `aheadCost` of jobs already on trial. Such a job waits for the first answer on trial, not counted
-   * against `maxQueue`, since the local form would have started it; the admission calls
-   * {@link Host.waits} if the answer is that it waits.
+   * against `maxQueue`, since the local form would have started it; the admission asks about the jobs
+   * on trial first ({@link Host.trial}), even while paused, and calls {@link Host.waits} if the answer
+   * is that it waits.
    */
   startsAtOnce?(cost: number, weight: number, aheadCost: number, aheadWeight: number, now: number): boolean;
   /** Starts waiting jobs, head first, as far as the limits allow; returns the time it last read. */

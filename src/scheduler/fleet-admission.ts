@@ -5,7 +5,8 @@
  * each keeps its own queue, priorities, signals, deadlines, timeouts and events
  * (the Scheduler's). The worker talks to the store in exchanges: one call gives
  * back the leases of the jobs that ended and asks for up to {@link BATCH}
- * queued jobs, head first; the store reserves each start in the bucket and
+ * queued jobs, those on trial first (in arrival order), then the queue from
+ * its head; the store reserves each start in the bucket and
  * takes its cost of the budget as a lease, in one atomic step, and may grant
  * the first job a delay (a reservation). A job starts when its delay has
  * passed; its lease is renewed while it runs and given back when it ends.
@@ -190,15 +191,15 @@ export class FleetAdmission implements Admission {
   }
 
   /**
-   * A job in an exchange, or the head about to be in one (never asked, and nothing holds the asking
-   * back): the store applies what is left of its `maxWait` exactly (`waitTooLong`), and the answer
+   * A job in an exchange, or one about to be in one (on trial, or the head; never asked, and nothing
+   * holds the asking back): the store applies what is left of its `maxWait` exactly (`waitTooLong`), and the answer
    * pumps.
    */
   deciding(job: Job): boolean {
     const ticket = this.#tickets.get(job);
     if (ticket !== undefined) return ticket.calling;
-    if (job !== this.#host.queue.peek() || this.#failed || this.#blocked || this.#host.paused()) return false;
-    return this.#reserved < this.#reserveAhead;
+    if (this.#failed || this.#blocked || this.#reserved >= this.#reserveAhead) return false;
+    return this.#host.trial.has(job) || (job === this.#host.queue.peek() && !this.#host.paused());
   }
 
   queued(): void {
@@ -289,11 +290,19 @@ export class FleetAdmission implements Admission {
     for (;;) {
       if (this.#calls >= (this.#fast ? CALLS : 1)) return;
       const batch: Job[] = [];
-      if (!this.#host.paused() && !this.#blocked && this.#reserved < this.#reserveAhead) {
-        for (const job of this.#host.queue) {
-          if (this.#tickets.get(job)?.calling) continue;
-          batch.push(job);
+      if (!this.#blocked && this.#reserved < this.#reserveAhead) {
+        // The jobs on trial first, in arrival order, even while paused: the local form would have started
+        // them already, so no later job goes before one, and the asking holds none back.
+        const trial = this.#host.trial;
+        for (const job of trial) {
           if (batch.length === BATCH) break;
+          if (!this.#tickets.get(job)?.calling) batch.push(job);
+        }
+        if (!this.#host.paused()) {
+          for (const job of this.#host.queue) {
+            if (batch.length === BATCH) break;
+            if (!trial.has(job) && !this.#tickets.get(job)?.calling) batch.push(job);
+          }
         }
       }
       if (batch.length === 0 && this.#releases.length === 0) return;
@@ -420,9 +429,9 @@ export class FleetAdmission implements Admission {
           if (grant.delayMs > 0) {
             ticket.state = 'reserved';
             this.#reserved++;
-            host.reserve(job);
             ticket.timer = new Watchdog(host.clock, () => this.#startReserved(job, ticket));
             ticket.timer.arm(host.clock.now(), grant.delayMs);
+            host.reserve(job); // may reject it (a job on trial that `close` left to this answer): `dropped`
           } else {
             ticket.state = 'running';
             host.start(job, host.clock.now(), heldUnits(job.weight, this.#params.concurrency));

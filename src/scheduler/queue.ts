@@ -173,11 +173,32 @@ export class WaitQueue<J extends Waiter<J>> {
     return top === undefined ? undefined : top.jobs[top.first];
   }
 
-  /** The oldest job of the lowest priority waiting: the first a full queue gives up (`onFull`). O(log L). */
-  lowest(): J | undefined {
+  /**
+   * The oldest job of the lowest priority waiting: the first a full queue gives up (`onFull`). O(log L).
+   * With `skip`: the first such job that `skip` does not exempt, going up the priorities (O(L) and the
+   * jobs exempted; a scheduler exempts only its jobs on trial, a few).
+   */
+  lowest(skip?: (job: J) => boolean): J | undefined {
     let node = this.#root;
     while (node?.right !== undefined) node = node.right;
-    return node === undefined ? undefined : node.jobs[node.first];
+    if (node === undefined) return undefined;
+    if (skip === undefined) return node.jobs[node.first];
+    const levels: TreeLevel<J>[] = [];
+    const walk = (at: Tree<J>): void => {
+      if (at === undefined) return;
+      walk(at.right);
+      levels.push(at);
+      walk(at.left);
+    };
+    walk(this.#root);
+    for (const level of levels) {
+      const jobs = level.jobs;
+      for (let i = level.first; i < jobs.length; i++) {
+        const job = jobs[i];
+        if (job !== undefined && !skip(job)) return job;
+      }
+    }
+    return undefined;
   }
 
   /** The job that has waited longest, whatever its priority (the first to arrive of those still waiting). */

@@ -159,11 +159,12 @@ export class Scheduler {
     const host: Host = {
       clock,
       queue: waiting.queue,
+      trial: waiting.trial,
       runner: this.#runner,
       events: this.#events,
       paused: () => this.#paused,
       start: (job, now, held) => this.#start(job, now, held),
-      reserve: (job) => waiting.reserve(job),
+      reserve: (job) => this.#reserve(job),
       reject: (job, reason, error) => waiting.reject(job, reason, error),
       waits: (job) => this.#waits(job),
       limitsChanged: (now) => this.#limitsChanged(now),
@@ -352,7 +353,7 @@ export class Scheduler {
     if (trial) waiting.pushOnTrial(job);
     else waiting.push(job);
     this.#counters.admitted++;
-    this.#empty.queued();
+    if (!trial) this.#empty.queued(); // a job on trial is owed `empty` once it waits (`#waits`), as it would have started
     this.#idleOwed = true;
     if (queue.peek() === job) this.#pump(now);
     else admission.queued();
@@ -392,7 +393,8 @@ export class Scheduler {
 
   /**
    * Removes every waiting job, rejecting each with tokenpace's `AbortError`
-   * (`ABORT_ERR`); in a fleet, reservations are given back. Running jobs go on.
+   * (`ABORT_ERR`); in a fleet, reservations are given back, and a job on trial
+   * goes to its answer (it runs if admitted at once). Running jobs go on.
    */
   clear(): void {
     if (this.size === 0) return;
@@ -405,7 +407,7 @@ export class Scheduler {
   /**
    * Closes the scheduler: `schedule` then rejects with `ClosedError`. Waiting jobs still run (as
    * undici's `close()`), or with `{ drain: false }` are rejected with `ClosedError` (running ones go
-   * on). Resolves when nothing waits or runs (a fleet's leases given back), holding no timer then.
+   * on; in a fleet, a job on trial goes to its answer, as `clear()` says). Resolves when nothing waits or runs (a fleet's leases given back), holding no timer then.
    * Again is harmless. `await using` calls it (`Symbol.asyncDispose`).
    */
   close(options?: { drain?: boolean }): Promise<void> {
@@ -582,6 +584,8 @@ export class Scheduler {
 
   /** Runs a waiting job (the head, or a reserved one) that its admission let start; its promise adopts the result. */
   #start(job: Job, now: number, held: number): void {
+    // A reserved job (out of the queue) starts by its own timer: for `empty`, a look of the timer's kind.
+    if (job.level === undefined) this.#empty.looked();
     this.#waiting.take(job);
     this.#empty.started(this.#waiting.size);
     this.#runner.runJob(job, held, now - job.enqueuedAtMs, job.extra?.timeoutMs ?? Number.POSITIVE_INFINITY);
@@ -595,7 +599,9 @@ export class Scheduler {
   #victim(priority: number): Job | undefined {
     const onFull = this.#onFull;
     if (onFull === 'reject') return undefined;
-    const lowest = this.#waiting.queue.lowest();
+    // A job on trial is not given up: the local form would have started it.
+    const trial = this.#waiting.trial;
+    const lowest = this.#waiting.queue.lowest(trial.size === 0 ? undefined : (job) => trial.has(job));
     if (lowest === undefined) return undefined;
     return lowest.priority < priority || (onFull === 'drop-oldest' && lowest.priority === priority)
       ? lowest
@@ -614,12 +620,37 @@ export class Scheduler {
     }
   }
 
-  /** A job on trial waits: it counts against `maxQueue` from now, and is rejected if the queue is full without it. */
+  /**
+   * A job on trial waits: it counts against `maxQueue` from now, and is rejected if the queue is full
+   * without it, or if `clear()` or `close({ drain: false })` left it to this answer.
+   */
   #waits(job: Job): void {
     const waiting = this.#waiting;
-    if (!waiting.endTrial(job) || waiting.counted <= this.#maxQueue) return;
+    const spared = waiting.spared(job);
+    if (spared !== undefined) {
+      waiting.reject(job, 'cleared', spared());
+      return;
+    }
+    if (!waiting.endTrial(job)) return;
+    if (waiting.counted <= this.#maxQueue) {
+      this.#empty.queued();
+      return;
+    }
     const retryAfterMs = this.#admission.retryAfterMs(job.cost, job.weight, job.priority);
     waiting.reject(job, 'queueFull', new QueueFullError(this.#maxQueue, retryAfterMs));
+  }
+
+  /**
+   * A job waits for its reservation (one on trial is owed `empty` from now, as in {@link waits}); one
+   * on trial that `clear()` or `close({ drain: false })` left to its answer is rejected instead.
+   */
+  #reserve(job: Job): void {
+    const waiting = this.#waiting;
+    const spared = waiting.spared(job);
+    const onTrial = waiting.trial.has(job);
+    waiting.reserve(job);
+    if (spared !== undefined) waiting.reject(job, 'cleared', spared());
+    else if (onTrial) this.#empty.queued();
   }
 
   /** After a limit changed: reject waiting jobs that can no longer ever start, then start what can. */

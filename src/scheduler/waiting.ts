@@ -9,7 +9,12 @@
  * Jobs on trial: queued jobs that wait for their admission's first answer
  * where the local form would have started them at once (a fleet's). They do
  * not count against `maxQueue` ({@link Waiting.counted}) until the answer
- * says they wait ({@link Waiting.endTrial}).
+ * says they wait ({@link Waiting.endTrial}), and `onFull` never gives them up;
+ * their admission asks about them first, in arrival order ({@link Waiting.trial}).
+ * `clear()` and `close({ drain: false })` leave a job on trial to its answer,
+ * as the local form leaves a job it started: it runs if the answer is that it
+ * starts now, and is rejected as the others were if it waits
+ * ({@link Waiting.spared}).
  *
  * One abort listener per signal, not per job (./signal-watch.ts).
  */
@@ -36,8 +41,10 @@ export class Waiting {
   readonly queue: WaitQueue<Job>;
   /** Taken from the queue to wait for a reservation's time: waiting, not started. */
   readonly #reserved = new Set<Job>();
-  /** Queued jobs on trial (see the file's opening comment), and their cost. */
+  /** Queued jobs on trial, in arrival order (see the file's opening comment), and their cost. */
   readonly #trial = new Set<Job>();
+  /** Jobs on trial that {@link rejectAll} left to their answer, with the error each gets if it waits. */
+  readonly #spared = new Map<Job, () => Error>();
   #trialCost = 0;
   #trialWeight = 0;
   readonly #signals = new SignalWatch<Job>((signal, jobs) => this.#abort(signal, jobs));
@@ -60,6 +67,11 @@ export class Waiting {
   /** Queued jobs that count against `maxQueue`: all but those on trial. */
   get counted(): number {
     return this.queue.size - this.#trial.size;
+  }
+
+  /** The jobs on trial, in arrival order. */
+  get trial(): ReadonlySet<Job> {
+    return this.#trial;
   }
 
   /** The cost of the jobs on trial. */
@@ -90,6 +102,7 @@ export class Waiting {
   /** `job`'s trial is over (it waits, starts or leaves); false if it was not on trial. */
   endTrial(job: Job): boolean {
     if (this.#trial.size === 0 || !this.#trial.delete(job)) return false;
+    if (this.#spared.size !== 0) this.#spared.delete(job);
     this.#trialCost = this.#trial.size === 0 ? 0 : this.#trialCost - job.cost;
     this.#trialWeight = this.#trial.size === 0 ? 0 : this.#trialWeight - job.weight;
     return true;
@@ -132,10 +145,21 @@ export class Waiting {
     this.#rejections.rejectWaiting(job, reason, error);
   }
 
-  /** Rejects every waiting job, the queued ones first (`clear()`, `close({ drain: false })`). */
+  /**
+   * Rejects every waiting job, the queued ones first (`clear()`, `close({ drain: false })`), but those
+   * on trial: each is left to its answer, and gets `error` if the answer is that it waits ({@link spared}).
+   */
   rejectAll(error: () => Error): void {
-    for (const job of [...this.queue]) this.reject(job, 'cleared', error());
+    for (const job of [...this.queue]) {
+      if (this.#trial.has(job)) this.#spared.set(job, error);
+      else this.reject(job, 'cleared', error());
+    }
     for (const job of [...this.#reserved]) this.reject(job, 'cleared', error());
+  }
+
+  /** If `job` is on trial and was left to its answer by {@link rejectAll}: the error it gets now that it waits. */
+  spared(job: Job): (() => Error) | undefined {
+    return this.#spared.size === 0 ? undefined : this.#spared.get(job);
   }
 
   #unwatch(job: Job): void {

@@ -83,9 +83,12 @@ it('3 processes, concurrency 4, 100/s: at most 4 jobs run at once across the fle
   expect(most).toBeGreaterThanOrEqual(1);
 }, 60_000);
 
-// Not asserted yet: a worker whose rate binds asks one call at a time, so the rate needs calls well
-// under 10 ms, and it is at the edge of 1 % on this 2-core machine (99.46, 99.48 and 98.74/s with
-// one other test run beside it; 34-37/s at a load average of 20). The figure above prints on every run.
+// Not asserted: the rate is lost while the budget is full (docs/fleets.md, "The rate while the budget
+// is full"). Each job holds its unit a round trip and its reservation's wait longer than its 20 ms, and
+// on a loaded machine the jobs run late and the calls take longer, so the budget of 4 fills and the
+// bucket's time passes unused. test/scheduler/fleet-rate.test.ts has the same fleet on a fake clock:
+// the rate within 1 % with 20 ms jobs and 4 ms calls, 88.5/s with 30 ms jobs (an it.fails case).
+// The figure above prints on every run.
 it.skip('... and start jobs at 100/s within 1 %', () => {
   expect(run).toBeDefined();
   expect(run?.rate).toBeGreaterThan(99);

@@ -109,6 +109,26 @@ describe('WaitQueue', () => {
     expect(queue.oldest()).toBeUndefined();
   });
 
+  it('gives up the oldest of the lowest priority first, and with `skip` the first not exempted, going up', () => {
+    const { queue, nodes } = fill([
+      ['a', 0, 1],
+      ['b', 5, 1],
+      ['c', 0, 1],
+      ['d', -1, 1],
+      ['e', 2, 1],
+    ]);
+    expect(queue.lowest()?.id).toBe('d');
+    expect(queue.lowest((n) => n.id === 'd')?.id).toBe('a');
+    expect(queue.lowest((n) => ['d', 'a'].includes(n.id))?.id).toBe('c');
+    expect(queue.lowest((n) => n.id !== 'b')?.id).toBe('b');
+    expect(queue.lowest(() => true)).toBeUndefined();
+    // the order `skip` goes in is the queue's order backwards, level by level, oldest first in each
+    const order = [...queue].reverse().map((n) => n.priority);
+    expect(order).toEqual([-1, 0, 0, 2, 5]);
+    queue.remove(nodes.get('a') as Node);
+    expect(queue.lowest((n) => n.id === 'd')?.id).toBe('c');
+  });
+
   it('can be iterated while nodes are removed', () => {
     const { queue } = fill([
       ['a', 0, 1],

@@ -9,7 +9,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CostExceedsCapacityError, JobTimeoutError } from '../../../src/errors.js';
 import { forms } from '../../helpers/scheduler-forms.js';
-import { FLEETS, itOn, makeTest, outcome, warmUp } from './harness.js';
+import { makeTest, outcome, warmUp } from './harness.js';
 
 describe.each(forms)('General ($name)', (form) => {
   beforeAll(() => warmUp(form));
@@ -65,9 +65,7 @@ describe.each(forms)('General ($name)', (form) => {
       c.checkDuration(450);
     });
 
-    // On Redis the cost-0 job's place among the starts depends on when the store's first answers come
-    // back (the on-trial bug in docs/peer-suites.md), so that form is skipped rather than flaky.
-    it.skipIf(form.name === 'redis fleet')('Should return the running and done counts', async () => {
+    it('Should return the running and done counts', async () => {
       const c = makeTest(form, { maxConcurrent: 5, minTime: 0 });
       // tokenpace: running() is `pendingCost` (the cost running); done() counts weights, where
       // `counters.completed` counts jobs (the weight-0 job is one of them).
@@ -104,9 +102,7 @@ describe.each(forms)('General ($name)', (form) => {
       expect(returned).toBe(c.scheduler);
     });
 
-    // BUG (fleet): a job that starts at once is queued while the store decides, so `empty` comes for
-    // it; and a job started from a reservation empties the queue at its end (docs/peer-suites.md).
-    itOn(form, FLEETS)('Should fire events on empty queue', async () => {
+    it('Should fire events on empty queue', async () => {
       const c = makeTest(form, { maxConcurrent: 1, minTime: 100 });
       let calledEmpty = 0;
       let calledIdle = 0;

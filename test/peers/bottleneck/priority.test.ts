@@ -4,16 +4,14 @@
  * OVERFLOW_PRIORITY and BLOCK are issue 36's; OVERFLOW is `maxQueue`.
  */
 
-import { beforeAll, describe, expect } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { forms } from '../../helpers/scheduler-forms.js';
-import { FLEETS, itOn, makeTest, outcome, warmUp } from './harness.js';
+import { makeTest, outcome, warmUp } from './harness.js';
 
 describe.each(forms)('Priority ($name)', (form) => {
   beforeAll(() => warmUp(form));
 
-  // BUG (fleet): a job the local form starts at once waits for the store's answer in the queue, where
-  // later jobs of a higher priority overtake it (docs/peer-suites.md).
-  itOn(form, FLEETS)('Should do basic ordering', async () => {
+  it('Should do basic ordering', async () => {
     const c = makeTest(form, { maxConcurrent: 1, minTime: 100 });
     const jobs = [
       c.pNoErrVal(c.schedule({}, c.slowPromise, 50, null, 1), 1),
@@ -28,7 +26,7 @@ describe.each(forms)('Priority ($name)', (form) => {
     c.checkDuration(400);
   });
 
-  itOn(form, [])('Should support OVERFLOW', async () => {
+  it('Should support OVERFLOW', async () => {
     const c = makeTest(form, { maxConcurrent: 1, minTime: 100, highWater: 2 });
     let dropped = 0;
     c.scheduler.on('rejected', (job) => {
@@ -55,8 +53,7 @@ describe.each(forms)('Priority ($name)', (form) => {
     expect(dropped).toBe(4);
   });
 
-  // BUG (fleet): as in 'Should do basic ordering'.
-  itOn(form, FLEETS)('Should have the right priority', async () => {
+  it('Should have the right priority', async () => {
     const c = makeTest(form, { maxConcurrent: 1, minTime: 100 });
     const jobs = [
       c.pNoErrVal(c.schedule({ priority: 6 }, c.slowPromise, 50, null, 1), 1),

@@ -7,7 +7,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { QueueFullError } from '../../../src/errors.js';
 import { forms } from '../../helpers/scheduler-forms.js';
-import { FLEETS, itOn, makeTest, warmUp } from './harness.js';
+import { makeTest, warmUp } from './harness.js';
 
 describe.each(forms)('Promises ($name)', (form) => {
   beforeAll(() => warmUp(form));
@@ -139,9 +139,7 @@ describe.each(forms)('Promises ($name)', (form) => {
       c.checkDuration(200);
     });
 
-    // BUG (fleet): job 1, which the local form starts at once, waits for the store in the queue and is
-    // overtaken by jobs 5 and 6 (as in priority.test.ts's 'Should do basic ordering').
-    itOn(form, FLEETS)('Should allow passing options', async () => {
+    it('Should allow passing options', async () => {
       const c = makeTest(form, { maxConcurrent: 1, minTime: 50 });
       const wrapped = c.scheduler.wrap(c.promise);
       // tokenpace: a wrapped function's options are given to wrap (bottleneck's `wrapped.withOptions(options, ...args)`).
