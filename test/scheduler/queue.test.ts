@@ -202,7 +202,7 @@ describe('WaitQueue', () => {
       }),
       { numRuns: 60 },
     );
-  });
+  }, 30_000); // a property over hundreds of jobs a level: a few seconds when the machine is loaded
 
   it('matches a plain model under any sequence of pushes, removals and shifts (many distinct priorities)', () => {
     const push = fc.record({
