@@ -11,8 +11,9 @@
  *
  * ARGV: (1: the time, src/redis/lua-script.ts), idle TTL ms, default rate,
  * default burst, deadline ('' = none), member, seq, demand, cap (-1 = none),
- * give-back bytes, held bytes, lease ms. An empty member reads the key only
- * (the store's probe).
+ * give-back bytes, held bytes, lease ms, write ('1': the default rate and
+ * burst replace the stored ones). An empty member reads the key only (the
+ * store's probe).
  *
  * Reply, numbers written by `fmt`: now, granted bytes, share per second,
  * retry ms, tokens, total demand, members with demand, rate, burst.
@@ -25,7 +26,7 @@ export const BANDWIDTH_LUA = `
 local KS, KM, KE = KEYS[1], KEYS[2], KEYS[3]
 local TTL = tonumber(ARGV[2])
 local late = ARGV[5] ~= '' and now > tonumber(ARGV[5])
-${bucketLua('rewind', 'advance', 'charge', 'credit', 'ms_until')}
+${bucketLua('rewind', 'advance', 'charge', 'credit', 'ms_until', 'reconfigure')}
 
 local rate, burst, b
 local v = redis.call('HMGET', KS, 'rate', 'burst', 'tok', 'upd')
@@ -73,6 +74,12 @@ if member ~= '' then
   local leasems = tonumber(ARGV[12])
   local known = redis.call('HGET', KM, member)
   local replay = known and seq <= tonumber(string.match(known, '^(%S+)'))
+  if not replay and not late and ARGV[13] == '1' then
+    -- a live change of the limits: the bucket keeps its tokens, capped at the new burst
+    local nrate, nburst = tonumber(ARGV[3]), tonumber(ARGV[4])
+    reconfigure(b, rate, burst, now, nburst)
+    rate = nrate; burst = nburst
+  end
   if not replay then
     local giveback = tonumber(ARGV[10])
     if giveback > 0 then credit(b, rate, burst, now, giveback) end

@@ -26,12 +26,23 @@
  * its call); a member whose calls stop (a killed process) leaves the split at
  * its expiry, one lease after its last call. Idempotent: a call whose `seq` is
  * not above the member's last changes nothing and grants nothing (a replay), a
- * call run after its `deadlineMs` only gives back.
+ * call run after its `deadlineMs` only gives back. A call may write the
+ * limits (`writeParams`): the last such call to run sets them for every
+ * member, whose next call is split and granted by them.
  */
 
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, checkOptions } from '../errors.js';
-import { advance, type BucketParams, type BucketState, charge, credit, msUntil, rewind } from '../meters/bucket.js';
+import {
+  advance,
+  type BucketParams,
+  type BucketState,
+  charge,
+  credit,
+  msUntil,
+  reconfigure,
+  rewind,
+} from '../meters/bucket.js';
 
 /** A fleet bandwidth key's limits, bytes. */
 export interface BandwidthParams {
@@ -59,8 +70,14 @@ export interface BandwidthExchangeOp {
   leaseMs: number;
   /** The store's time after which the caller has given the call up: it then only gives back. */
   deadlineMs?: number;
-  /** The limits to start with if the key has none yet (the stored ones win). */
+  /** The limits to start with if the key has none yet (the stored ones win, unless `writeParams`). */
   params: BandwidthParams;
+  /**
+   * Write `params` as the key's limits (a live change, `setRate`): from this call on the bucket
+   * refills at the new rate and keeps its tokens, capped at the new burst. A replay or a late call
+   * writes nothing.
+   */
+  writeParams?: boolean;
 }
 
 /** Who answered: the store, or the failure policy of a store that could not reach its backend. */
@@ -166,12 +183,18 @@ export class MemoryBandwidthStore implements BandwidthStore {
       this.#keys.set(op.key, state);
     }
     rewind(state.bucket, nowMs);
-    const bucket: BucketParams = { ratePerSecond: state.params.ratePerSecond, burst: state.params.burst };
+    let bucket: BucketParams = { ratePerSecond: state.params.ratePerSecond, burst: state.params.burst };
     advance(state.bucket, bucket, nowMs);
     for (const [id, m] of state.members) if (m.expiresAtMs <= nowMs) state.members.delete(id);
     const known = state.members.get(op.member);
     const replay = known !== undefined && op.seq <= known.seq;
     const late = op.deadlineMs !== undefined && nowMs > op.deadlineMs;
+    if (op.writeParams === true && !replay && !late) {
+      state.params = { ...op.params };
+      const next = { ratePerSecond: op.params.ratePerSecond, burst: op.params.burst };
+      reconfigure(state.bucket, bucket, nowMs, next);
+      bucket = next;
+    }
     let grantedBytes = 0;
     let sharePerSecond = 0;
     let retryMs = 0;

@@ -14,10 +14,16 @@
  * once more when its streams go idle (giving back its balance), and when the
  * store said the bucket would hold the rest (`retryMs`).
  *
+ * The limits are the store's: every answer brings them, and {@link
+ * FleetLink.params} follows. A live change (`setRate`, `setBurst`) is written
+ * by this process's next call, and again by each call until an answer from
+ * the store shows it (a call given up on, or answered by the failure policy,
+ * wrote nothing); the others learn it at their next call, within one lease.
+ *
  * Invariants: a byte passes only against a lease, within one lease of the
  * call that granted it (timed from the send, so never later than the store
- * thinks); at most one exchange is in flight; an idle group holds no timer
- * and no balance; a destroyed group gives its balance back and calls no more.
+ * thinks); at most one exchange is in flight; an idle group holds no balance,
+ * and no timer unless a change of the limits is still to be written; a destroyed group gives its balance back and calls no more.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -149,8 +155,12 @@ export class FleetLink implements FleetGroupState {
   readonly leaseMs: number;
   readonly meter: LeasedMeter;
   readonly #store: BandwidthStore;
-  /** The fleet's limits, as this process gave them (the store keeps the first caller's). */
-  readonly params: BandwidthParams;
+  /** The fleet's limits: the store's, as its last answer gave them (before one, or while a change is written, this process's). */
+  params: BandwidthParams;
+  /** Called when the store's answer changes {@link params} (another process changed them; the group's numbers follow). */
+  onParams: (params: BandwidthParams) => void = () => {};
+  /** {@link params} are to be written to the store: a change not yet seen in an answer. */
+  #writing = false;
   readonly #clock: Clock;
   #node: ClassNode | undefined;
   #seq = 0;
@@ -194,6 +204,18 @@ export class FleetLink implements FleetGroupState {
   /** The root class this link feeds (set once, right after the class is made). */
   attach(node: ClassNode): void {
     this.#node = node;
+  }
+
+  /**
+   * A live change of the fleet's limits: this process's next call writes them (now, or as soon as
+   * the call in flight is answered); calls write them again until the store's answer shows them.
+   */
+  setParams(params: BandwidthParams): void {
+    this.params = { ...params };
+    this.#writing = true;
+    if (this.#closed) return;
+    if (this.#inFlight) this.#again = true;
+    else this.#send(false);
   }
 
   /** The group is destroyed: no more calls, the balance goes back. */
@@ -283,6 +305,7 @@ export class FleetLink implements FleetGroupState {
         heldBytes: busy ? balance : 0,
         leaseMs: this.leaseMs,
         params: this.params,
+        writeParams: this.#writing,
       })
       .then(
         (lease) => this.#answered(lease, nowMs, busy),
@@ -299,6 +322,7 @@ export class FleetLink implements FleetGroupState {
       this.source = lease.source;
       this.members = lease.members;
       this.demand = lease.demand;
+      if (lease.source === 'store') this.#storeParams(lease.params);
       if (busy && lease.grantedBytes > 0) {
         meter.balanceBytes = meter.balanceAt(nowMs) + lease.grantedBytes;
         meter.validUntilMs = sentAtMs + this.leaseMs;
@@ -318,7 +342,21 @@ export class FleetLink implements FleetGroupState {
       } else this.#arm(this.leaseMs * TICK_OF_LEASE);
     } else if (node !== undefined && node.streams > 0 && (meter.limited || node.ring.size > 0)) {
       this.#arm(MIN_GAP_MS); // work came while the idle call was out
+    } else if (this.#writing) {
+      this.#arm(this.leaseMs); // a change the store has not shown yet: write it again
     }
+  }
+
+  /** The store's limits: a change being written ends when they show it; else they are the fleet's. */
+  #storeParams(params: BandwidthParams): void {
+    const same = params.ratePerSecond === this.params.ratePerSecond && params.burst === this.params.burst;
+    if (this.#writing) {
+      if (same) this.#writing = false;
+      return;
+    }
+    if (same) return;
+    this.params = { ...params };
+    this.onParams(this.params);
   }
 
   /** The local bucket paces at the share; its burst fits the root's pieces. */

@@ -21,7 +21,7 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, InvalidRateError, NotSupportedError } from '../errors.js';
-import type { BandwidthStore } from '../fleet/bandwidth-store.js';
+import type { BandwidthParams, BandwidthStore } from '../fleet/bandwidth-store.js';
 import {
   type DurationInput,
   describeBytes,
@@ -184,6 +184,7 @@ export class ThrottleGroup implements GroupHandle {
       this.#fleet = fleetLink(root, numbers, clock);
       this.#node = new ClassNode(this, numbers, undefined, clock, 1, 0, this.#fleet?.meter);
       this.#fleet?.attach(this.#node);
+      if (this.#fleet !== undefined) this.#fleet.onParams = (params) => this.#fleetParams(params);
       return;
     }
     if (!(parent instanceof ThrottleGroup)) {
@@ -334,25 +335,27 @@ export class ThrottleGroup implements GroupHandle {
    * change). A default burst and quantum follow the new rate; an explicit
    * burst too small for it throws `BurstTooSmallError`, and a rate below the
    * guarantees it holds throws `InvalidOptionError`; either changes nothing.
-   * On a subgroup without a rate of its own, this sets its ceiling.
+   * On a subgroup without a rate of its own, this sets its ceiling. On a
+   * fleet group the limits are the store's: this process writes them with its
+   * next call, at once, and every process paces by them from its own next
+   * call, within one lease.
    */
   setRate(rate: RateInput): void {
-    this.#notFleet('setRate()');
     const node = this.#node;
     const current = node.numbers;
     const burst = current.burstExplicit ? current.capacityBytes : undefined;
-    const numbers = classNumbers(rate, burst, current.quantumExplicit, current.burstExplicit, node.parent);
+    const leaseMs = this.#fleet?.leaseMs;
+    const numbers = classNumbers(rate, burst, current.quantumExplicit, current.burstExplicit, node.parent, leaseMs);
     node.checkRate(numbers.ratePerSecond as number, 'rate', rate);
-    node.reconfigure(numbers);
+    this.#reconfigure(numbers);
   }
 
   /**
    * Changes this group's burst from the next piece on; tokens above a smaller
    * burst are dropped. Throws `BurstTooSmallError` (and changes nothing) if it
-   * cannot sustain the rate.
+   * cannot sustain the rate. On a fleet group, fleet-wide (as {@link setRate}).
    */
   setBurst(burst: SizeInput): void {
-    this.#notFleet('setBurst()');
     const node = this.#node;
     const current = node.numbers;
     if (current.ratePerSecond === undefined) {
@@ -362,7 +365,31 @@ export class ThrottleGroup implements GroupHandle {
         "this subgroup has no rate of its own: call setRate() first, or change its parent's burst",
       );
     }
-    node.reconfigure(classNumbers(current.ratePerSecond, burst, current.quantumExplicit, true, node.parent));
+    this.#reconfigure(classNumbers(current.ratePerSecond, burst, current.quantumExplicit, true, node.parent));
+  }
+
+  /** New numbers, checked: a fleet root's go to the store (its bucket paces at its share), a class's to its bucket. */
+  #reconfigure(numbers: ClassNumbers): void {
+    const fleet = this.#fleet;
+    if (fleet === undefined) {
+      this.#node.reconfigure(numbers);
+      return;
+    }
+    this.#node.renumber(numbers);
+    fleet.setParams({ ratePerSecond: numbers.ratePerSecond as number, burst: numbers.capacityBytes as number });
+  }
+
+  /** A fleet root's limits changed (here, or in the store by another process): its numbers follow. */
+  #fleetParams(params: BandwidthParams): void {
+    const current = this.#node.numbers;
+    const { quantumExplicit } = current;
+    this.#node.renumber({
+      ratePerSecond: params.ratePerSecond,
+      capacityBytes: params.burst,
+      burstExplicit: current.burstExplicit,
+      quantumExplicit,
+      quantumBytes: quantumExplicit ?? defaultQuantumBytes(params.ratePerSecond, params.burst),
+    });
   }
 
   /** Changes a subgroup's weight from its next turn on (`InvalidOptionError` for a root, or a weight not above 0). */
@@ -379,14 +406,6 @@ export class ThrottleGroup implements GroupHandle {
   setGuaranteed(guaranteed: RateInput): void {
     const node = this.#subgroup('guaranteed', guaranteed);
     node.setShare(node.port?.weight ?? 1, parseGuaranteed(guaranteed));
-  }
-
-  #notFleet(what: string): void {
-    if (this.#fleet !== undefined) {
-      throw new NotSupportedError(
-        `${what} on a fleet group would change one process's pace, not the fleet's limits: the limits are the store's`,
-      );
-    }
   }
 
   #subgroup(option: string, value: unknown): ClassNode {

@@ -364,6 +364,11 @@ export class ClassNode implements ServedClass {
       if (this.meter === undefined) this.meter = new ByteMeter(params.ratePerSecond, params.burstBytes, nowMs);
       else this.meter.reconfigure(nowMs, params);
     }
+    this.renumber(numbers);
+  }
+
+  /** New numbers for this class, its bucket left as it is (a fleet root's is paced at its share by its link). */
+  renumber(numbers: ClassNumbers): void {
     this.numbers = numbers;
     if (this.parent === undefined) this.pacer.updatePieces();
     else if (this.pacer.asleep(this)) {

@@ -4,6 +4,7 @@
  * late calls; the failure policies; and two fleet groups sharing one cap through Redis in real time.
  */
 
+import { Readable, Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -14,10 +15,12 @@ import {
 } from '../../src/fleet/bandwidth-store.js';
 import { RedisBandwidthStore } from '../../src/fleet/redis-bandwidth-store.js';
 import { ThrottleGroup } from '../../src/stream/group.js';
+import type { Throttle } from '../../src/stream/throttle.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 
 const KiB = 1024;
 const params = { ratePerSecond: 100 * KiB, burst: 40 * KiB };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let server: RedisServer;
 const clients: Redis[] = [];
 beforeAll(async () => {
@@ -164,6 +167,29 @@ describe.each(['memory', 'redis'] as const)('the bandwidth store contract (%s)',
     expect(late.tokens).toBe(first.tokens + 1000);
   });
 
+  it('a call may write the limits: the bucket keeps its tokens up to the new burst; a replay or a late call writes nothing', async () => {
+    const s = store();
+    const first = await s.exchange(op('a', 1)); // 20 KiB of 40 granted
+    expect(first.tokens).toBe(20 * KiB);
+    const half = { ratePerSecond: 50 * KiB, burst: 10 * KiB };
+    const late = await s.exchange(op('a', 2, { params: half, writeParams: true, deadlineMs: nowMs - 1 }));
+    expect(late.params).toEqual(params);
+    const written = await s.exchange(op('a', 3, { params: half, writeParams: true, heldBytes: 1e9 }));
+    expect(written.params).toEqual(half);
+    expect(written.tokens).toBe(10 * KiB);
+    expect(written.sharePerSecond).toBe(half.ratePerSecond);
+    const replay = await s.exchange(op('a', 3, { params, writeParams: true }));
+    expect(replay.params).toEqual(half);
+    // another member's call, with other defaults, is split and granted by the written limits
+    nowMs += 100; // 5 KiB more at the new rate (capped at the new burst)
+    const b = await s.exchange(op('b', 1));
+    expect(b.params).toEqual(half);
+    expect(b.sharePerSecond).toBe(half.ratePerSecond / 2);
+    expect(b.grantedBytes).toBe(5 * KiB); // its lease, half the rate for 200 ms
+    expect(b.tokens).toBe(5 * KiB);
+    nowMs += 1000;
+  });
+
   it('a member leaves the split one lease after its last call', async () => {
     const s = store();
     await s.exchange(op('a', 1));
@@ -215,14 +241,13 @@ describe('RedisBandwidthStore when Redis fails', () => {
 });
 
 describe('two fleet groups on one Redis key, real time (tolerant)', () => {
-  it('pass one rate together, split by their streams', async () => {
-    const rate = 2 * 1024 * KiB;
-    const stores = [0, 1].map(() => new RedisBandwidthStore({ client: client(), onError: 'deny', prefix: 'rt' }));
+  /** Two groups on one key (1 stream and 3), endless sources; `counts` per group. */
+  function fleet(prefix: string, rate: number) {
+    const stores = [0, 1].map(() => new RedisBandwidthStore({ client: client(), onError: 'deny', prefix }));
     const groups = stores.map((store) => new ThrottleGroup({ rate, store, key: 'egress' }));
     const counts = [0, 0];
-    const { Readable, Writable } = await import('node:stream');
     const chunk = Buffer.alloc(16 * KiB);
-    const streams = [];
+    const streams: { source: Readable; t: Throttle }[] = [];
     for (const [g, n] of [
       [0, 1],
       [1, 3],
@@ -244,22 +269,52 @@ describe('two fleet groups on one Redis key, real time (tolerant)', () => {
         streams.push({ source, t });
       }
     }
-    await new Promise((r) => setTimeout(r, 1000));
-    const start = [...counts];
-    const t0 = performance.now();
-    await new Promise((r) => setTimeout(r, 2000));
-    const seconds = (performance.now() - t0) / 1000;
-    const passed = counts.map((c, i) => c - (start[i] as number));
+    /** Bytes per group over the next `ms`, and the seconds it took. */
+    const measure = async (ms: number) => {
+      const start = [...counts];
+      const t0 = performance.now();
+      await sleep(ms);
+      const seconds = (performance.now() - t0) / 1000;
+      return { passed: counts.map((c, i) => c - (start[i] as number)), seconds };
+    };
+    const stop = () => {
+      for (const { source, t } of streams) {
+        source.destroy();
+        t.destroy();
+      }
+      for (const g of groups) g.destroy();
+    };
+    return { groups, measure, stop };
+  }
+
+  it('pass one rate together, split by their streams', async () => {
+    const rate = 2 * 1024 * KiB;
+    const { groups, measure, stop } = fleet('rt', rate);
+    await sleep(1000);
+    const { passed, seconds } = await measure(2000);
+    stop();
     const total = (passed[0] as number) + (passed[1] as number);
-    for (const { source, t } of streams) {
-      source.destroy();
-      t.destroy();
-    }
-    for (const g of groups) g.destroy();
     expect(total / seconds / rate).toBeGreaterThan(0.9);
     expect(total / seconds / rate).toBeLessThan(1.1);
     expect((passed[0] as number) / total).toBeGreaterThan(0.15);
     expect((passed[0] as number) / total).toBeLessThan(0.35);
     for (const g of groups) expect((g.fleet?.exchanges ?? 0) / 3).toBeLessThan(25);
+  });
+
+  it('setRate on one holds for both, through the store', async () => {
+    const rate = 2 * 1024 * KiB;
+    const { groups, measure, stop } = fleet('rt-set', rate);
+    const [a, b] = groups as [ThrottleGroup, ThrottleGroup];
+    await sleep(800);
+    a.setRate(rate / 2);
+    await sleep(500);
+    expect(b.rate).toBe(rate / 2);
+    const { passed, seconds } = await measure(1500);
+    stop();
+    const total = (passed[0] as number) + (passed[1] as number);
+    expect(total / seconds / (rate / 2)).toBeGreaterThan(0.9);
+    expect(total / seconds / (rate / 2)).toBeLessThan(1.1);
+    expect((passed[0] as number) / total).toBeGreaterThan(0.15);
+    expect((passed[0] as number) / total).toBeLessThan(0.35);
   });
 });

@@ -161,12 +161,74 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     b.destroy();
   });
 
+  it('setRate on one process holds fleet-wide: every process paces by the store, within a lease', async () => {
+    const fake = fakeClock();
+    const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
+    const rate = 800 * KiB;
+    const a = new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock });
+    const b = new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock });
+    const all = [...run(fake, a, 1), ...run(fake, b, 3)];
+    const passed = (from: number, to: number) => all.reduce((s, x) => s + bytesIn(x, from, to), 0);
+    const inB = (from: number, to: number) => all.slice(1).reduce((s, x) => s + bytesIn(x, from, to), 0);
+    await advance(fake, 2000);
+    expect(passed(1000, 2000) / rate).toBeCloseTo(1, 1);
+    a.setRate(rate / 4);
+    // the writer's numbers at once; the other's from its next call, within a lease
+    expect(a.rate).toBe(rate / 4);
+    expect(a.burst).toBe(Math.ceil((2 * (rate / 4) * 200) / 1000));
+    await advance(fake, 200);
+    expect(b.rate).toBe(rate / 4);
+    expect(b.burst).toBe(a.burst);
+    await advance(fake, 2800);
+    // from one lease after the change: the new rate, split 1 : 3 as before
+    for (let t = 2200; t + 1000 <= 5000; t += 100) {
+      expect(passed(t, t + 1000)).toBeLessThanOrEqual(a.burst + (rate / 4) * (1 + 0.2));
+    }
+    const after = passed(3000, 5000) / 2;
+    expect(Math.abs(after / (rate / 4) - 1)).toBeLessThan(0.02);
+    expect(inB(3000, 5000) / 2 / after).toBeCloseTo(0.75, 1);
+    // and up again, from the other process
+    b.setRate(rate);
+    await advance(fake, 2200);
+    expect(a.rate).toBe(rate);
+    expect(Math.abs(passed(6200, 7200) / rate - 1)).toBeLessThan(0.02);
+    for (const n of store.calls.values()) expect(n / 7.2).toBeLessThanOrEqual(20);
+    a.destroy();
+    b.destroy();
+  });
+
+  it('setBurst and setRate on an idle fleet group write the store; refused values change nothing', async () => {
+    const fake = fakeClock();
+    const memory = new MemoryBandwidthStore({ clock: fake.clock });
+    const a = new ThrottleGroup({ rate: '1MiB/s', store: memory, key: 'k', clock: fake.clock });
+    a.setBurst('1MiB');
+    await advance(fake, 10);
+    const seen = memory.exchangeNow({
+      key: 'k',
+      member: 'other',
+      seq: 1,
+      demand: 0,
+      capPerSecond: Number.POSITIVE_INFINITY,
+      giveBackBytes: 0,
+      heldBytes: 0,
+      leaseMs: 200,
+      params: { ratePerSecond: 1, burst: 1 },
+    });
+    expect(seen.params).toEqual({ ratePerSecond: 1024 * KiB, burst: 1024 * KiB });
+    a.setRate('2MiB/s'); // the explicit burst stays
+    await advance(fake, 10);
+    expect(a.burst).toBe(1024 * KiB);
+    expect(() => a.setBurst(1)).toThrow(expect.objectContaining({ code: 'ERR_BURST_TOO_SMALL' }));
+    expect(a.burst).toBe(1024 * KiB);
+    expect(a.rate).toBe(2048 * KiB);
+    a.destroy();
+  });
+
   it("refuses what would hold per process only; rate and burst are the fleet's", () => {
     const store = new MemoryBandwidthStore();
     const g = new ThrottleGroup({ rate: '1MiB/s', store, key: 'k' });
     expect(g.rate).toBe(1024 * KiB);
     expect(g.burst).toBe(Math.ceil((2 * 1024 * KiB * 200) / 1000)); // two leases of the rate
-    expect(() => g.setRate('2MiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
     expect(() => g.group({ rate: '100KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
     expect(() => new ThrottleGroup({ rate: '1MiB/s', store })).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
