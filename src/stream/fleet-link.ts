@@ -154,7 +154,7 @@ export class FleetLink implements FleetGroupState {
   readonly member = randomUUID();
   readonly leaseMs: number;
   readonly meter: LeasedMeter;
-  readonly #store: BandwidthStore;
+  readonly store: BandwidthStore;
   /** The fleet's limits: the store's, as its last answer gave them (before one, or while a change is written, this process's). */
   params: BandwidthParams;
   /** Called when the store's answer changes {@link params} (another process changed them; the group's numbers follow). */
@@ -188,7 +188,7 @@ export class FleetLink implements FleetGroupState {
   constructor(options: FleetLinkOptions) {
     this.key = options.key;
     this.leaseMs = options.leaseMs;
-    this.#store = options.store;
+    this.store = options.store;
     this.params = options.params;
     this.#clock = options.clock;
     // Until the first answer, paced at the fleet's rate with a group's burst (it holds no lease yet).
@@ -294,7 +294,7 @@ export class FleetLink implements FleetGroupState {
     this.#lastSentMs = nowMs;
     this.#registered = busy;
     this.exchanges++;
-    this.#store
+    this.store
       .exchange({
         key: this.key,
         member: this.member,
@@ -331,7 +331,7 @@ export class FleetLink implements FleetGroupState {
       if (lease.sharePerSecond > 0) this.#setShare(nowMs, lease.sharePerSecond);
     }
     const node = this.#node;
-    node?.pacer.replan();
+    node?.refilled();
     if (this.#again || (busy && meter.balanceAt(nowMs) < meter.lowBytes && lease?.retryMs === 0)) {
       this.#arm(MIN_GAP_MS);
     } else if (busy) {

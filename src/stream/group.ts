@@ -117,6 +117,13 @@ export interface ThrottleSubgroupOptions {
    * @default none
    */
   guaranteed?: RateInput;
+  /**
+   * In a fleet group (a root with a `store`): the class's name among the fleet's processes. With
+   * it, its `rate` is one ceiling for this class's streams in every process, leased from the store
+   * under the fleet group's key, as the root's rate is (docs/fleets.md). Needs a `rate`.
+   * @default none: a subgroup of a fleet group is this process's, with a `weight` only
+   */
+  key?: string;
 }
 
 /** Options for {@link ThrottleGroup.throttle}: a member's own cap, weight and guarantee (all optional) and stream options. */
@@ -183,8 +190,12 @@ export class ThrottleGroup implements GroupHandle {
       this.#parent = undefined;
       this.#fleet = fleetLink(root, numbers, clock);
       this.#node = new ClassNode(this, numbers, undefined, clock, 1, 0, this.#fleet?.meter);
-      this.#fleet?.attach(this.#node);
-      if (this.#fleet !== undefined) this.#fleet.onParams = (params) => this.#fleetParams(params);
+      const fleet = this.#fleet;
+      if (fleet !== undefined) {
+        fleet.attach(this.#node);
+        fleet.onParams = (params) => this.#fleetParams(params);
+        this.#node.onDestroyed = () => fleet.close();
+      }
       return;
     }
     if (!(parent instanceof ThrottleGroup)) {
@@ -194,7 +205,7 @@ export class ThrottleGroup implements GroupHandle {
     if (sub.clock !== undefined) {
       throw new InvalidOptionError('clock', sub.clock, "a subgroup uses its root's clock: pass `clock` to the root");
     }
-    for (const key of ['store', 'key', 'lease'] as const) {
+    for (const key of ['store', 'lease'] as const) {
       if ((options as ThrottleGroupOptions)[key] !== undefined) {
         throw new InvalidOptionError(
           key,
@@ -205,19 +216,33 @@ export class ThrottleGroup implements GroupHandle {
     }
     let root: ThrottleGroup = parent;
     while (root.#parent !== undefined) root = root.#parent;
-    if (root.#fleet !== undefined && (sub.rate !== undefined || sub.guaranteed !== undefined)) {
-      throw new NotSupportedError(
-        "a subgroup's `rate` and `guaranteed` in a fleet group would hold per process, not fleet-wide: give it a `weight` only, or use a group of its own on the store",
-      );
-    }
-    this.#fleet = undefined;
+    const rootFleet = root.#fleet;
+    checkFleetClass(sub, rootFleet);
     const parentNode = parent.#node;
-    const numbers = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode);
+    const leaseMs = sub.key === undefined ? undefined : rootFleet?.leaseMs;
+    const numbers = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode, leaseMs);
     const weight = sub.weight === undefined ? 1 : parseWeight(sub.weight);
     const guaranteed = sub.guaranteed === undefined ? 0 : parseGuaranteed(sub.guaranteed);
     checkGuaranteedBelow(guaranteed, numbers.ratePerSecond ?? parentNode.ceilingPerSecond(), sub.guaranteed);
-    const node = new ClassNode(this, numbers, parentNode, parentNode.clock, weight, guaranteed);
+    // A fleet class: its ceiling is leased from its own key, under the fleet group's.
+    const link =
+      sub.key === undefined || rootFleet === undefined
+        ? undefined
+        : new FleetLink({
+            store: rootFleet.store,
+            key: `${rootFleet.key}/${sub.key}`,
+            leaseMs: rootFleet.leaseMs,
+            params: { ratePerSecond: numbers.ratePerSecond as number, burst: numbers.capacityBytes as number },
+            clock: parentNode.clock,
+          });
+    const node = new ClassNode(this, numbers, parentNode, parentNode.clock, weight, guaranteed, link?.meter);
+    if (link !== undefined) {
+      link.attach(node);
+      link.onParams = (params) => this.#fleetParams(params);
+      node.onDestroyed = () => link.close();
+    }
     parentNode.adopt(node.port as MemberPort, node);
+    this.#fleet = link;
     this.#parent = parent;
     this.#node = node;
   }
@@ -325,7 +350,6 @@ export class ThrottleGroup implements GroupHandle {
    */
   destroy(error?: Error): void {
     this.#node.destroy(error);
-    this.#fleet?.close();
   }
 
   /**
@@ -341,6 +365,7 @@ export class ThrottleGroup implements GroupHandle {
    * call, within one lease.
    */
   setRate(rate: RateInput): void {
+    if (this.#perProcess()) throw perProcess();
     const node = this.#node;
     const current = node.numbers;
     const burst = current.burstExplicit ? current.capacityBytes : undefined;
@@ -356,6 +381,7 @@ export class ThrottleGroup implements GroupHandle {
    * cannot sustain the rate. On a fleet group, fleet-wide (as {@link setRate}).
    */
   setBurst(burst: SizeInput): void {
+    if (this.#perProcess()) throw perProcess();
     const node = this.#node;
     const current = node.numbers;
     if (current.ratePerSecond === undefined) {
@@ -412,13 +438,63 @@ export class ThrottleGroup implements GroupHandle {
     if (this.#parent === undefined) {
       throw new InvalidOptionError(option, value, `${option} is a share in a parent group: a root group has none`);
     }
+    if (option === 'guaranteed' && this.#inFleet()) throw perProcess();
     return this.#node;
+  }
+
+  /** A class below a fleet group's root without a key of its own: its own rate would hold per process. */
+  #perProcess(): boolean {
+    return this.#fleet === undefined && this.#inFleet();
+  }
+
+  #inFleet(): boolean {
+    let root: ThrottleGroup = this;
+    while (root.#parent !== undefined) root = root.#parent;
+    return root.#fleet !== undefined;
   }
 
   /** @internal A new member hands over its port. */
   [kJoin](port: MemberPort): GroupLink {
     this.#node.adopt(port);
     return this.#node.link;
+  }
+}
+
+/** The refusal of a limit that, in a fleet group, would hold in each process rather than for the fleet. */
+function perProcess(): NotSupportedError {
+  return new NotSupportedError(
+    "a subgroup's `rate` in a fleet group holds fleet-wide only for a class with a `key` (its name in the store), and `guaranteed` is not fleet-wide yet: give the subgroup a `key` with its `rate`, or a `weight` only",
+  );
+}
+
+/** Checks a subgroup's fleet options: `key` only in a fleet group and with a `rate`; a `rate` without it, and `guaranteed`, are refused there. */
+function checkFleetClass(sub: ThrottleSubgroupOptions, rootFleet: FleetLink | undefined): void {
+  const { key } = sub;
+  if (key !== undefined) {
+    if (rootFleet === undefined) {
+      throw new InvalidOptionError(
+        'key',
+        key,
+        'a subgroup takes a `key` in a fleet group only (a root with a `store`)',
+      );
+    }
+    if (typeof key !== 'string' || key.length === 0) {
+      throw new InvalidOptionError(
+        'key',
+        key,
+        "expected a fleet class's `key` to be a non-empty string, as in `key: 'tenant-a'`",
+      );
+    }
+    if (sub.rate === undefined) {
+      throw new InvalidOptionError(
+        'key',
+        key,
+        "a fleet class's `key` names its fleet-wide `rate`: give it a `rate` too",
+      );
+    }
+  }
+  if (rootFleet !== undefined && ((sub.rate !== undefined && key === undefined) || sub.guaranteed !== undefined)) {
+    throw perProcess();
   }
 }
 

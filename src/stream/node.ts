@@ -371,13 +371,20 @@ export class ClassNode implements ServedClass {
   renumber(numbers: ClassNumbers): void {
     this.numbers = numbers;
     if (this.parent === undefined) this.pacer.updatePieces();
-    else if (this.pacer.asleep(this)) {
-      // Asleep on the old numbers: plan again.
+    this.refilled();
+  }
+
+  /** Its bucket changed from outside the tree (new numbers, a fleet class's lease): a class asleep on it plans again. */
+  refilled(): void {
+    if (this.parent !== undefined && this.pacer.asleep(this)) {
       this.pacer.unsleep(this);
       this.wake();
     }
     this.pacer.replan();
   }
+
+  /** Called once, when the class is destroyed (a fleet class's link gives its balance back). */
+  onDestroyed: () => void = () => {};
 
   // ---- serving ----
 
@@ -487,6 +494,7 @@ export class ClassNode implements ServedClass {
     this.destroyAll(error);
     for (const sub of [...this.subgroups]) sub.destroy(error);
     this.destroyed = true;
+    this.onDestroyed();
     this.pacer.unsleep(this);
     const parent = this.parent;
     const port = this.port;

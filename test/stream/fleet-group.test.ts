@@ -224,12 +224,56 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     a.destroy();
   });
 
+  it("a class's rate with a key is one ceiling for its streams in every process", async () => {
+    const fake = fakeClock();
+    const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
+    const rate = 800 * KiB;
+    const ceiling = 240 * KiB;
+    const roots = [0, 1, 2].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
+    const capped = roots.map((r) => r.group({ key: 'c', rate: ceiling }));
+    const other = roots.map((r) => r.group());
+    const inC = capped.flatMap((g, i) => run(fake, g, i + 1)); // 1, 2 and 3 streams
+    const inB = other.flatMap((g) => run(fake, g, 1));
+    const sum = (list: Stream[], from: number, to: number) => list.reduce((s, x) => s + bytesIn(x, from, to), 0);
+    await advance(fake, 4000);
+    const c = sum(inC, 1000, 4000) / 3;
+    const b = sum(inB, 1000, 4000) / 3;
+    expect(Math.abs(c / ceiling - 1)).toBeLessThan(0.02);
+    expect(Math.abs((b + c) / rate - 1)).toBeLessThan(0.02);
+    // the class's streams share its ceiling evenly across the processes
+    for (const x of inC) expect(bytesIn(x, 1000, 4000) / 3 / (ceiling / 6)).toBeCloseTo(1, 1);
+    // every window of T holds the class's bound: burst + ceiling x (T + lease)
+    const burst = capped[0]?.burst as number;
+    expect(burst).toBe(Math.ceil((2 * ceiling * 200) / 1000));
+    for (const T of [100, 500, 1000])
+      for (let t = 0; t + T <= 4000; t += 10)
+        expect(sum(inC, t, t + T)).toBeLessThanOrEqual(burst + (ceiling * (T + 200)) / 1000);
+    // a few calls a second for each class of each process
+    for (const n of store.calls.values()) expect(n / 4).toBeLessThanOrEqual(20);
+    // the ceiling changes fleet-wide from any process
+    capped[2]?.setRate(ceiling / 2);
+    await advance(fake, 2000);
+    expect(capped[0]?.rate).toBe(ceiling / 2);
+    expect(Math.abs(sum(inC, 5000, 6000) / (ceiling / 2) - 1)).toBeLessThan(0.02);
+    for (const r of roots) r.destroy();
+    expect(capped[0]?.fleet?.balanceBytes).toBe(0);
+  });
+
   it("refuses what would hold per process only; rate and burst are the fleet's", () => {
     const store = new MemoryBandwidthStore();
     const g = new ThrottleGroup({ rate: '1MiB/s', store, key: 'k' });
     expect(g.rate).toBe(1024 * KiB);
     expect(g.burst).toBe(Math.ceil((2 * 1024 * KiB * 200) / 1000)); // two leases of the rate
     expect(() => g.group({ rate: '100KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => g.group({ key: 'a', rate: '100KiB/s', guaranteed: '10KiB/s' })).toThrow(
+      expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
+    );
+    expect(() => g.group({ key: 'a' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    expect(() => g.group().setRate('100KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => g.group().setGuaranteed('1KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => new ThrottleGroup({ rate: '1MiB/s' }).group({ key: 'a', rate: '1KiB/s' })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
+    );
     expect(() => new ThrottleGroup({ rate: '1MiB/s', store })).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
     );
