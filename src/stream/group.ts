@@ -296,7 +296,7 @@ export class ThrottleGroup implements GroupHandle {
     return this.#node.guarantees.own;
   }
 
-  /** A fleet group's link to its store, as the last exchange left it (undefined without a `store`). */
+  /** A fleet group's or a fleet class's link to its store, as the last exchange left it (undefined for any other group). */
   get fleet(): FleetGroupState | undefined {
     return this.#fleet;
   }
