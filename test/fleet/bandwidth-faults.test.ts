@@ -1,7 +1,8 @@
 /**
- * Fleet groups through a real redis-server that stops (SIGSTOP) for 1 s mid-transfer, under each
- * policy: the bound of the policy holds during the outage, the rate comes back after it, and every
- * stream ends (nothing hangs). Real time, tolerant.
+ * Fleet groups through a real redis-server that stops (SIGSTOP) for 1 s mid-transfer, or is killed
+ * (SIGKILL) and restarted empty after 1 s, under each policy: the bound of the policy holds during
+ * the outage, the store answers again after it, and every stream ends (nothing hangs). Real time,
+ * tolerant.
  */
 
 import { Readable, Writable } from 'node:stream';
@@ -31,8 +32,9 @@ describe.each([
   ['deny', 0.3],
   ['local', 1.3],
   ['allow', 2.6],
-] as [FailurePolicy, number][])("a 1 s stop of Redis under '%s'", (policy, most) => {
-  it('keeps the bound, and every stream ends', async () => {
+] as [FailurePolicy, number][])("a 1 s outage of Redis under '%s'", (policy, most) => {
+  // pause: SIGSTOP, then SIGCONT; kill: SIGKILL, then a fresh, empty server on the same port
+  it.each(['pause', 'kill'] as const)('(%s) keeps the bound, and every stream ends', async (fault) => {
     const rate = 512 * KiB;
     const groups = [0, 1].map(() => {
       const client = new Redis({ port: server.port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
@@ -44,7 +46,7 @@ describe.each([
         expectedWorkers: 2,
         timeout: 100,
         probeInterval: 50,
-        prefix: `faults-${policy}`,
+        prefix: `faults-${policy}-${fault}`,
       });
       return new ThrottleGroup({ rate, store, key: 'egress' });
     });
@@ -73,13 +75,16 @@ describe.each([
       }),
     );
     await sleep(1500);
-    server.signal('SIGSTOP');
+    server.signal(fault === 'pause' ? 'SIGSTOP' : 'SIGKILL');
     await sleep(150); // the calls in flight time out: the policy answers from here
     const before = passed;
     await sleep(1000);
     const during = passed - before;
-    server.signal('SIGCONT');
+    if (fault === 'pause') server.signal('SIGCONT');
+    else await server.restart();
     await Promise.all(runs);
+    // the store answers again
+    for (const g of groups) expect(g.fleet?.source).toBe('store');
     for (const g of groups) g.destroy();
     expect(during / rate).toBeLessThanOrEqual(most);
     // measured here: deny 0.01, local 1.00, allow 2.01 (x the rate, in the 1 s outage)
