@@ -1,7 +1,8 @@
 /**
  * Fleet bandwidth groups in real worker processes (test/fleet/fixtures/bandwidth-child.ts) through a
  * real redis-server: a class's ceiling (`group({ key, rate })`) holds for its streams in every
- * process beside the root's rate. Real time, tolerant: the machine is shared.
+ * process beside the root's rate; a process back from idle has its share within 200 ms while the
+ * others keep theirs. Real time, tolerant: the machine is shared.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -81,5 +82,36 @@ describe('fleet classes in worker processes', () => {
     expect(c / ceiling).toBeLessThan(1.05);
     expect((c + root) / rate).toBeGreaterThan(0.9);
     expect((c + root) / rate).toBeLessThan(1.05);
+  }, 30_000);
+});
+
+describe('a fleet group in worker processes', () => {
+  it('a process back from idle reaches its share within 200 ms, and the others keep theirs', async () => {
+    const rate = 8 * MiB;
+    const quarter = rate / 4;
+    const key = `return-${process.pid}-${Date.now()}`;
+    const busy = { rate, sampleMs: 20, classes: [{ streams: 8 }] };
+    // 1 s of its quarter, then its streams end: it goes idle
+    const late = { rate, sampleMs: 20, classes: [{ streams: 8, bytes: quarter / 8 }] };
+    const started = [busy, busy, busy, late].map((o) => workers.start(server.port, key, 'return', o));
+    for (const w of started) expect(await w.next()).toBe('ready');
+    const samples = started.map(collect);
+    for (const w of started) w.process.stdin?.write('go\n');
+    await sleep(2500);
+    const lateSamples = samples[3] as Sample[];
+    expect(lateSamples.at(-1)?.ended).toBe(8); // idle since about 1 s
+    (started[3] as Worker).process.stdin?.write('go\n');
+    await sleep(1300);
+    for (const w of started) w.process.stdin?.write('stop\n');
+    const back = lateSamples.find((s) => s.starts === 2)?.t as number; // its own clock read at the restart
+    expect(back).toBeDefined();
+    const rateOf = (list: readonly Sample[][], from: number, to: number) =>
+      list.reduce((s, l) => s + bytesAt(l, 0, back + to) - bytesAt(l, 0, back + from), 0) / ((to - from) / 1000);
+    // within 200 ms it passes at its share (the first 50 ms may still be the call's round trip)
+    expect(rateOf([lateSamples], 0, 200) / quarter).toBeGreaterThan(0.75);
+    expect(rateOf([lateSamples], 200, 1000) / quarter).toBeGreaterThan(0.9);
+    expect(rateOf([lateSamples], 200, 1000) / quarter).toBeLessThan(1.1);
+    // the others: together at least their three quarters from one lease after its return
+    expect(rateOf(samples.slice(0, 3), 200, 1000) / (3 * quarter)).toBeGreaterThan(0.9);
   }, 30_000);
 });

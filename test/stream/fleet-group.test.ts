@@ -79,21 +79,17 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     b.destroy();
   });
 
-  // The aim, 1 % in every second, is not met: a second may run 2 % over or under as leases
-  // land (docs/internals/fleet-bandwidth.md); the three seconds together hold 1 %.
-  it('4 processes x 8 streams: the rate within 1 % over seconds 1-4 and 3 % in each, fair, within the bound', async () => {
+  it('4 processes x 8 streams: the rate within 1 % in every second after the first, fair, within the bound', async () => {
     const fake = fakeClock();
     const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
     const rate = 20 * 1024 * KiB;
     const groups = [0, 1, 2, 3].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
     const all = groups.flatMap((g) => run(fake, g, 8));
     await advance(fake, 4000);
-    const overall = all.reduce((sum, x) => sum + bytesIn(x, 1000, 4000), 0);
-    expect(Math.abs(overall / (3 * rate) - 1)).toBeLessThan(0.01);
     for (let t = 1000; t < 4000; t += 1000) {
       const each = all.map((x) => bytesIn(x, t, t + 1000));
       const total = each.reduce((a, b) => a + b, 0);
-      expect(Math.abs(total / rate - 1)).toBeLessThan(0.03);
+      expect(Math.abs(total / rate - 1)).toBeLessThan(0.01);
       const squares = each.reduce((a, b) => a + b * b, 0);
       expect((total * total) / (each.length * squares)).toBeGreaterThan(0.99); // Jain's index
     }
