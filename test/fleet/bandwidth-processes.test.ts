@@ -26,6 +26,7 @@ interface Sample {
   bytes: number[];
   ended: number;
   errors: number;
+  starts: number;
 }
 
 /** A worker's samples as they come. */
