@@ -62,6 +62,11 @@ export interface BandwidthExchangeOp {
   demand: number;
   /** The most it can use, bytes per second (Infinity: its streams are held back by the cap). */
   capPerSecond: number;
+  /**
+   * The rate it is guaranteed with demand, bytes per second (its parts of its fleet classes'
+   * guarantees): the split gives it this first, the rest by demand. @default 0
+   */
+  floorPerSecond?: number;
   /** Bytes it holds unspent and gives back now. */
   giveBackBytes: number;
   /** Bytes it still holds after the give-back: the grant tops this up to share * lease. */
@@ -111,32 +116,42 @@ export interface BandwidthStore {
 export interface MemberDemand {
   demand: number;
   capPerSecond: number;
+  /** Its guaranteed rate (0 or absent: none). */
+  floorPerSecond?: number;
 }
 
 /**
- * `me`'s max-min share of `ratePerSecond` among `members` (`me` among them):
- * members are filled in order of cap per weight; one whose cap is below its
- * weight's part of what is left gets its cap, the others split the rest by
- * weight. 0 for a member without demand. The Lua twin is `fair_share` in
- * ./bandwidth-lua.ts.
+ * `me`'s share of `ratePerSecond` among `members` (`me` among them), as HTB
+ * shares a rate among classes: each member with demand first gets its floor
+ * (at most its cap; floors that add up to more than the rate are scaled down
+ * to it), then the rest by max-min: members are filled in order of the cap
+ * left per weight; one whose cap is below its weight's part of what is left
+ * gets its cap, the others split the rest by weight. 0 for a member without
+ * demand. The Lua twin is `fair_share` in ./bandwidth-lua.ts.
  *
  * @example fairShare(100, [{demand: 1, cap: 10}, {demand: 1, cap: Infinity}], second) === 90
+ * @example fairShare(100, [{demand: 1, cap: Infinity, floor: 60}, {demand: 3, cap: Infinity}], first) === 70
  */
 export function fairShare(ratePerSecond: number, members: readonly MemberDemand[], me: MemberDemand): number {
   if (!(me.demand > 0)) return 0;
-  const busy = members
-    .filter((m) => m.demand > 0)
-    .sort((a, b) => a.capPerSecond / a.demand - b.capPerSecond / b.demand);
-  let rest = ratePerSecond;
+  const busy = members.filter((m) => m.demand > 0);
+  let floors = 0;
+  for (const m of busy) floors += Math.min(m.floorPerSecond ?? 0, m.capPerSecond);
+  const scale = floors > ratePerSecond ? ratePerSecond / floors : 1;
+  const floorOf = (m: MemberDemand) => Math.min(m.floorPerSecond ?? 0, m.capPerSecond) * scale;
+  const capLeft = (m: MemberDemand) => m.capPerSecond - floorOf(m);
+  busy.sort((a, b) => capLeft(a) / a.demand - capLeft(b) / b.demand);
+  let rest = Math.max(0, ratePerSecond - floors * scale);
   let weight = 0;
   for (const m of busy) weight += m.demand;
   for (const m of busy) {
-    if (m.capPerSecond === Number.POSITIVE_INFINITY || m.capPerSecond * weight > rest * m.demand) break;
-    if (m === me) return m.capPerSecond;
-    rest -= m.capPerSecond;
+    const cap = capLeft(m);
+    if (cap === Number.POSITIVE_INFINITY || cap * weight > rest * m.demand) break;
+    if (m === me) return floorOf(me) + cap;
+    rest -= cap;
     weight -= m.demand;
   }
-  return weight > 0 ? (rest * me.demand) / weight : 0;
+  return floorOf(me) + (weight > 0 ? (rest * me.demand) / weight : 0);
 }
 
 /** The bytes a member of share `sharePerSecond` holds at most: one lease of its share, at least 1 KiB. */
@@ -204,6 +219,7 @@ export class MemoryBandwidthStore implements BandwidthStore {
         const me: MemberState = {
           demand: op.demand,
           capPerSecond: op.capPerSecond,
+          floorPerSecond: op.floorPerSecond ?? 0,
           seq: op.seq,
           expiresAtMs: nowMs + op.leaseMs,
         };

@@ -190,6 +190,7 @@ export class RedisBandwidthStore extends EventEmitter<StoreEvents> implements Ba
       String(op.heldBytes),
       String(op.leaseMs),
       op.writeParams === true ? '1' : '',
+      String(op.floorPerSecond ?? 0),
     ];
     let n: number[];
     try {

@@ -32,7 +32,8 @@ import {
   type SizeInput,
 } from '../units.js';
 import type { ThrottleCounters } from './counters.js';
-import { DEFAULT_LEASE_MS, type FleetGroupState, FleetLink } from './fleet-link.js';
+import { DEFAULT_LEASE_MS, type FleetClass, type FleetGroupState, FleetLink } from './fleet-link.js';
+import { checkSum } from './guarantees.js';
 import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
 import { ClassNode, type ClassNumbers } from './node.js';
 import { checkBurst, checkBurstLimit, checkRateLimit, defaultGroupBurstBytes, defaultQuantumBytes } from './pacing.js';
@@ -118,9 +119,11 @@ export interface ThrottleSubgroupOptions {
    */
   guaranteed?: RateInput;
   /**
-   * In a fleet group (a root with a `store`): the class's name among the fleet's processes. With
-   * it, its `rate` is one ceiling for this class's streams in every process, leased from the store
-   * under the fleet group's key, as the root's rate is (docs/fleets.md). Needs a `rate`.
+   * On a subgroup of a fleet group (a root with a `store`): the class's name among the fleet's
+   * processes, which makes it a fleet class. Its `rate` is then one ceiling for its streams in
+   * every process, leased from the store under the fleet group's key as the root's rate is, and
+   * its `guaranteed` and `weight` hold among the fleet group's classes across the processes, as
+   * in one tree (docs/fleets.md). Give a class the same options in every process.
    * @default none: a subgroup of a fleet group is this process's, with a `weight` only
    */
   key?: string;
@@ -157,6 +160,8 @@ export class ThrottleGroup implements GroupHandle {
   readonly #node: ClassNode;
   readonly #parent: ThrottleGroup | undefined;
   readonly #fleet: FleetLink | undefined;
+  /** A fleet class's guarantee and weight as given (its node's are this process's parts of them). */
+  #fleetClass: FleetClass | undefined;
 
   constructor(options: ThrottleGroupOptions | (ThrottleSubgroupOptions & { parent: ThrottleGroup })) {
     if (options === null || typeof options !== 'object') {
@@ -217,32 +222,53 @@ export class ThrottleGroup implements GroupHandle {
     let root: ThrottleGroup = parent;
     while (root.#parent !== undefined) root = root.#parent;
     const rootFleet = root.#fleet;
-    checkFleetClass(sub, rootFleet);
+    checkFleetClass(sub, rootFleet, parent === root);
     const parentNode = parent.#node;
-    const leaseMs = sub.key === undefined ? undefined : rootFleet?.leaseMs;
-    const numbers = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode, leaseMs);
     const weight = sub.weight === undefined ? 1 : parseWeight(sub.weight);
     const guaranteed = sub.guaranteed === undefined ? 0 : parseGuaranteed(sub.guaranteed);
-    checkGuaranteedBelow(guaranteed, numbers.ratePerSecond ?? parentNode.ceilingPerSecond(), sub.guaranteed);
-    // A fleet class: its ceiling is leased from its own key, under the fleet group's.
-    const link =
-      sub.key === undefined || rootFleet === undefined
-        ? undefined
-        : new FleetLink({
-            store: rootFleet.store,
-            key: `${rootFleet.key}/${sub.key}`,
-            leaseMs: rootFleet.leaseMs,
-            params: { ratePerSecond: numbers.ratePerSecond as number, burst: numbers.capacityBytes as number },
-            clock: parentNode.clock,
-          });
-    const node = new ClassNode(this, numbers, parentNode, parentNode.clock, weight, guaranteed, link?.meter);
-    if (link !== undefined) {
-      link.attach(node);
-      link.onParams = (params) => this.#fleetParams(params);
-      node.onDestroyed = () => link.close();
+    if (sub.key === undefined || rootFleet === undefined) {
+      const numbers = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode);
+      checkGuaranteedBelow(guaranteed, numbers.ratePerSecond ?? parentNode.ceilingPerSecond(), sub.guaranteed);
+      const node = new ClassNode(this, numbers, parentNode, parentNode.clock, weight, guaranteed);
+      parentNode.adopt(node.port as MemberPort, node);
+      this.#fleet = undefined;
+      this.#parent = parent;
+      this.#node = node;
+      return;
     }
+    // A fleet class: its rate (the fleet's without one of its own) is leased from its own key,
+    // under the fleet group's; its guarantee and weight hold among the fleet group's classes.
+    const { leaseMs } = rootFleet;
+    const own = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode, leaseMs);
+    const numbers =
+      own.ratePerSecond === undefined
+        ? classNumbers(rootFleet.params.ratePerSecond, rootFleet.params.burst, own.quantumExplicit, true, parentNode)
+        : own;
+    const ratePerSecond = numbers.ratePerSecond as number;
+    checkGuaranteedBelow(guaranteed, ratePerSecond, sub.guaranteed);
+    let guarantees = guaranteed;
+    for (const c of rootFleet.classes) guarantees += c.guaranteedPerSecond;
+    checkSum(guarantees, rootFleet.params.ratePerSecond, 'guaranteed', sub.guaranteed);
+    const link = new FleetLink({
+      store: rootFleet.store,
+      key: `${rootFleet.key}/${sub.key}`,
+      leaseMs,
+      params: { ratePerSecond, burst: numbers.capacityBytes as number },
+      clock: parentNode.clock,
+      root: rootFleet,
+    });
+    const node = new ClassNode(this, numbers, parentNode, parentNode.clock, weight, 0, link.meter);
+    link.attach(node);
+    link.onParams = (params) => this.#fleetParams(params);
+    const fleetClass: FleetClass = { link, node, guaranteedPerSecond: guaranteed, weight };
+    node.onDestroyed = () => {
+      rootFleet.classes.delete(fleetClass);
+      link.close();
+    };
     parentNode.adopt(node.port as MemberPort, node);
+    rootFleet.classes.add(fleetClass);
     this.#fleet = link;
+    this.#fleetClass = fleetClass;
     this.#parent = parent;
     this.#node = node;
   }
@@ -288,12 +314,12 @@ export class ThrottleGroup implements GroupHandle {
 
   /** Its weight among its siblings (1 for a root). */
   get weight(): number {
-    return this.#node.port?.weight ?? 1;
+    return this.#fleetClass?.weight ?? this.#node.port?.weight ?? 1;
   }
 
-  /** Its own guaranteed rate, bytes per second (0: none). */
+  /** Its own guaranteed rate, bytes per second (0: none); a fleet class's, fleet-wide. */
   get guaranteed(): number {
-    return this.#node.guarantees.own;
+    return this.#fleetClass?.guaranteedPerSecond ?? this.#node.guarantees.own;
   }
 
   /** A fleet group's or a fleet class's link to its store, as the last exchange left it (undefined for any other group). */
@@ -421,7 +447,13 @@ export class ThrottleGroup implements GroupHandle {
   /** Changes a subgroup's weight from its next turn on (`InvalidOptionError` for a root, or a weight not above 0). */
   setWeight(weight: number): void {
     const node = this.#subgroup('weight', weight);
-    node.setShare(parseWeight(weight), node.guarantees.own);
+    const fleetClass = this.#fleetClass;
+    if (fleetClass === undefined) {
+      node.setShare(parseWeight(weight), node.guarantees.own);
+      return;
+    }
+    fleetClass.weight = parseWeight(weight);
+    this.#root().#fleet?.applyClasses();
   }
 
   /**
@@ -431,26 +463,38 @@ export class ThrottleGroup implements GroupHandle {
    */
   setGuaranteed(guaranteed: RateInput): void {
     const node = this.#subgroup('guaranteed', guaranteed);
-    node.setShare(node.port?.weight ?? 1, parseGuaranteed(guaranteed));
+    const fleetClass = this.#fleetClass;
+    if (fleetClass === undefined) {
+      node.setShare(node.port?.weight ?? 1, parseGuaranteed(guaranteed));
+      return;
+    }
+    const rootFleet = this.#root().#fleet as FleetLink;
+    const perSecond = parseGuaranteed(guaranteed);
+    checkGuaranteedBelow(perSecond, (this.#fleet as FleetLink).params.ratePerSecond, guaranteed);
+    let sum = perSecond;
+    for (const c of rootFleet.classes) if (c !== fleetClass) sum += c.guaranteedPerSecond;
+    checkSum(sum, rootFleet.params.ratePerSecond, 'guaranteed', guaranteed);
+    fleetClass.guaranteedPerSecond = perSecond;
+    rootFleet.applyClasses();
   }
 
   #subgroup(option: string, value: unknown): ClassNode {
     if (this.#parent === undefined) {
       throw new InvalidOptionError(option, value, `${option} is a share in a parent group: a root group has none`);
     }
-    if (option === 'guaranteed' && this.#inFleet()) throw perProcess();
+    if (option === 'guaranteed' && this.#perProcess()) throw perProcess();
     return this.#node;
   }
 
-  /** A class below a fleet group's root without a key of its own: its own rate would hold per process. */
+  /** A class of a fleet group that is not a fleet class: its own rate or guarantee would hold per process. */
   #perProcess(): boolean {
-    return this.#fleet === undefined && this.#inFleet();
+    return this.#fleet === undefined && this.#root().#fleet !== undefined;
   }
 
-  #inFleet(): boolean {
+  #root(): ThrottleGroup {
     let root: ThrottleGroup = this;
     while (root.#parent !== undefined) root = root.#parent;
-    return root.#fleet !== undefined;
+    return root;
   }
 
   /** @internal A new member hands over its port. */
@@ -463,19 +507,19 @@ export class ThrottleGroup implements GroupHandle {
 /** The refusal of a limit that, in a fleet group, would hold in each process rather than for the fleet. */
 function perProcess(): NotSupportedError {
   return new NotSupportedError(
-    "a subgroup's `rate` in a fleet group holds fleet-wide only for a class with a `key` (its name in the store), and `guaranteed` is not fleet-wide yet: give the subgroup a `key` with its `rate`, or a `weight` only",
+    "a subgroup's `rate` and `guaranteed` in a fleet group hold fleet-wide only for a fleet class, a subgroup of the fleet group with a `key` (its name in the store): give the subgroup a `key`, or a `weight` only",
   );
 }
 
-/** Checks a subgroup's fleet options: `key` only in a fleet group and with a `rate`; a `rate` without it, and `guaranteed`, are refused there. */
-function checkFleetClass(sub: ThrottleSubgroupOptions, rootFleet: FleetLink | undefined): void {
+/** Checks a subgroup's fleet options: `key` only on a subgroup of a fleet group itself; a `rate` or `guaranteed` without it is refused there. */
+function checkFleetClass(sub: ThrottleSubgroupOptions, rootFleet: FleetLink | undefined, ofRoot: boolean): void {
   const { key } = sub;
   if (key !== undefined) {
-    if (rootFleet === undefined) {
+    if (rootFleet === undefined || !ofRoot) {
       throw new InvalidOptionError(
         'key',
         key,
-        'a subgroup takes a `key` in a fleet group only (a root with a `store`)',
+        'a subgroup takes a `key` as a class of a fleet group (a root with a `store`), directly below it',
       );
     }
     if (typeof key !== 'string' || key.length === 0) {
@@ -485,15 +529,8 @@ function checkFleetClass(sub: ThrottleSubgroupOptions, rootFleet: FleetLink | un
         "expected a fleet class's `key` to be a non-empty string, as in `key: 'tenant-a'`",
       );
     }
-    if (sub.rate === undefined) {
-      throw new InvalidOptionError(
-        'key',
-        key,
-        "a fleet class's `key` names its fleet-wide `rate`: give it a `rate` too",
-      );
-    }
   }
-  if (rootFleet !== undefined && ((sub.rate !== undefined && key === undefined) || sub.guaranteed !== undefined)) {
+  if (rootFleet !== undefined && key === undefined && (sub.rate !== undefined || sub.guaranteed !== undefined)) {
     throw perProcess();
   }
 }

@@ -1,7 +1,8 @@
 /**
  * Fleet bandwidth groups in real worker processes (test/fleet/fixtures/bandwidth-child.ts) through a
  * real redis-server: a class's ceiling (`group({ key, rate })`) holds for its streams in every
- * process beside the root's rate; a process back from idle has its share within 200 ms while the
+ * process beside the root's rate; the HTB comparison's tree of fleet classes gives each class its
+ * share with its streams spread over 3 processes; a process back from idle has its share within 200 ms while the
  * others keep theirs. Real time, tolerant: the machine is shared.
  */
 
@@ -63,7 +64,8 @@ describe('fleet classes in worker processes', () => {
     const rate = 3 * MiB;
     const ceiling = 1 * MiB;
     const key = `classes-${process.pid}-${Date.now()}`;
-    const options = { rate, classes: [{ key: 'c', rate: ceiling, streams: 2 }, { streams: 1 }] };
+    // weight 3 beside the 3 root streams: half the rate, above its ceiling
+    const options = { rate, classes: [{ key: 'c', rate: ceiling, weight: 3, streams: 2 }, { streams: 1 }] };
     const started = [0, 1, 2].map(() => workers.start(server.port, key, 'class', options));
     for (const w of started) expect(await w.next()).toBe('ready');
     const samples = started.map(collect);
@@ -83,6 +85,48 @@ describe('fleet classes in worker processes', () => {
     expect(c / ceiling).toBeLessThan(1.05);
     expect((c + root) / rate).toBeGreaterThan(0.9);
     expect((c + root) / rate).toBeLessThan(1.05);
+  }, 30_000);
+
+  it("the HTB comparison's tree, each class's streams over 3 processes, gives each class its share", async () => {
+    const rate = 8 * MiB;
+    const key = `htb-${process.pid}-${Date.now()}`;
+    const tree = [
+      { key: 'a', guaranteed: MiB, weight: 1 },
+      { key: 'b', guaranteed: 3 * MiB, weight: 3 },
+      { key: 'c', guaranteed: 2 * MiB, weight: 2, rate: 3 * MiB },
+    ];
+    // each class's streams spread unevenly over the processes
+    const streams = [
+      [1, 3, 1],
+      [2, 2, 4],
+      [3, 1, 1],
+    ];
+    const started = streams.map((n) =>
+      workers.start(server.port, key, 'htb', {
+        rate,
+        classes: tree.map((c, i) => ({ ...c, streams: n[i] as number })),
+      }),
+    );
+    for (const w of started) expect(await w.next()).toBe('ready');
+    const samples = started.map(collect);
+    for (const w of started) w.process.stdin?.write('go\n');
+    await sleep(1200);
+    const from = wall();
+    await sleep(2000);
+    const to = wall();
+    await sleep(250);
+    for (const w of started) w.process.stdin?.write('stop\n');
+    const seconds = (to - from) / 1000;
+    const perClass = [0, 1, 2].map(
+      (i) => samples.reduce((s, list) => s + bytesAt(list, i, to) - bytesAt(list, i, from), 0) / seconds,
+    );
+    // HTB: each its guarantee, the 2 MiB/s left by weight 1 : 3 : 2 (C below its ceiling)
+    const shares = [MiB + (2 * MiB) / 6, 3 * MiB + MiB, 2 * MiB + (2 * MiB) / 3];
+    // (within 2 % on a quiet machine; wider here, for a loaded one)
+    for (const [i, share] of shares.entries()) {
+      expect((perClass[i] as number) / share).toBeGreaterThan(0.9);
+      expect((perClass[i] as number) / share).toBeLessThan(1.1);
+    }
   }, 30_000);
 });
 

@@ -109,10 +109,69 @@ describe('fairShare: max-min by demand', () => {
       me: 0,
       share: 0,
     },
+    // floors first, the rest by demand
+    {
+      rate: 100,
+      members: [
+        [1, Infinity, 60],
+        [3, Infinity],
+      ],
+      me: 0,
+      share: 70,
+    },
+    {
+      rate: 100,
+      members: [
+        [1, Infinity, 60],
+        [3, Infinity],
+      ],
+      me: 1,
+      share: 30,
+    },
+    // a floor above the cap counts as the cap; the cap left is shared max-min
+    {
+      rate: 100,
+      members: [
+        [1, 20, 50],
+        [1, Infinity, 10],
+      ],
+      me: 1,
+      share: 80,
+    },
+    {
+      rate: 100,
+      members: [
+        [1, 30, 10],
+        [1, Infinity],
+      ],
+      me: 0,
+      share: 30,
+    },
+    // floors above the rate are scaled down to it
+    {
+      rate: 100,
+      members: [
+        [1, Infinity, 150],
+        [1, Infinity, 50],
+      ],
+      me: 0,
+      share: 75,
+    },
+    // a floor without demand counts for nothing
+    {
+      rate: 100,
+      members: [
+        [0, Infinity, 80],
+        [1, Infinity],
+      ],
+      me: 1,
+      share: 100,
+    },
   ])('$rate among $members: member $me gets $share', ({ rate, members, me, share }) => {
-    const list = members.map(([demand, capPerSecond]) => ({
+    const list = members.map(([demand, capPerSecond, floorPerSecond]) => ({
       demand: demand as number,
       capPerSecond: capPerSecond as number,
+      floorPerSecond: floorPerSecond ?? 0,
     }));
     expect(fairShare(rate, list, list[me] as (typeof list)[number])).toBeCloseTo(share, 9);
   });
@@ -187,6 +246,16 @@ describe.each(['memory', 'redis'] as const)('the bandwidth store contract (%s)',
     expect(b.sharePerSecond).toBe(half.ratePerSecond / 2);
     expect(b.grantedBytes).toBe(5 * KiB); // its lease, half the rate for 200 ms
     expect(b.tokens).toBe(5 * KiB);
+    nowMs += 1000;
+  });
+
+  it('splits floors first, then the rest by demand', async () => {
+    const s = store();
+    await s.exchange(op('a', 1, { floorPerSecond: 60 * KiB }));
+    const b = await s.exchange(op('b', 1, { demand: 3 }));
+    expect(b.sharePerSecond).toBe(30 * KiB);
+    const a = await s.exchange(op('a', 2, { floorPerSecond: 60 * KiB, heldBytes: 1e9 }));
+    expect(a.sharePerSecond).toBe(70 * KiB);
     nowMs += 1000;
   });
 

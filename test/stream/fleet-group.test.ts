@@ -226,7 +226,8 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     const rate = 800 * KiB;
     const ceiling = 240 * KiB;
     const roots = [0, 1, 2].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
-    const capped = roots.map((r) => r.group({ key: 'c', rate: ceiling }));
+    // weight 3 beside the 3 processes' own subgroups (weight 1 each): half the rate, above its ceiling
+    const capped = roots.map((r) => r.group({ key: 'c', rate: ceiling, weight: 3 }));
     const other = roots.map((r) => r.group());
     const inC = capped.flatMap((g, i) => run(fake, g, i + 1)); // 1, 2 and 3 streams
     const inB = other.flatMap((g) => run(fake, g, 1));
@@ -255,16 +256,74 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     expect(capped[0]?.fleet?.balanceBytes).toBe(0);
   });
 
+  it("the HTB comparison's tree over 3 processes gives each class its share within 2 %", async () => {
+    const fake = fakeClock();
+    const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
+    const MiB = 1024 * KiB;
+    const rate = 8 * MiB;
+    const roots = [0, 1, 2].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
+    const classes = roots.map((r) => ({
+      a: r.group({ key: 'a', guaranteed: MiB, weight: 1 }),
+      b: r.group({ key: 'b', guaranteed: 3 * MiB, weight: 3 }),
+      c: r.group({ key: 'c', guaranteed: 2 * MiB, weight: 2, rate: 3 * MiB }),
+    }));
+    // each class's streams spread unevenly over the processes
+    const a = classes.flatMap((x, i) => run(fake, x.a, i + 1));
+    const b = classes.flatMap((x, i) => run(fake, x.b, 3 - i));
+    const c = classes.flatMap((x, i) => run(fake, x.c, i === 1 ? 4 : 1));
+    const sum = (list: Stream[], from: number, to: number) => list.reduce((s, x) => s + bytesIn(x, from, to), 0);
+    await advance(fake, 4000);
+    // HTB: each its guarantee, the 2 MiB/s left by weight 1 : 3 : 2 (C below its ceiling)
+    const shares = [
+      [a, MiB + (2 * MiB) / 6],
+      [b, 3 * MiB + (2 * MiB * 3) / 6],
+      [c, 2 * MiB + (2 * MiB * 2) / 6],
+    ] as const;
+    for (const [list, share] of shares) expect(Math.abs(sum(list, 1000, 4000) / 3 / share - 1)).toBeLessThan(0.02);
+    expect(Math.abs(sum([...a, ...b, ...c], 1000, 4000) / 3 / rate - 1)).toBeLessThan(0.01);
+    for (const n of store.calls.values()) expect(n / 4).toBeLessThanOrEqual(20);
+    for (const r of roots) r.destroy();
+  }, 60_000);
+
+  it("a class gets its guarantee wherever its streams run, at once when it returns, and keeps the others' theirs", async () => {
+    const fake = fakeClock();
+    const store = new MemoryBandwidthStore({ clock: fake.clock });
+    const MiB = 1024 * KiB;
+    const rate = 4 * MiB;
+    const roots = [0, 1, 2].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
+    const a = roots.map((r) => r.group({ key: 'a', guaranteed: 2 * MiB }));
+    const b = roots.map((r) => r.group({ key: 'b', guaranteed: MiB, weight: 9 }));
+    // B: 15 streams in each of two processes; A: 1 stream in the third, which has nothing else
+    const inB = [...run(fake, b[0] as ThrottleGroup, 15), ...run(fake, b[1] as ThrottleGroup, 15)];
+    const sum = (list: Stream[], from: number, to: number) => list.reduce((s, x) => s + bytesIn(x, from, to), 0);
+    await advance(fake, 2000);
+    expect(Math.abs(sum(inB, 1000, 2000) / rate - 1)).toBeLessThan(0.01); // alone, B takes the whole rate
+    const inA = run(fake, a[2] as ThrottleGroup, 1);
+    await advance(fake, 2000);
+    // A: its guarantee and a tenth of the 1 MiB/s left; B: its guarantee and nine tenths
+    const shareA = 2 * MiB + MiB / 10;
+    expect(sum(inA, 2000, 2200)).toBeGreaterThan(shareA * 0.2 * 0.9);
+    expect(Math.abs(sum(inA, 2200, 4000) / 1.8 / shareA - 1)).toBeLessThan(0.02);
+    expect(Math.abs(sum(inB, 2200, 4000) / 1.8 / (rate - shareA) - 1)).toBeLessThan(0.02);
+    for (let t = 1900; t + 100 <= 4000; t += 10) expect(sum(inB, t, t + 100)).toBeGreaterThan(MiB * 0.1);
+    for (const r of roots) r.destroy();
+  }, 60_000);
+
   it("refuses what would hold per process only; rate and burst are the fleet's", () => {
     const store = new MemoryBandwidthStore();
     const g = new ThrottleGroup({ rate: '1MiB/s', store, key: 'k' });
     expect(g.rate).toBe(1024 * KiB);
     expect(g.burst).toBe(Math.ceil((2 * 1024 * KiB * 200) / 1000)); // two leases of the rate
     expect(() => g.group({ rate: '100KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
-    expect(() => g.group({ key: 'a', rate: '100KiB/s', guaranteed: '10KiB/s' })).toThrow(
-      expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }),
+    expect(() => g.group({ guaranteed: '10KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => g.group().group({ key: 'a' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    const a = g.group({ key: 'a', guaranteed: '600KiB/s' });
+    expect(() => g.group({ key: 'b', guaranteed: '600KiB/s' })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
     );
-    expect(() => g.group({ key: 'a' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    expect(() => a.setGuaranteed('2MiB/s')).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    a.setGuaranteed('100KiB/s');
+    expect(a.guaranteed).toBe(100 * KiB);
     expect(() => g.group().setRate('100KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
     expect(() => g.group().setGuaranteed('1KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
     expect(() => new ThrottleGroup({ rate: '1MiB/s' }).group({ key: 'a', rate: '1KiB/s' })).toThrow(
