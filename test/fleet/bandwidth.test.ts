@@ -5,6 +5,7 @@
  */
 
 import { Readable, Writable } from 'node:stream';
+import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -270,6 +271,71 @@ describe.each(['memory', 'redis'] as const)('the bandwidth store contract (%s)',
     const alone = await s.exchange(op('b', 3, { heldBytes: 1e9 }));
     expect(alone.sharePerSecond).toBe(params.ratePerSecond);
     expect(alone.members).toBe(1);
+  });
+});
+
+describe('fairShare with floors (property)', () => {
+  const memberArb = fc.record({
+    demand: fc.oneof(fc.constant(0), fc.double({ min: 0.001, max: 40, noNaN: true })),
+    capPerSecond: fc.oneof(fc.constant(Number.POSITIVE_INFINITY), fc.double({ min: 0, max: 2000, noNaN: true })),
+    floorPerSecond: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 800, noNaN: true })),
+  });
+  it('each busy member gets its scaled floor (at most its cap) and at most its cap; the rate is shared out whole while one is uncapped', () => {
+    fc.assert(
+      fc.property(
+        fc.double({ min: 1, max: 1000, noNaN: true }),
+        fc.array(memberArb, { minLength: 1, maxLength: 8 }),
+        (rate, members) => {
+          const busy = members.filter((m) => m.demand > 0);
+          let floors = 0;
+          for (const m of busy) floors += Math.min(m.floorPerSecond, m.capPerSecond);
+          const scale = floors > rate ? rate / floors : 1;
+          let total = 0;
+          for (const m of members) {
+            const share = fairShare(rate, members, m);
+            if (!(m.demand > 0)) {
+              expect(share).toBe(0);
+              continue;
+            }
+            total += share;
+            expect(share).toBeLessThanOrEqual(m.capPerSecond * (1 + 1e-9) + 1e-9);
+            expect(share).toBeGreaterThanOrEqual(
+              Math.min(m.floorPerSecond, m.capPerSecond) * scale * (1 - 1e-9) - 1e-9,
+            );
+          }
+          expect(total).toBeLessThanOrEqual(rate * (1 + 1e-9) + 1e-9);
+          if (busy.some((m) => m.capPerSecond === Number.POSITIVE_INFINITY)) expect(total).toBeCloseTo(rate, 6);
+        },
+      ),
+    );
+  });
+
+  it('the Lua twin gives the same shares as fairShare', async () => {
+    const c = client();
+    let nowMs = 5_000_000;
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(memberArb, { minLength: 1, maxLength: 6 }), async (members) => {
+        const s = new RedisBandwidthStore({ client: c, onError: 'deny', prefix: `twin${run++}`, now: () => nowMs });
+        const memory = new MemoryBandwidthStore({ clock: { now: () => nowMs, setTimeout, clearTimeout } });
+        const list = members.map((m, i) => ({ ...m, member: `m${i}` }));
+        for (const store of [s, memory]) {
+          for (const m of list) await store.exchange(op(m.member, 1, { ...m, heldBytes: 1e12 }));
+        }
+        for (const m of list) {
+          const change = { ...m, heldBytes: 1e12 };
+          const [viaRedis, viaMemory] = [
+            await s.exchange(op(m.member, 2, change)),
+            await memory.exchange(op(m.member, 2, change)),
+          ];
+          expect(viaRedis.sharePerSecond).toBeCloseTo(viaMemory.sharePerSecond, 6);
+          expect(viaMemory.sharePerSecond).toBeCloseTo(fairShare(params.ratePerSecond, list, m), 6);
+        }
+        nowMs += 1000;
+        s.close();
+      }),
+      { numRuns: 40 },
+    );
   });
 });
 
