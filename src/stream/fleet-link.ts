@@ -14,6 +14,13 @@
  * once more when its streams go idle (giving back its balance), and when the
  * store said the bucket would hold the rest (`retryMs`).
  *
+ * A fleet class (a subgroup with a `key`, group.ts) has a link of its own on
+ * its own key: its bucket leases the class's ceiling the same way, and its
+ * answers give this process's part of the class's streams. The root's link
+ * then reports each busy class as its weight and guarantee times that part
+ * (the store gives guarantees first, the rest by weight), and gives the
+ * classes the same parts in this process's tree ({@link FleetLink.applyClasses}).
+ *
  * The limits are the store's: every answer brings them, and {@link
  * FleetLink.params} follows. A live change (`setRate`, `setBurst`) is written
  * by this process's next call, and again by each call until an answer from
@@ -23,7 +30,8 @@
  * Invariants: a byte passes only against a lease, within one lease of the
  * call that granted it (timed from the send, so never later than the store
  * thinks); at most one exchange is in flight; an idle group holds no balance,
- * and no timer unless a change of the limits is still to be written; a destroyed group gives its balance back and calls no more.
+ * and no timer unless a change of the limits is still to be written; a
+ * destroyed group gives its balance back and calls no more.
  */
 
 import { randomUUID } from 'node:crypto';

@@ -200,6 +200,7 @@ export class ThrottleGroup implements GroupHandle {
         fleet.attach(this.#node);
         fleet.onParams = (params) => this.#fleetParams(params);
         this.#node.onDestroyed = () => fleet.close();
+        this.#node.memberGuaranteeError = perProcess;
       }
       return;
     }
@@ -507,7 +508,7 @@ export class ThrottleGroup implements GroupHandle {
 /** The refusal of a limit that, in a fleet group, would hold in each process rather than for the fleet. */
 function perProcess(): NotSupportedError {
   return new NotSupportedError(
-    "a subgroup's `rate` and `guaranteed` in a fleet group hold fleet-wide only for a fleet class, a subgroup of the fleet group with a `key` (its name in the store): give the subgroup a `key`, or a `weight` only",
+    "a `rate` or `guaranteed` in a fleet group holds fleet-wide only on a fleet class, a subgroup of the fleet group with a `key` (its name in the store); a member's `guaranteed` would hold per process: give the subgroup a `key`, or a `weight` only, and put a stream that needs a guarantee in a fleet class",
   );
 }
 

@@ -177,6 +177,8 @@ export class ClassNode implements ServedClass {
     if (this.destroyed) {
       throw new ClosedError('this ThrottleGroup was destroyed: it takes no new members or subgroups');
     }
+    const refusal = this.root.memberGuaranteeError;
+    if (subgroup === undefined && port.guaranteedPerSecond > 0 && refusal !== undefined) throw refusal();
     this.guarantees.check(port.guaranteedPerSecond, 'guaranteed', port.guaranteedPerSecond);
     this.#children.add(port);
     this.#childrenWeight += port.weight;
@@ -324,6 +326,8 @@ export class ClassNode implements ServedClass {
 
   /** A member's weight or guarantee changes: checked against every rate above it first. */
   reweigh(port: MemberPort, weight: number, guaranteedPerSecond: number): void {
+    const refusal = this.root.memberGuaranteeError;
+    if (guaranteedPerSecond > 0 && refusal !== undefined && this.members.has(port)) throw refusal();
     const delta = guaranteedPerSecond - port.guaranteedPerSecond;
     if (delta > 0) this.guarantees.check(delta, 'guaranteed', guaranteedPerSecond);
     if (port.inRing) this.ring.reweigh(weight - port.weight, delta);
@@ -385,6 +389,9 @@ export class ClassNode implements ServedClass {
 
   /** Called once, when the class is destroyed (a fleet class's link gives its balance back). */
   onDestroyed: () => void = () => {};
+
+  /** The root's: the error for a member's guarantee, where one would hold per process only (a fleet group's tree). */
+  memberGuaranteeError: (() => Error) | undefined;
 
   // ---- serving ----
 

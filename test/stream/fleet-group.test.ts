@@ -316,6 +316,10 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     expect(g.burst).toBe(Math.ceil((2 * 1024 * KiB * 200) / 1000)); // two leases of the rate
     expect(() => g.group({ rate: '100KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
     expect(() => g.group({ guaranteed: '10KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => g.throttle({ guaranteed: '10KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    const member = g.group({ key: 'm' }).throttle();
+    expect(() => member.setGuaranteed('10KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    member.destroy();
     expect(() => g.group().group({ key: 'a' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
     const a = g.group({ key: 'a', guaranteed: '600KiB/s' });
     expect(() => g.group({ key: 'b', guaranteed: '600KiB/s' })).toThrow(
