@@ -1,8 +1,8 @@
 /**
  * Fleet groups through a real redis-server that stops (SIGSTOP) for 1 s mid-transfer, or is killed
- * (SIGKILL) and restarted empty after 1 s, under each policy: the bound of the policy holds during
- * the outage, the store answers again after it, and every stream ends (nothing hangs). Real time,
- * tolerant.
+ * (SIGKILL) and restarted empty after 1 s (with streams in a fleet class too), under each policy:
+ * the bound of the policy holds during the outage, the store answers again after it, and every
+ * stream ends (nothing hangs). Real time, tolerant.
  */
 
 import { Readable, Writable } from 'node:stream';
@@ -33,8 +33,9 @@ describe.each([
   ['local', 1.3],
   ['allow', 2.6],
 ] as [FailurePolicy, number][])("a 1 s outage of Redis under '%s'", (policy, most) => {
-  // pause: SIGSTOP, then SIGCONT; kill: SIGKILL, then a fresh, empty server on the same port
-  it.each(['pause', 'kill'] as const)(
+  // pause: SIGSTOP, then SIGCONT; kill: SIGKILL, then a fresh, empty server on the same port;
+  // classes: kill, with one of each process's streams in a fleet class (guaranteed, with a ceiling)
+  it.each(['pause', 'kill', 'classes'] as const)(
     '(%s) keeps the bound, and every stream ends',
     async (fault) => {
       const rate = 512 * KiB;
@@ -50,13 +51,15 @@ describe.each([
           probeInterval: 50,
           prefix: `faults-${policy}-${fault}`,
         });
-        return new ThrottleGroup({ rate, store, key: 'egress' });
+        const root = new ThrottleGroup({ rate, store, key: 'egress' });
+        const tenant = fault === 'classes' ? root.group({ key: 'tenant', guaranteed: rate / 4, rate: rate / 2 }) : root;
+        return { root, tenant };
       });
       let passed = 0;
       const chunk = Buffer.alloc(16 * KiB);
       const total = 1.5 * rate; // per stream: 4 streams end after about 6 s at the rate
-      const runs = groups.flatMap((group) =>
-        [0, 1].map(() => {
+      const runs = groups.flatMap(({ root, tenant }) =>
+        [root, tenant].map((group) => {
           let left = total;
           const source = new Readable({
             read() {
@@ -86,8 +89,11 @@ describe.each([
       else await server.restart();
       await Promise.all(runs);
       // the store answers again
-      for (const g of groups) expect(g.fleet?.source).toBe('store');
-      for (const g of groups) g.destroy();
+      for (const { root, tenant } of groups) {
+        expect(root.fleet?.source).toBe('store');
+        expect(tenant.fleet?.source).toBe('store');
+        root.destroy();
+      }
       expect(during / rate).toBeLessThanOrEqual(most);
       // measured here: deny 0.01, local 1.00, allow 2.01 (x the rate, in the 1 s outage)
       if (policy === 'local') expect(during / rate).toBeGreaterThan(0.7); // each at its half
