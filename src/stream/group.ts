@@ -162,6 +162,8 @@ export class ThrottleGroup implements GroupHandle {
   readonly #fleet: FleetLink | undefined;
   /** A fleet class's guarantee and weight as given (its node's are this process's parts of them). */
   #fleetClass: FleetClass | undefined;
+  /** A fleet group's classes without a rate of their own: their ceiling follows the fleet's rate and burst. */
+  readonly #followers = new Set<ThrottleGroup>();
 
   constructor(options: ThrottleGroupOptions | (ThrottleSubgroupOptions & { parent: ThrottleGroup })) {
     if (options === null || typeof options !== 'object') {
@@ -262,8 +264,10 @@ export class ThrottleGroup implements GroupHandle {
     link.attach(node);
     link.onParams = (params) => this.#fleetParams(params);
     const fleetClass: FleetClass = { link, node, guaranteedPerSecond: guaranteed, weight };
+    if (own.ratePerSecond === undefined) root.#followers.add(this);
     node.onDestroyed = () => {
       rootFleet.classes.delete(fleetClass);
+      root.#followers.delete(this);
       link.close();
     };
     parentNode.adopt(node.port as MemberPort, node);
@@ -399,6 +403,11 @@ export class ThrottleGroup implements GroupHandle {
     const leaseMs = this.#fleet?.leaseMs;
     const numbers = classNumbers(rate, burst, current.quantumExplicit, current.burstExplicit, node.parent, leaseMs);
     node.checkRate(numbers.ratePerSecond as number, 'rate', rate);
+    if (this.#parent === undefined && this.#fleet !== undefined) {
+      let guarantees = 0; // its fleet classes' guarantees, fleet-wide
+      for (const c of this.#fleet.classes) guarantees += c.guaranteedPerSecond;
+      checkSum(guarantees, numbers.ratePerSecond as number, 'rate', rate);
+    }
     this.#reconfigure(numbers);
   }
 
@@ -429,7 +438,23 @@ export class ThrottleGroup implements GroupHandle {
       return;
     }
     this.#node.renumber(numbers);
-    fleet.setParams({ ratePerSecond: numbers.ratePerSecond as number, burst: numbers.capacityBytes as number });
+    const params = { ratePerSecond: numbers.ratePerSecond as number, burst: numbers.capacityBytes as number };
+    fleet.setParams(params);
+    if (this.#parent === undefined) this.#lead(params);
+    else this.#root().#followers.delete(this); // a rate of its own now
+  }
+
+  /** A fleet group's limits changed: its classes without a rate of their own take them as their ceiling. */
+  #lead(params: BandwidthParams): void {
+    for (const follower of this.#followers) {
+      const link = follower.#fleet as FleetLink;
+      if (link.params.ratePerSecond === params.ratePerSecond && link.params.burst === params.burst) continue;
+      const { quantumExplicit } = follower.#node.numbers;
+      follower.#node.renumber(
+        classNumbers(params.ratePerSecond, params.burst, quantumExplicit, true, follower.#node.parent),
+      );
+      link.setParams(params);
+    }
   }
 
   /** A fleet root's limits changed (here, or in the store by another process): its numbers follow. */
@@ -443,6 +468,7 @@ export class ThrottleGroup implements GroupHandle {
       quantumExplicit,
       quantumBytes: quantumExplicit ?? defaultQuantumBytes(params.ratePerSecond, params.burst),
     });
+    if (this.#parent === undefined) this.#lead(params);
   }
 
   /** Changes a subgroup's weight from its next turn on (`InvalidOptionError` for a root, or a weight not above 0). */

@@ -306,6 +306,13 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     expect(Math.abs(sum(inA, 2200, 4000) / 1.8 / shareA - 1)).toBeLessThan(0.02);
     expect(Math.abs(sum(inB, 2200, 4000) / 1.8 / (rate - shareA) - 1)).toBeLessThan(0.02);
     for (let t = 1900; t + 100 <= 4000; t += 10) expect(sum(inB, t, t + 100)).toBeGreaterThan(MiB * 0.1);
+    // the fleet's rate from one process: classes without a rate of their own follow it everywhere
+    expect(() => roots[0]?.setRate(2 * MiB)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    roots[0]?.setRate(3 * MiB);
+    await advance(fake, 1000);
+    for (const g of [...a, ...b]) expect(g.rate).toBe(3 * MiB);
+    expect(Math.abs(sum([...inA, ...inB], 4500, 5000) / 0.5 / (3 * MiB) - 1)).toBeLessThan(0.02);
+    expect(Math.abs(sum(inA, 4500, 5000) / 0.5 / (2 * MiB) - 1)).toBeLessThan(0.02); // the guarantees take it all
     for (const r of roots) r.destroy();
   }, 60_000);
 
