@@ -403,11 +403,10 @@ export class ThrottleGroup implements GroupHandle {
     const leaseMs = this.#fleet?.leaseMs;
     const numbers = classNumbers(rate, burst, current.quantumExplicit, current.burstExplicit, node.parent, leaseMs);
     node.checkRate(numbers.ratePerSecond as number, 'rate', rate);
-    if (this.#parent === undefined && this.#fleet !== undefined) {
-      let guarantees = 0; // its fleet classes' guarantees, fleet-wide
-      for (const c of this.#fleet.classes) guarantees += c.guaranteedPerSecond;
-      checkSum(guarantees, numbers.ratePerSecond as number, 'rate', rate);
-    }
+    // fleet-wide guarantees: a fleet group's classes' together, a fleet class's own
+    let guarantees = this.#fleetClass?.guaranteedPerSecond ?? 0;
+    if (this.#parent === undefined) for (const c of this.#fleet?.classes ?? []) guarantees += c.guaranteedPerSecond;
+    checkSum(guarantees, numbers.ratePerSecond as number, 'rate', rate);
     this.#reconfigure(numbers);
   }
 

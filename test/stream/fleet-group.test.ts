@@ -335,6 +335,9 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     expect(() => a.setGuaranteed('2MiB/s')).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
     a.setGuaranteed('100KiB/s');
     expect(a.guaranteed).toBe(100 * KiB);
+    expect(() => a.setRate('50KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    a.setRate('200KiB/s');
+    expect(a.rate).toBe(200 * KiB);
     expect(() => g.group().setRate('100KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
     expect(() => g.group().setGuaranteed('1KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
     expect(() => new ThrottleGroup({ rate: '1MiB/s' }).group({ key: 'a', rate: '1KiB/s' })).toThrow(
