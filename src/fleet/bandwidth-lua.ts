@@ -107,8 +107,9 @@ if member ~= '' then
       local me
       local raw = redis.call('HGETALL', KM)
       for i = 1, #raw, 2 do
-        local _, d, c, f = string.match(raw[i + 1], '^(%S+) (%S+) (%S+) (%S+)$')
-        local m = { demand = tonumber(d), cap = tonumber(c), floor = tonumber(f) }
+        -- (an entry without a floor, written before floors, has none)
+        local _, d, c, f = string.match(raw[i + 1], '^(%S+) (%S+) (%S+) ?(%S*)$')
+        local m = { demand = tonumber(d), cap = tonumber(c), floor = tonumber(f) or 0 }
         if m.cap < 0 then m.cap = math.huge end
         if raw[i] == member then me = m end
         all[#all + 1] = m
