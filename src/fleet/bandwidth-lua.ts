@@ -107,7 +107,7 @@ if member ~= '' then
       local me
       local raw = redis.call('HGETALL', KM)
       for i = 1, #raw, 2 do
-        -- (an entry without a floor, written before floors, has none)
+        -- an entry of three fields has a floor of 0
         local _, d, c, f = string.match(raw[i + 1], '^(%S+) (%S+) (%S+) ?(%S*)$')
         local m = { demand = tonumber(d), cap = tonumber(c), floor = tonumber(f) or 0 }
         if m.cap < 0 then m.cap = math.huge end
