@@ -12,6 +12,7 @@ export const serviceSuites = [
   'test/cli/pipe-fleet.test.ts',
   'test/docs-examples.test.ts',
   'test/fleet/bandwidth-faults.test.ts',
+  'test/fleet/bandwidth-processes.test.ts',
   'test/fleet/bandwidth.test.ts',
   'test/fleet/contract.test.ts',
   'test/fleet/failures.test.ts',

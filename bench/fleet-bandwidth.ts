@@ -10,7 +10,9 @@
  * - the lease's size against the calls per second (100, 200, 400 ms);
  * - fairness by demand: a process of 1 stream beside one of 31;
  * - a process killed (SIGKILL): what the 3 others pass in the lease after, and in the second after;
- * - a returning process: idle, then 8 streams: its part of its quarter in its first lease and after.
+ * - a returning process: idle, then 8 streams: its part of its quarter in its first lease and after,
+ *   timed from its own first sample (taken as its streams start), sampled every 20 ms;
+ * - fleet classes: the HTB comparison's tree, each class's streams over 3 processes, against HTB.
  *
  * Beside the aggregate, a baseline: 4 processes each with a group of its own at a quarter of the
  * rate (no store), run right after on the same machine: what the machine itself lets through.
@@ -39,10 +41,24 @@ interface Worker {
   go(): void;
 }
 
-function spawnWorker(
-  key: string,
-  options: { rate: number; lease: number; streams: number; localRate?: number | undefined },
-): Worker {
+interface ClassSpec {
+  key: string;
+  guaranteed: number;
+  weight: number;
+  rate?: number;
+  streams: number;
+}
+
+interface WorkerOptions {
+  rate: number;
+  lease: number;
+  streams: number;
+  localRate?: number | undefined;
+  sampleMs?: number;
+  classes?: ClassSpec[] | undefined;
+}
+
+function spawnWorker(key: string, options: WorkerOptions): Worker {
   const p = spawn(process.execPath, [childBundle, String(port), key, JSON.stringify(options)], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -88,13 +104,14 @@ function jain(xs: readonly number[]): number {
 
 async function fleet(
   count: number,
-  options: { rate: number; lease: number; streams: number | number[]; localRate?: number | undefined },
+  options: Omit<WorkerOptions, 'streams' | 'classes'> & { streams: number | number[]; classes?: ClassSpec[][] },
 ) {
   const key = `bw-${process.pid}-${keySeq++}`;
   const ws = Array.from({ length: count }, (_, i) =>
     spawnWorker(key, {
       ...options,
       streams: Array.isArray(options.streams) ? (options.streams[i] as number) : options.streams,
+      classes: options.classes?.[i],
     }),
   );
   for (const w of ws) await w.ready;
@@ -174,14 +191,15 @@ const bench = {
   },
 
   async returning(rate: number, lease: number) {
-    const ws = await fleet(4, { rate, lease, streams: 8 });
+    const ws = await fleet(4, { rate, lease, streams: 8, sampleMs: 20 });
     for (const w of ws.slice(0, 3)) w.go();
     await sleep(2000);
-    const startAt = wall();
     (ws[3] as Worker).go();
     await sleep(1500);
     stop(ws);
     const late = ws[3] as Worker;
+    // timed from its own first sample, taken as its streams start
+    const startAt = (late.samples[0] as Sample).t;
     const quarter = (from: number, to: number) => passed([late], from, to) / ((rate / 4) * ((to - from) / 1000));
     const firstLease = quarter(startAt, startAt + lease);
     const then = quarter(startAt + lease, startAt + lease + 1000);
@@ -190,6 +208,44 @@ const bench = {
       for (const w of ws.slice(0, 3)) othersMin = Math.min(othersMin, passed([w], a, a + 100) / (rate * 0.1));
     }
     return { firstLease, then, othersMin };
+  },
+
+  /** The HTB comparison's tree of fleet classes, each class's streams spread over 3 processes. */
+  async classes(rate: number, lease: number, seconds: number) {
+    const tree = [
+      { key: 'a', guaranteed: MiB, weight: 1 },
+      { key: 'b', guaranteed: 3 * MiB, weight: 3 },
+      { key: 'c', guaranteed: 2 * MiB, weight: 2, rate: 3 * MiB },
+    ];
+    const streams = [
+      [1, 3, 1],
+      [2, 2, 4],
+      [3, 1, 1],
+    ];
+    const classes = streams.map((n) => tree.map((c, i) => ({ ...c, streams: n[i] as number })));
+    const ws = await fleet(3, { rate, lease, streams: 0, classes });
+    const t0 = wall();
+    for (const w of ws) w.go();
+    await sleep(seconds * 1000 + 150);
+    stop(ws);
+    // HTB: each its guarantee, the 2 MiB/s left by weight 1 : 3 : 2 (C below its ceiling)
+    const share = [MiB + (2 * MiB) / 6, 4 * MiB, 2 * MiB + (2 * MiB) / 3];
+    const perSecond: number[][] = [];
+    for (let s = 1; s < seconds; s++) {
+      const from = t0 + s * 1000;
+      perSecond.push(
+        tree.map((_, k) => {
+          let sum = 0;
+          ws.forEach((w, p) => {
+            const counts = streams[p] as number[];
+            const first = counts.slice(0, k).reduce((a, b) => a + b, 0);
+            for (let i = first; i < first + (counts[k] as number); i++) sum += at(w, from + 1000, i) - at(w, from, i);
+          });
+          return sum / (share[k] as number);
+        }),
+      );
+    }
+    return perSecond;
   },
 };
 
@@ -250,7 +306,17 @@ export const fleetBandwidthSection: Section = {
       );
       const r = await bench.returning(rate, 200);
       out.push(
-        `\nA process idle for 2 s beside 3 busy ones, then 8 streams: it passes ${pct(r.firstLease)} of its quarter in its first lease (200 ms) and ${pct(r.then)} in the second after; meanwhile the others' lowest 100 ms window is ${pct(r.othersMin)} of the rate each (a quarter is 25 %).`,
+        `\nA process idle for 2 s beside 3 busy ones, then 8 streams (timed from its own clock as they start, sampled every 20 ms): it passes ${pct(r.firstLease)} of its quarter in its first lease (200 ms) and ${pct(r.then)} in the second after; meanwhile the others' lowest 100 ms window is ${pct(r.othersMin)} of the rate each (a quarter is 25 %).`,
+      );
+      const tree = await bench.classes(8 * MiB, 200, 5);
+      out.push(
+        "\nFleet classes, the HTB comparison's tree at 8 MiB/s (A guaranteed 1 MiB/s weight 1, B 3 MiB/s weight 3, C 2 MiB/s weight 2 ceiling 3 MiB/s), each class's streams over 3 processes (1/2/3, 3/2/1, 1/4/1), each class against its HTB share (1.33, 4, 2.67 MiB/s):\n",
+      );
+      out.push(
+        table(
+          ['second', 'A', 'B', 'C'],
+          tree.map((row, i) => [`s${i + 2}`, ...row.map((x) => pct(x))]),
+        ),
       );
     } finally {
       await server.stop();

@@ -26,12 +26,23 @@
  * its call); a member whose calls stop (a killed process) leaves the split at
  * its expiry, one lease after its last call. Idempotent: a call whose `seq` is
  * not above the member's last changes nothing and grants nothing (a replay), a
- * call run after its `deadlineMs` only gives back.
+ * call run after its `deadlineMs` only gives back. A call may write the
+ * limits (`writeParams`): the last such call to run sets them for every
+ * member, whose next call is split and granted by them.
  */
 
 import { type Clock, checkClock } from '../clock.js';
 import { checkKnownOptions, checkOptions } from '../errors.js';
-import { advance, type BucketParams, type BucketState, charge, credit, msUntil, rewind } from '../meters/bucket.js';
+import {
+  advance,
+  type BucketParams,
+  type BucketState,
+  charge,
+  credit,
+  msUntil,
+  reconfigure,
+  rewind,
+} from '../meters/bucket.js';
 
 /** A fleet bandwidth key's limits, bytes. */
 export interface BandwidthParams {
@@ -51,6 +62,11 @@ export interface BandwidthExchangeOp {
   demand: number;
   /** The most it can use, bytes per second (Infinity: its streams are held back by the cap). */
   capPerSecond: number;
+  /**
+   * The rate it is guaranteed with demand, bytes per second (its parts of its fleet classes'
+   * guarantees): the split gives it this first, the rest by demand. @default 0
+   */
+  floorPerSecond?: number;
   /** Bytes it holds unspent and gives back now. */
   giveBackBytes: number;
   /** Bytes it still holds after the give-back: the grant tops this up to share * lease. */
@@ -59,8 +75,14 @@ export interface BandwidthExchangeOp {
   leaseMs: number;
   /** The store's time after which the caller has given the call up: it then only gives back. */
   deadlineMs?: number;
-  /** The limits to start with if the key has none yet (the stored ones win). */
+  /** The limits to start with if the key has none yet (the stored ones win, unless `writeParams`). */
   params: BandwidthParams;
+  /**
+   * Write `params` as the key's limits (a live change, `setRate`): from this call on the bucket
+   * refills at the new rate and keeps its tokens, capped at the new burst. A replay or a late call
+   * writes nothing.
+   */
+  writeParams?: boolean;
 }
 
 /** Who answered: the store, or the failure policy of a store that could not reach its backend. */
@@ -94,32 +116,42 @@ export interface BandwidthStore {
 export interface MemberDemand {
   demand: number;
   capPerSecond: number;
+  /** Its guaranteed rate (0 or absent: none). */
+  floorPerSecond?: number;
 }
 
 /**
- * `me`'s max-min share of `ratePerSecond` among `members` (`me` among them):
- * members are filled in order of cap per weight; one whose cap is below its
- * weight's part of what is left gets its cap, the others split the rest by
- * weight. 0 for a member without demand. The Lua twin is `fair_share` in
- * ./bandwidth-lua.ts.
+ * `me`'s share of `ratePerSecond` among `members` (`me` among them), as HTB
+ * shares a rate among classes: each member with demand first gets its floor
+ * (at most its cap; floors that add up to more than the rate are scaled down
+ * to it), then the rest by max-min: members are filled in order of the cap
+ * left per weight; one whose cap is below its weight's part of what is left
+ * gets its cap, the others split the rest by weight. 0 for a member without
+ * demand. The Lua twin is `fair_share` in ./bandwidth-lua.ts.
  *
  * @example fairShare(100, [{demand: 1, cap: 10}, {demand: 1, cap: Infinity}], second) === 90
+ * @example fairShare(100, [{demand: 1, cap: Infinity, floor: 60}, {demand: 3, cap: Infinity}], first) === 70
  */
 export function fairShare(ratePerSecond: number, members: readonly MemberDemand[], me: MemberDemand): number {
   if (!(me.demand > 0)) return 0;
-  const busy = members
-    .filter((m) => m.demand > 0)
-    .sort((a, b) => a.capPerSecond / a.demand - b.capPerSecond / b.demand);
-  let rest = ratePerSecond;
+  const busy = members.filter((m) => m.demand > 0);
+  let floors = 0;
+  for (const m of busy) floors += Math.min(m.floorPerSecond ?? 0, m.capPerSecond);
+  const scale = floors > ratePerSecond ? ratePerSecond / floors : 1;
+  const floorOf = (m: MemberDemand) => Math.min(m.floorPerSecond ?? 0, m.capPerSecond) * scale;
+  const capLeft = (m: MemberDemand) => m.capPerSecond - floorOf(m);
+  busy.sort((a, b) => capLeft(a) / a.demand - capLeft(b) / b.demand);
+  let rest = Math.max(0, ratePerSecond - floors * scale);
   let weight = 0;
   for (const m of busy) weight += m.demand;
   for (const m of busy) {
-    if (m.capPerSecond === Number.POSITIVE_INFINITY || m.capPerSecond * weight > rest * m.demand) break;
-    if (m === me) return m.capPerSecond;
-    rest -= m.capPerSecond;
+    const cap = capLeft(m);
+    if (cap === Number.POSITIVE_INFINITY || cap * weight > rest * m.demand) break;
+    if (m === me) return floorOf(me) + cap;
+    rest -= cap;
     weight -= m.demand;
   }
-  return weight > 0 ? (rest * me.demand) / weight : 0;
+  return floorOf(me) + (weight > 0 ? (rest * me.demand) / weight : 0);
 }
 
 /** The bytes a member of share `sharePerSecond` holds at most: one lease of its share, at least 1 KiB. */
@@ -166,12 +198,18 @@ export class MemoryBandwidthStore implements BandwidthStore {
       this.#keys.set(op.key, state);
     }
     rewind(state.bucket, nowMs);
-    const bucket: BucketParams = { ratePerSecond: state.params.ratePerSecond, burst: state.params.burst };
+    let bucket: BucketParams = { ratePerSecond: state.params.ratePerSecond, burst: state.params.burst };
     advance(state.bucket, bucket, nowMs);
     for (const [id, m] of state.members) if (m.expiresAtMs <= nowMs) state.members.delete(id);
     const known = state.members.get(op.member);
     const replay = known !== undefined && op.seq <= known.seq;
     const late = op.deadlineMs !== undefined && nowMs > op.deadlineMs;
+    if (op.writeParams === true && !replay && !late) {
+      state.params = { ...op.params };
+      const next = { ratePerSecond: op.params.ratePerSecond, burst: op.params.burst };
+      reconfigure(state.bucket, bucket, nowMs, next);
+      bucket = next;
+    }
     let grantedBytes = 0;
     let sharePerSecond = 0;
     let retryMs = 0;
@@ -181,6 +219,7 @@ export class MemoryBandwidthStore implements BandwidthStore {
         const me: MemberState = {
           demand: op.demand,
           capPerSecond: op.capPerSecond,
+          floorPerSecond: op.floorPerSecond ?? 0,
           seq: op.seq,
           expiresAtMs: nowMs + op.leaseMs,
         };

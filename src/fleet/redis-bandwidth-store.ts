@@ -174,7 +174,7 @@ export class RedisBandwidthStore extends EventEmitter<StoreEvents> implements Ba
     if (!this.#health.usable) return this.#byPolicy(op);
     const sentAt = this.#clock.now();
     const offset = this.#offsetMs;
-    const d = this.#known.get(op.key) ?? op.params;
+    const d = op.writeParams === true ? op.params : (this.#known.get(op.key) ?? op.params);
     // After this (Redis's time) the call is given up here: run later, it only gives back.
     const deadline = op.deadlineMs ?? (offset === undefined ? undefined : sentAt + offset + this.timeoutMs);
     const args = [
@@ -189,6 +189,8 @@ export class RedisBandwidthStore extends EventEmitter<StoreEvents> implements Ba
       String(op.giveBackBytes),
       String(op.heldBytes),
       String(op.leaseMs),
+      op.writeParams === true ? '1' : '',
+      String(op.floorPerSecond ?? 0),
     ];
     let n: number[];
     try {
@@ -221,7 +223,7 @@ export class RedisBandwidthStore extends EventEmitter<StoreEvents> implements Ba
   /** The policy's answer: nothing (`'deny'`), or a lease of this process's part of the rate. */
   #byPolicy(op: BandwidthExchangeOp): BandwidthLease {
     this.stats.byPolicy++;
-    const params = this.#known.get(op.key) ?? op.params;
+    const params = op.writeParams === true ? op.params : (this.#known.get(op.key) ?? op.params);
     const workers = this.policy === 'local' ? this.expectedWorkers : 1;
     const share = this.policy === 'deny' || !(op.demand > 0) ? 0 : params.ratePerSecond / workers;
     const grantedBytes = Math.max(0, leaseBytes(share, op.leaseMs) - op.heldBytes);

@@ -14,16 +14,31 @@
  * once more when its streams go idle (giving back its balance), and when the
  * store said the bucket would hold the rest (`retryMs`).
  *
+ * A fleet class (a subgroup with a `key`, group.ts) has a link of its own on
+ * its own key: its bucket leases the class's ceiling the same way, and its
+ * answers give this process's part of the class's streams. The root's link
+ * then reports each busy class as its weight and guarantee times that part
+ * (the store gives guarantees first, the rest by weight), and gives the
+ * classes the same parts in this process's tree ({@link FleetLink.applyClasses}).
+ *
+ * The limits are the store's: every answer brings them, and {@link
+ * FleetLink.params} follows. A live change (`setRate`, `setBurst`) is written
+ * by this process's next call, and again by each call until an answer from
+ * the store shows it (a call given up on, or answered by the failure policy,
+ * wrote nothing); the others learn it at their next call, within one lease.
+ *
  * Invariants: a byte passes only against a lease, within one lease of the
  * call that granted it (timed from the send, so never later than the store
- * thinks); at most one exchange is in flight; an idle group holds no timer
- * and no balance; a destroyed group gives its balance back and calls no more.
+ * thinks); at most one exchange is in flight; an idle group holds no balance,
+ * and no timer unless a change of the limits is still to be written; a
+ * destroyed group gives its balance back and calls no more.
  */
 
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import type { BandwidthLease, BandwidthParams, BandwidthSource, BandwidthStore } from '../fleet/bandwidth-store.js';
 import { ByteMeter } from '../meters/byte-meter.js';
+import type { MemberPort } from './link.js';
 import type { ClassNode } from './node.js';
 import { defaultGroupBurstBytes, minBurstBytes } from './pacing.js';
 
@@ -140,7 +155,28 @@ export interface FleetLinkOptions {
   leaseMs: number;
   params: BandwidthParams;
   clock: Clock;
+  /** A fleet class's: the fleet group's link, told after each of the class's answers. */
+  root?: FleetLink;
 }
+
+/**
+ * A fleet class of a fleet group (group.ts registers it with the root's link):
+ * its link and class, and its guarantee and weight among the fleet group's
+ * children, as given (the same in every process).
+ */
+export interface FleetClass {
+  readonly link: FleetLink;
+  readonly node: ClassNode;
+  /** Its guaranteed rate fleet-wide, bytes per second (0: none). */
+  guaranteedPerSecond: number;
+  weight: number;
+}
+
+/** The least part of a class's demand a process is counted for while it has streams in it (a weight must be above 0). */
+const MIN_FRACTION = 1e-3;
+
+/** Local guarantees stay this much below the rate they share (sums of floats). */
+const GUARANTEE_ROOM = 1 - 1e-6;
 
 /** One root group's exchanges with its store; see the file's opening comment. */
 export class FleetLink implements FleetGroupState {
@@ -148,9 +184,13 @@ export class FleetLink implements FleetGroupState {
   readonly member = randomUUID();
   readonly leaseMs: number;
   readonly meter: LeasedMeter;
-  readonly #store: BandwidthStore;
-  /** The fleet's limits, as this process gave them (the store keeps the first caller's). */
-  readonly params: BandwidthParams;
+  readonly store: BandwidthStore;
+  /** The fleet's limits: the store's, as its last answer gave them (before one, or while a change is written, this process's). */
+  params: BandwidthParams;
+  /** Called when the store's answer changes {@link params} (another process changed them; the group's numbers follow). */
+  onParams: (params: BandwidthParams) => void = () => {};
+  /** {@link params} are to be written to the store: a change not yet seen in an answer. */
+  #writing = false;
   readonly #clock: Clock;
   #node: ClassNode | undefined;
   #seq = 0;
@@ -174,11 +214,17 @@ export class FleetLink implements FleetGroupState {
   source: BandwidthSource | undefined;
   members = 0;
   demand = 0;
+  /** A fleet group's classes (empty for a class's link). */
+  readonly classes = new Set<FleetClass>();
+  readonly #root: FleetLink | undefined;
+  /** A class's link: this process's part of the class's demand, as its last answer from the store gave it (1 before one). */
+  fraction = 1;
 
   constructor(options: FleetLinkOptions) {
+    this.#root = options.root;
     this.key = options.key;
     this.leaseMs = options.leaseMs;
-    this.#store = options.store;
+    this.store = options.store;
     this.params = options.params;
     this.#clock = options.clock;
     // Until the first answer, paced at the fleet's rate with a group's burst (it holds no lease yet).
@@ -194,6 +240,18 @@ export class FleetLink implements FleetGroupState {
   /** The root class this link feeds (set once, right after the class is made). */
   attach(node: ClassNode): void {
     this.#node = node;
+  }
+
+  /**
+   * A live change of the fleet's limits: this process's next call writes them (now, or as soon as
+   * the call in flight is answered); calls write them again until the store's answer shows them.
+   */
+  setParams(params: BandwidthParams): void {
+    this.params = { ...params };
+    this.#writing = true;
+    if (this.#closed) return;
+    if (this.#inFlight) this.#again = true;
+    else this.#send(false);
   }
 
   /** The group is destroyed: no more calls, the balance goes back. */
@@ -261,7 +319,8 @@ export class FleetLink implements FleetGroupState {
       meter.limited || elapsedMs === Number.POSITIVE_INFINITY
         ? { ms: 0, bytes: 0 }
         : { ms: elapsedMs, bytes: meter.spentBytes };
-    const demand = busy ? (this.#node as ClassNode).streams : 0;
+    const demand = busy ? this.#demandOf(this.#node as ClassNode) : 0;
+    const floorPerSecond = busy ? this.#floor() : 0;
     const giveBackBytes = (busy ? 0 : balance) + meter.voidedBytes;
     meter.voidedBytes = 0;
     if (!busy) meter.balanceBytes = 0;
@@ -272,25 +331,77 @@ export class FleetLink implements FleetGroupState {
     this.#lastSentMs = nowMs;
     this.#registered = busy;
     this.exchanges++;
-    this.#store
+    this.store
       .exchange({
         key: this.key,
         member: this.member,
         seq: ++this.#seq,
         demand,
         capPerSecond,
+        floorPerSecond,
         giveBackBytes,
         heldBytes: busy ? balance : 0,
         leaseMs: this.leaseMs,
         params: this.params,
+        writeParams: this.#writing,
       })
       .then(
-        (lease) => this.#answered(lease, nowMs, busy),
-        () => this.#answered(undefined, nowMs, busy),
+        (lease) => this.#answered(lease, nowMs, busy, demand),
+        () => this.#answered(undefined, nowMs, busy, demand),
       );
   }
 
-  #answered(lease: BandwidthLease | undefined, sentAtMs: number, busy: boolean): void {
+  /**
+   * The demand this process reports: its streams, except that a fleet class
+   * counts as its weight times this process's part of the class's demand, as
+   * a class counts by its weight among its siblings in one tree.
+   */
+  #demandOf(node: ClassNode): number {
+    let demand = node.streams;
+    for (const c of this.classes) {
+      if (c.node.streams > 0) demand += c.weight * Math.max(MIN_FRACTION, c.link.fraction) - c.node.streams;
+    }
+    return demand;
+  }
+
+  /** This process's floor: its parts of its busy fleet classes' guarantees. */
+  #floor(): number {
+    let floor = 0;
+    for (const c of this.classes) if (c.node.streams > 0) floor += c.guaranteedPerSecond * c.link.fraction;
+    return floor;
+  }
+
+  /**
+   * A fleet group's classes get, in this process's tree, their parts of
+   * their guarantees and weights (the fleet's split gave this process their
+   * sum): guarantees scaled down, if need be, to fit the share the tree runs
+   * at now, and lowered before any is raised, so that no step passes it.
+   */
+  applyClasses(): void {
+    const node = this.#node;
+    if (node === undefined || this.classes.size === 0 || node.destroyed) return;
+    let fleetGuarantees = 0;
+    let wanted = 0;
+    for (const c of this.classes) {
+      fleetGuarantees += (c.node.port as MemberPort).guaranteedPerSecond;
+      if (c.node.streams > 0) wanted += c.guaranteedPerSecond * c.link.fraction;
+    }
+    const room = Math.max(0, node.ceilingPerSecond() * GUARANTEE_ROOM - (node.guarantees.children - fleetGuarantees));
+    const scale = wanted > room ? room / wanted : 1;
+    const changes: { c: FleetClass; weight: number; guaranteed: number; delta: number }[] = [];
+    for (const c of this.classes) {
+      if (c.node.destroyed) continue;
+      const busy = c.node.streams > 0;
+      const fraction = busy ? Math.max(MIN_FRACTION, c.link.fraction) : 1;
+      const own = busy ? c.guaranteedPerSecond * c.link.fraction * scale : 0;
+      const guaranteed = Math.min(own, c.node.ceilingPerSecond() * GUARANTEE_ROOM);
+      changes.push({ c, weight: c.weight * fraction, guaranteed, delta: guaranteed - c.node.guarantees.own });
+    }
+    changes.sort((a, b) => a.delta - b.delta);
+    for (const { c, weight, guaranteed } of changes) c.node.setShare(weight, guaranteed);
+  }
+
+  #answered(lease: BandwidthLease | undefined, sentAtMs: number, busy: boolean, demandSent: number): void {
     this.#inFlight = false;
     if (this.#closed) return;
     const nowMs = this.#clock.now();
@@ -299,6 +410,10 @@ export class FleetLink implements FleetGroupState {
       this.source = lease.source;
       this.members = lease.members;
       this.demand = lease.demand;
+      if (lease.source === 'store') {
+        this.#storeParams(lease.params);
+        this.fraction = demandSent > 0 && lease.demand > 0 ? Math.min(1, demandSent / lease.demand) : 1;
+      }
       if (busy && lease.grantedBytes > 0) {
         meter.balanceBytes = meter.balanceAt(nowMs) + lease.grantedBytes;
         meter.validUntilMs = sentAtMs + this.leaseMs;
@@ -307,7 +422,8 @@ export class FleetLink implements FleetGroupState {
       if (lease.sharePerSecond > 0) this.#setShare(nowMs, lease.sharePerSecond);
     }
     const node = this.#node;
-    node?.pacer.replan();
+    (this.#root ?? this).applyClasses();
+    node?.refilled();
     if (this.#again || (busy && meter.balanceAt(nowMs) < meter.lowBytes && lease?.retryMs === 0)) {
       this.#arm(MIN_GAP_MS);
     } else if (busy) {
@@ -318,7 +434,21 @@ export class FleetLink implements FleetGroupState {
       } else this.#arm(this.leaseMs * TICK_OF_LEASE);
     } else if (node !== undefined && node.streams > 0 && (meter.limited || node.ring.size > 0)) {
       this.#arm(MIN_GAP_MS); // work came while the idle call was out
+    } else if (this.#writing) {
+      this.#arm(this.leaseMs); // a change the store has not shown yet: write it again
     }
+  }
+
+  /** The store's limits: a change being written ends when they show it; else they are the fleet's. */
+  #storeParams(params: BandwidthParams): void {
+    const same = params.ratePerSecond === this.params.ratePerSecond && params.burst === this.params.burst;
+    if (this.#writing) {
+      if (same) this.#writing = false;
+      return;
+    }
+    if (same) return;
+    this.params = { ...params };
+    this.onParams(this.params);
   }
 
   /** The local bucket paces at the share; its burst fits the root's pieces. */

@@ -21,7 +21,7 @@
 
 import { type Clock, systemClock } from '../clock.js';
 import { checkKnownOptions, InvalidOptionError, InvalidRateError, NotSupportedError } from '../errors.js';
-import type { BandwidthStore } from '../fleet/bandwidth-store.js';
+import type { BandwidthParams, BandwidthStore } from '../fleet/bandwidth-store.js';
 import {
   type DurationInput,
   describeBytes,
@@ -32,7 +32,8 @@ import {
   type SizeInput,
 } from '../units.js';
 import type { ThrottleCounters } from './counters.js';
-import { DEFAULT_LEASE_MS, type FleetGroupState, FleetLink } from './fleet-link.js';
+import { DEFAULT_LEASE_MS, type FleetClass, type FleetGroupState, FleetLink } from './fleet-link.js';
+import { checkSum } from './guarantees.js';
 import { type GroupHandle, type GroupLink, kJoin, type MemberPort } from './link.js';
 import { ClassNode, type ClassNumbers } from './node.js';
 import { checkBurst, checkBurstLimit, checkRateLimit, defaultGroupBurstBytes, defaultQuantumBytes } from './pacing.js';
@@ -117,6 +118,15 @@ export interface ThrottleSubgroupOptions {
    * @default none
    */
   guaranteed?: RateInput;
+  /**
+   * On a subgroup of a fleet group (a root with a `store`): the class's name among the fleet's
+   * processes, which makes it a fleet class. Its `rate` is then one ceiling for its streams in
+   * every process, leased from the store under the fleet group's key as the root's rate is, and
+   * its `guaranteed` and `weight` hold among the fleet group's classes across the processes, as
+   * in one tree (docs/fleets.md). Give a class the same options in every process.
+   * @default none: a subgroup of a fleet group is this process's, with a `weight` only
+   */
+  key?: string;
 }
 
 /** Options for {@link ThrottleGroup.throttle}: a member's own cap, weight and guarantee (all optional) and stream options. */
@@ -150,6 +160,10 @@ export class ThrottleGroup implements GroupHandle {
   readonly #node: ClassNode;
   readonly #parent: ThrottleGroup | undefined;
   readonly #fleet: FleetLink | undefined;
+  /** A fleet class's guarantee and weight as given (its node's are this process's parts of them). */
+  #fleetClass: FleetClass | undefined;
+  /** A fleet group's classes without a rate of their own: their ceiling follows the fleet's rate and burst. */
+  readonly #followers = new Set<ThrottleGroup>();
 
   constructor(options: ThrottleGroupOptions | (ThrottleSubgroupOptions & { parent: ThrottleGroup })) {
     if (options === null || typeof options !== 'object') {
@@ -183,7 +197,13 @@ export class ThrottleGroup implements GroupHandle {
       this.#parent = undefined;
       this.#fleet = fleetLink(root, numbers, clock);
       this.#node = new ClassNode(this, numbers, undefined, clock, 1, 0, this.#fleet?.meter);
-      this.#fleet?.attach(this.#node);
+      const fleet = this.#fleet;
+      if (fleet !== undefined) {
+        fleet.attach(this.#node);
+        fleet.onParams = (params) => this.#fleetParams(params);
+        this.#node.onDestroyed = () => fleet.close();
+        this.#node.memberGuaranteeError = perProcess;
+      }
       return;
     }
     if (!(parent instanceof ThrottleGroup)) {
@@ -193,7 +213,7 @@ export class ThrottleGroup implements GroupHandle {
     if (sub.clock !== undefined) {
       throw new InvalidOptionError('clock', sub.clock, "a subgroup uses its root's clock: pass `clock` to the root");
     }
-    for (const key of ['store', 'key', 'lease'] as const) {
+    for (const key of ['store', 'lease'] as const) {
       if ((options as ThrottleGroupOptions)[key] !== undefined) {
         throw new InvalidOptionError(
           key,
@@ -204,19 +224,56 @@ export class ThrottleGroup implements GroupHandle {
     }
     let root: ThrottleGroup = parent;
     while (root.#parent !== undefined) root = root.#parent;
-    if (root.#fleet !== undefined && (sub.rate !== undefined || sub.guaranteed !== undefined)) {
-      throw new NotSupportedError(
-        "a subgroup's `rate` and `guaranteed` in a fleet group would hold per process, not fleet-wide: give it a `weight` only, or use a group of its own on the store",
-      );
-    }
-    this.#fleet = undefined;
+    const rootFleet = root.#fleet;
+    checkFleetClass(sub, rootFleet, parent === root);
     const parentNode = parent.#node;
-    const numbers = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode);
     const weight = sub.weight === undefined ? 1 : parseWeight(sub.weight);
     const guaranteed = sub.guaranteed === undefined ? 0 : parseGuaranteed(sub.guaranteed);
-    checkGuaranteedBelow(guaranteed, numbers.ratePerSecond ?? parentNode.ceilingPerSecond(), sub.guaranteed);
-    const node = new ClassNode(this, numbers, parentNode, parentNode.clock, weight, guaranteed);
+    if (sub.key === undefined || rootFleet === undefined) {
+      const numbers = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode);
+      checkGuaranteedBelow(guaranteed, numbers.ratePerSecond ?? parentNode.ceilingPerSecond(), sub.guaranteed);
+      const node = new ClassNode(this, numbers, parentNode, parentNode.clock, weight, guaranteed);
+      parentNode.adopt(node.port as MemberPort, node);
+      this.#fleet = undefined;
+      this.#parent = parent;
+      this.#node = node;
+      return;
+    }
+    // A fleet class: its rate (the fleet's without one of its own) is leased from its own key,
+    // under the fleet group's; its guarantee and weight hold among the fleet group's classes.
+    const { leaseMs } = rootFleet;
+    const own = classNumbers(sub.rate, sub.burst, parseQuantum(sub.quantum), false, parentNode, leaseMs);
+    const numbers =
+      own.ratePerSecond === undefined
+        ? classNumbers(rootFleet.params.ratePerSecond, rootFleet.params.burst, own.quantumExplicit, true, parentNode)
+        : own;
+    const ratePerSecond = numbers.ratePerSecond as number;
+    checkGuaranteedBelow(guaranteed, ratePerSecond, sub.guaranteed);
+    let guarantees = guaranteed;
+    for (const c of rootFleet.classes) guarantees += c.guaranteedPerSecond;
+    checkSum(guarantees, rootFleet.params.ratePerSecond, 'guaranteed', sub.guaranteed);
+    const link = new FleetLink({
+      store: rootFleet.store,
+      key: `${rootFleet.key}/${sub.key}`,
+      leaseMs,
+      params: { ratePerSecond, burst: numbers.capacityBytes as number },
+      clock: parentNode.clock,
+      root: rootFleet,
+    });
+    const node = new ClassNode(this, numbers, parentNode, parentNode.clock, weight, 0, link.meter);
+    link.attach(node);
+    link.onParams = (params) => this.#fleetParams(params);
+    const fleetClass: FleetClass = { link, node, guaranteedPerSecond: guaranteed, weight };
+    if (own.ratePerSecond === undefined) root.#followers.add(this);
+    node.onDestroyed = () => {
+      rootFleet.classes.delete(fleetClass);
+      root.#followers.delete(this);
+      link.close();
+    };
     parentNode.adopt(node.port as MemberPort, node);
+    rootFleet.classes.add(fleetClass);
+    this.#fleet = link;
+    this.#fleetClass = fleetClass;
     this.#parent = parent;
     this.#node = node;
   }
@@ -262,15 +319,15 @@ export class ThrottleGroup implements GroupHandle {
 
   /** Its weight among its siblings (1 for a root). */
   get weight(): number {
-    return this.#node.port?.weight ?? 1;
+    return this.#fleetClass?.weight ?? this.#node.port?.weight ?? 1;
   }
 
-  /** Its own guaranteed rate, bytes per second (0: none). */
+  /** Its own guaranteed rate, bytes per second (0: none); a fleet class's, fleet-wide. */
   get guaranteed(): number {
-    return this.#node.guarantees.own;
+    return this.#fleetClass?.guaranteedPerSecond ?? this.#node.guarantees.own;
   }
 
-  /** A fleet group's link to its store, as the last exchange left it (undefined without a `store`). */
+  /** A fleet group's or a fleet class's link to its store, as the last exchange left it (undefined for any other group). */
   get fleet(): FleetGroupState | undefined {
     return this.#fleet;
   }
@@ -324,7 +381,6 @@ export class ThrottleGroup implements GroupHandle {
    */
   destroy(error?: Error): void {
     this.#node.destroy(error);
-    this.#fleet?.close();
   }
 
   /**
@@ -334,25 +390,33 @@ export class ThrottleGroup implements GroupHandle {
    * change). A default burst and quantum follow the new rate; an explicit
    * burst too small for it throws `BurstTooSmallError`, and a rate below the
    * guarantees it holds throws `InvalidOptionError`; either changes nothing.
-   * On a subgroup without a rate of its own, this sets its ceiling.
+   * On a subgroup without a rate of its own, this sets its ceiling. On a
+   * fleet group the limits are the store's: this process writes them with its
+   * next call, at once, and every process paces by them from its own next
+   * call, within one lease.
    */
   setRate(rate: RateInput): void {
-    this.#notFleet('setRate()');
+    if (this.#perProcess()) throw perProcess();
     const node = this.#node;
     const current = node.numbers;
     const burst = current.burstExplicit ? current.capacityBytes : undefined;
-    const numbers = classNumbers(rate, burst, current.quantumExplicit, current.burstExplicit, node.parent);
+    const leaseMs = this.#fleet?.leaseMs;
+    const numbers = classNumbers(rate, burst, current.quantumExplicit, current.burstExplicit, node.parent, leaseMs);
     node.checkRate(numbers.ratePerSecond as number, 'rate', rate);
-    node.reconfigure(numbers);
+    // fleet-wide guarantees: a fleet group's classes' together, a fleet class's own
+    let guarantees = this.#fleetClass?.guaranteedPerSecond ?? 0;
+    if (this.#parent === undefined) for (const c of this.#fleet?.classes ?? []) guarantees += c.guaranteedPerSecond;
+    checkSum(guarantees, numbers.ratePerSecond as number, 'rate', rate);
+    this.#reconfigure(numbers);
   }
 
   /**
    * Changes this group's burst from the next piece on; tokens above a smaller
    * burst are dropped. Throws `BurstTooSmallError` (and changes nothing) if it
-   * cannot sustain the rate.
+   * cannot sustain the rate. On a fleet group, fleet-wide (as {@link setRate}).
    */
   setBurst(burst: SizeInput): void {
-    this.#notFleet('setBurst()');
+    if (this.#perProcess()) throw perProcess();
     const node = this.#node;
     const current = node.numbers;
     if (current.ratePerSecond === undefined) {
@@ -362,13 +426,60 @@ export class ThrottleGroup implements GroupHandle {
         "this subgroup has no rate of its own: call setRate() first, or change its parent's burst",
       );
     }
-    node.reconfigure(classNumbers(current.ratePerSecond, burst, current.quantumExplicit, true, node.parent));
+    this.#reconfigure(classNumbers(current.ratePerSecond, burst, current.quantumExplicit, true, node.parent));
+  }
+
+  /** New numbers, checked: a fleet root's go to the store (its bucket paces at its share), a class's to its bucket. */
+  #reconfigure(numbers: ClassNumbers): void {
+    const fleet = this.#fleet;
+    if (fleet === undefined) {
+      this.#node.reconfigure(numbers);
+      return;
+    }
+    this.#node.renumber(numbers);
+    const params = { ratePerSecond: numbers.ratePerSecond as number, burst: numbers.capacityBytes as number };
+    fleet.setParams(params);
+    if (this.#parent === undefined) this.#lead(params);
+    else this.#root().#followers.delete(this); // a rate of its own now
+  }
+
+  /** A fleet group's limits changed: its classes without a rate of their own take them as their ceiling. */
+  #lead(params: BandwidthParams): void {
+    for (const follower of this.#followers) {
+      const link = follower.#fleet as FleetLink;
+      if (link.params.ratePerSecond === params.ratePerSecond && link.params.burst === params.burst) continue;
+      const { quantumExplicit } = follower.#node.numbers;
+      follower.#node.renumber(
+        classNumbers(params.ratePerSecond, params.burst, quantumExplicit, true, follower.#node.parent),
+      );
+      link.setParams(params);
+    }
+  }
+
+  /** A fleet root's limits changed (here, or in the store by another process): its numbers follow. */
+  #fleetParams(params: BandwidthParams): void {
+    const current = this.#node.numbers;
+    const { quantumExplicit } = current;
+    this.#node.renumber({
+      ratePerSecond: params.ratePerSecond,
+      capacityBytes: params.burst,
+      burstExplicit: current.burstExplicit,
+      quantumExplicit,
+      quantumBytes: quantumExplicit ?? defaultQuantumBytes(params.ratePerSecond, params.burst),
+    });
+    if (this.#parent === undefined) this.#lead(params);
   }
 
   /** Changes a subgroup's weight from its next turn on (`InvalidOptionError` for a root, or a weight not above 0). */
   setWeight(weight: number): void {
     const node = this.#subgroup('weight', weight);
-    node.setShare(parseWeight(weight), node.guarantees.own);
+    const fleetClass = this.#fleetClass;
+    if (fleetClass === undefined) {
+      node.setShare(parseWeight(weight), node.guarantees.own);
+      return;
+    }
+    fleetClass.weight = parseWeight(weight);
+    this.#root().#fleet?.applyClasses();
   }
 
   /**
@@ -378,28 +489,75 @@ export class ThrottleGroup implements GroupHandle {
    */
   setGuaranteed(guaranteed: RateInput): void {
     const node = this.#subgroup('guaranteed', guaranteed);
-    node.setShare(node.port?.weight ?? 1, parseGuaranteed(guaranteed));
-  }
-
-  #notFleet(what: string): void {
-    if (this.#fleet !== undefined) {
-      throw new NotSupportedError(
-        `${what} on a fleet group would change one process's pace, not the fleet's limits: the limits are the store's`,
-      );
+    const fleetClass = this.#fleetClass;
+    if (fleetClass === undefined) {
+      node.setShare(node.port?.weight ?? 1, parseGuaranteed(guaranteed));
+      return;
     }
+    const rootFleet = this.#root().#fleet as FleetLink;
+    const perSecond = parseGuaranteed(guaranteed);
+    checkGuaranteedBelow(perSecond, (this.#fleet as FleetLink).params.ratePerSecond, guaranteed);
+    let sum = perSecond;
+    for (const c of rootFleet.classes) if (c !== fleetClass) sum += c.guaranteedPerSecond;
+    checkSum(sum, rootFleet.params.ratePerSecond, 'guaranteed', guaranteed);
+    fleetClass.guaranteedPerSecond = perSecond;
+    rootFleet.applyClasses();
   }
 
   #subgroup(option: string, value: unknown): ClassNode {
     if (this.#parent === undefined) {
       throw new InvalidOptionError(option, value, `${option} is a share in a parent group: a root group has none`);
     }
+    if (option === 'guaranteed' && this.#perProcess()) throw perProcess();
     return this.#node;
+  }
+
+  /** A class of a fleet group that is not a fleet class: its own rate or guarantee would hold per process. */
+  #perProcess(): boolean {
+    return this.#fleet === undefined && this.#root().#fleet !== undefined;
+  }
+
+  #root(): ThrottleGroup {
+    let root: ThrottleGroup = this;
+    while (root.#parent !== undefined) root = root.#parent;
+    return root;
   }
 
   /** @internal A new member hands over its port. */
   [kJoin](port: MemberPort): GroupLink {
     this.#node.adopt(port);
     return this.#node.link;
+  }
+}
+
+/** The refusal of a limit that, in a fleet group, would hold in each process rather than for the fleet. */
+function perProcess(): NotSupportedError {
+  return new NotSupportedError(
+    "a `rate` or `guaranteed` in a fleet group holds fleet-wide only on a fleet class, a subgroup of the fleet group with a `key` (its name in the store); a member's `guaranteed` would hold per process: give the subgroup a `key`, or a `weight` only, and put a stream that needs a guarantee in a fleet class",
+  );
+}
+
+/** Checks a subgroup's fleet options: `key` only on a subgroup of a fleet group itself; a `rate` or `guaranteed` without it is refused there. */
+function checkFleetClass(sub: ThrottleSubgroupOptions, rootFleet: FleetLink | undefined, ofRoot: boolean): void {
+  const { key } = sub;
+  if (key !== undefined) {
+    if (rootFleet === undefined || !ofRoot) {
+      throw new InvalidOptionError(
+        'key',
+        key,
+        'a subgroup takes a `key` as a class of a fleet group (a root with a `store`), directly below it',
+      );
+    }
+    if (typeof key !== 'string' || key.length === 0) {
+      throw new InvalidOptionError(
+        'key',
+        key,
+        "expected a fleet class's `key` to be a non-empty string, as in `key: 'tenant-a'`",
+      );
+    }
+  }
+  if (rootFleet !== undefined && key === undefined && (sub.rate !== undefined || sub.guaranteed !== undefined)) {
+    throw perProcess();
   }
 }
 

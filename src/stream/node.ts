@@ -177,6 +177,8 @@ export class ClassNode implements ServedClass {
     if (this.destroyed) {
       throw new ClosedError('this ThrottleGroup was destroyed: it takes no new members or subgroups');
     }
+    const refusal = this.root.memberGuaranteeError;
+    if (subgroup === undefined && port.guaranteedPerSecond > 0 && refusal !== undefined) throw refusal();
     this.guarantees.check(port.guaranteedPerSecond, 'guaranteed', port.guaranteedPerSecond);
     this.#children.add(port);
     this.#childrenWeight += port.weight;
@@ -324,6 +326,8 @@ export class ClassNode implements ServedClass {
 
   /** A member's weight or guarantee changes: checked against every rate above it first. */
   reweigh(port: MemberPort, weight: number, guaranteedPerSecond: number): void {
+    const refusal = this.root.memberGuaranteeError;
+    if (guaranteedPerSecond > 0 && refusal !== undefined && this.members.has(port)) throw refusal();
     const delta = guaranteedPerSecond - port.guaranteedPerSecond;
     if (delta > 0) this.guarantees.check(delta, 'guaranteed', guaranteedPerSecond);
     if (port.inRing) this.ring.reweigh(weight - port.weight, delta);
@@ -364,15 +368,30 @@ export class ClassNode implements ServedClass {
       if (this.meter === undefined) this.meter = new ByteMeter(params.ratePerSecond, params.burstBytes, nowMs);
       else this.meter.reconfigure(nowMs, params);
     }
+    this.renumber(numbers);
+  }
+
+  /** New numbers for this class, its bucket left as it is (a fleet root's is paced at its share by its link). */
+  renumber(numbers: ClassNumbers): void {
     this.numbers = numbers;
     if (this.parent === undefined) this.pacer.updatePieces();
-    else if (this.pacer.asleep(this)) {
-      // Asleep on the old numbers: plan again.
+    this.refilled();
+  }
+
+  /** Its bucket changed from outside the tree (new numbers, a fleet class's lease): a class asleep on it plans again. */
+  refilled(): void {
+    if (this.parent !== undefined && this.pacer.asleep(this)) {
       this.pacer.unsleep(this);
       this.wake();
     }
     this.pacer.replan();
   }
+
+  /** Called once, when the class is destroyed (a fleet class's link gives its balance back). */
+  onDestroyed: () => void = () => {};
+
+  /** The root's: the error for a member's guarantee, where one would hold per process only (a fleet group's tree). */
+  memberGuaranteeError: (() => Error) | undefined;
 
   // ---- serving ----
 
@@ -482,6 +501,7 @@ export class ClassNode implements ServedClass {
     this.destroyAll(error);
     for (const sub of [...this.subgroups]) sub.destroy(error);
     this.destroyed = true;
+    this.onDestroyed();
     this.pacer.unsleep(this);
     const parent = this.parent;
     const port = this.port;

@@ -4,6 +4,8 @@
  * late calls; the failure policies; and two fleet groups sharing one cap through Redis in real time.
  */
 
+import { Readable, Writable } from 'node:stream';
+import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -14,10 +16,12 @@ import {
 } from '../../src/fleet/bandwidth-store.js';
 import { RedisBandwidthStore } from '../../src/fleet/redis-bandwidth-store.js';
 import { ThrottleGroup } from '../../src/stream/group.js';
+import type { Throttle } from '../../src/stream/throttle.js';
 import { type RedisServer, startRedis } from '../helpers/redis-server.js';
 
 const KiB = 1024;
 const params = { ratePerSecond: 100 * KiB, burst: 40 * KiB };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let server: RedisServer;
 const clients: Redis[] = [];
 beforeAll(async () => {
@@ -106,10 +110,69 @@ describe('fairShare: max-min by demand', () => {
       me: 0,
       share: 0,
     },
+    // floors first, the rest by demand
+    {
+      rate: 100,
+      members: [
+        [1, Infinity, 60],
+        [3, Infinity],
+      ],
+      me: 0,
+      share: 70,
+    },
+    {
+      rate: 100,
+      members: [
+        [1, Infinity, 60],
+        [3, Infinity],
+      ],
+      me: 1,
+      share: 30,
+    },
+    // a floor above the cap counts as the cap; the cap left is shared max-min
+    {
+      rate: 100,
+      members: [
+        [1, 20, 50],
+        [1, Infinity, 10],
+      ],
+      me: 1,
+      share: 80,
+    },
+    {
+      rate: 100,
+      members: [
+        [1, 30, 10],
+        [1, Infinity],
+      ],
+      me: 0,
+      share: 30,
+    },
+    // floors above the rate are scaled down to it
+    {
+      rate: 100,
+      members: [
+        [1, Infinity, 150],
+        [1, Infinity, 50],
+      ],
+      me: 0,
+      share: 75,
+    },
+    // a floor without demand counts for nothing
+    {
+      rate: 100,
+      members: [
+        [0, Infinity, 80],
+        [1, Infinity],
+      ],
+      me: 1,
+      share: 100,
+    },
   ])('$rate among $members: member $me gets $share', ({ rate, members, me, share }) => {
-    const list = members.map(([demand, capPerSecond]) => ({
+    const list = members.map(([demand, capPerSecond, floorPerSecond]) => ({
       demand: demand as number,
       capPerSecond: capPerSecond as number,
+      floorPerSecond: floorPerSecond ?? 0,
     }));
     expect(fairShare(rate, list, list[me] as (typeof list)[number])).toBeCloseTo(share, 9);
   });
@@ -164,6 +227,39 @@ describe.each(['memory', 'redis'] as const)('the bandwidth store contract (%s)',
     expect(late.tokens).toBe(first.tokens + 1000);
   });
 
+  it('a call may write the limits: the bucket keeps its tokens up to the new burst; a replay or a late call writes nothing', async () => {
+    const s = store();
+    const first = await s.exchange(op('a', 1)); // 20 KiB of 40 granted
+    expect(first.tokens).toBe(20 * KiB);
+    const half = { ratePerSecond: 50 * KiB, burst: 10 * KiB };
+    const late = await s.exchange(op('a', 2, { params: half, writeParams: true, deadlineMs: nowMs - 1 }));
+    expect(late.params).toEqual(params);
+    const written = await s.exchange(op('a', 3, { params: half, writeParams: true, heldBytes: 1e9 }));
+    expect(written.params).toEqual(half);
+    expect(written.tokens).toBe(10 * KiB);
+    expect(written.sharePerSecond).toBe(half.ratePerSecond);
+    const replay = await s.exchange(op('a', 3, { params, writeParams: true }));
+    expect(replay.params).toEqual(half);
+    // another member's call, with other defaults, is split and granted by the written limits
+    nowMs += 100; // 5 KiB more at the new rate (capped at the new burst)
+    const b = await s.exchange(op('b', 1));
+    expect(b.params).toEqual(half);
+    expect(b.sharePerSecond).toBe(half.ratePerSecond / 2);
+    expect(b.grantedBytes).toBe(5 * KiB); // its lease, half the rate for 200 ms
+    expect(b.tokens).toBe(5 * KiB);
+    nowMs += 1000;
+  });
+
+  it('splits floors first, then the rest by demand', async () => {
+    const s = store();
+    await s.exchange(op('a', 1, { floorPerSecond: 60 * KiB }));
+    const b = await s.exchange(op('b', 1, { demand: 3 }));
+    expect(b.sharePerSecond).toBe(30 * KiB);
+    const a = await s.exchange(op('a', 2, { floorPerSecond: 60 * KiB, heldBytes: 1e9 }));
+    expect(a.sharePerSecond).toBe(70 * KiB);
+    nowMs += 1000;
+  });
+
   it('a member leaves the split one lease after its last call', async () => {
     const s = store();
     await s.exchange(op('a', 1));
@@ -175,6 +271,71 @@ describe.each(['memory', 'redis'] as const)('the bandwidth store contract (%s)',
     const alone = await s.exchange(op('b', 3, { heldBytes: 1e9 }));
     expect(alone.sharePerSecond).toBe(params.ratePerSecond);
     expect(alone.members).toBe(1);
+  });
+});
+
+describe('fairShare with floors (property)', () => {
+  const memberArb = fc.record({
+    demand: fc.oneof(fc.constant(0), fc.double({ min: 0.001, max: 40, noNaN: true })),
+    capPerSecond: fc.oneof(fc.constant(Number.POSITIVE_INFINITY), fc.double({ min: 0, max: 2000, noNaN: true })),
+    floorPerSecond: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 800, noNaN: true })),
+  });
+  it('each busy member gets its scaled floor (at most its cap) and at most its cap; the rate is shared out whole while one is uncapped', () => {
+    fc.assert(
+      fc.property(
+        fc.double({ min: 1, max: 1000, noNaN: true }),
+        fc.array(memberArb, { minLength: 1, maxLength: 8 }),
+        (rate, members) => {
+          const busy = members.filter((m) => m.demand > 0);
+          let floors = 0;
+          for (const m of busy) floors += Math.min(m.floorPerSecond, m.capPerSecond);
+          const scale = floors > rate ? rate / floors : 1;
+          let total = 0;
+          for (const m of members) {
+            const share = fairShare(rate, members, m);
+            if (!(m.demand > 0)) {
+              expect(share).toBe(0);
+              continue;
+            }
+            total += share;
+            expect(share).toBeLessThanOrEqual(m.capPerSecond * (1 + 1e-9) + 1e-9);
+            expect(share).toBeGreaterThanOrEqual(
+              Math.min(m.floorPerSecond, m.capPerSecond) * scale * (1 - 1e-9) - 1e-9,
+            );
+          }
+          expect(total).toBeLessThanOrEqual(rate * (1 + 1e-9) + 1e-9);
+          if (busy.some((m) => m.capPerSecond === Number.POSITIVE_INFINITY)) expect(total).toBeCloseTo(rate, 6);
+        },
+      ),
+    );
+  });
+
+  it('the Lua twin gives the same shares as fairShare', async () => {
+    const c = client();
+    let nowMs = 5_000_000;
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(memberArb, { minLength: 1, maxLength: 6 }), async (members) => {
+        const s = new RedisBandwidthStore({ client: c, onError: 'deny', prefix: `twin${run++}`, now: () => nowMs });
+        const memory = new MemoryBandwidthStore({ clock: { now: () => nowMs, setTimeout, clearTimeout } });
+        const list = members.map((m, i) => ({ ...m, member: `m${i}` }));
+        for (const store of [s, memory]) {
+          for (const m of list) await store.exchange(op(m.member, 1, { ...m, heldBytes: 1e12 }));
+        }
+        for (const m of list) {
+          const change = { ...m, heldBytes: 1e12 };
+          const [viaRedis, viaMemory] = [
+            await s.exchange(op(m.member, 2, change)),
+            await memory.exchange(op(m.member, 2, change)),
+          ];
+          expect(viaRedis.sharePerSecond).toBeCloseTo(viaMemory.sharePerSecond, 6);
+          expect(viaMemory.sharePerSecond).toBeCloseTo(fairShare(params.ratePerSecond, list, m), 6);
+        }
+        nowMs += 1000;
+        s.close();
+      }),
+      { numRuns: 40 },
+    );
   });
 });
 
@@ -215,14 +376,13 @@ describe('RedisBandwidthStore when Redis fails', () => {
 });
 
 describe('two fleet groups on one Redis key, real time (tolerant)', () => {
-  it('pass one rate together, split by their streams', async () => {
-    const rate = 2 * 1024 * KiB;
-    const stores = [0, 1].map(() => new RedisBandwidthStore({ client: client(), onError: 'deny', prefix: 'rt' }));
+  /** Two groups on one key (1 stream and 3), endless sources; `counts` per group. */
+  function fleet(prefix: string, rate: number) {
+    const stores = [0, 1].map(() => new RedisBandwidthStore({ client: client(), onError: 'deny', prefix }));
     const groups = stores.map((store) => new ThrottleGroup({ rate, store, key: 'egress' }));
     const counts = [0, 0];
-    const { Readable, Writable } = await import('node:stream');
     const chunk = Buffer.alloc(16 * KiB);
-    const streams = [];
+    const streams: { source: Readable; t: Throttle }[] = [];
     for (const [g, n] of [
       [0, 1],
       [1, 3],
@@ -244,22 +404,52 @@ describe('two fleet groups on one Redis key, real time (tolerant)', () => {
         streams.push({ source, t });
       }
     }
-    await new Promise((r) => setTimeout(r, 1000));
-    const start = [...counts];
-    const t0 = performance.now();
-    await new Promise((r) => setTimeout(r, 2000));
-    const seconds = (performance.now() - t0) / 1000;
-    const passed = counts.map((c, i) => c - (start[i] as number));
+    /** Bytes per group over the next `ms`, and the seconds it took. */
+    const measure = async (ms: number) => {
+      const start = [...counts];
+      const t0 = performance.now();
+      await sleep(ms);
+      const seconds = (performance.now() - t0) / 1000;
+      return { passed: counts.map((c, i) => c - (start[i] as number)), seconds };
+    };
+    const stop = () => {
+      for (const { source, t } of streams) {
+        source.destroy();
+        t.destroy();
+      }
+      for (const g of groups) g.destroy();
+    };
+    return { groups, measure, stop };
+  }
+
+  it('pass one rate together, split by their streams', async () => {
+    const rate = 2 * 1024 * KiB;
+    const { groups, measure, stop } = fleet('rt', rate);
+    await sleep(1000);
+    const { passed, seconds } = await measure(2000);
+    stop();
     const total = (passed[0] as number) + (passed[1] as number);
-    for (const { source, t } of streams) {
-      source.destroy();
-      t.destroy();
-    }
-    for (const g of groups) g.destroy();
     expect(total / seconds / rate).toBeGreaterThan(0.9);
     expect(total / seconds / rate).toBeLessThan(1.1);
     expect((passed[0] as number) / total).toBeGreaterThan(0.15);
     expect((passed[0] as number) / total).toBeLessThan(0.35);
     for (const g of groups) expect((g.fleet?.exchanges ?? 0) / 3).toBeLessThan(25);
+  });
+
+  it('setRate on one holds for both, through the store', async () => {
+    const rate = 2 * 1024 * KiB;
+    const { groups, measure, stop } = fleet('rt-set', rate);
+    const [a, b] = groups as [ThrottleGroup, ThrottleGroup];
+    await sleep(800);
+    a.setRate(rate / 2);
+    await sleep(500);
+    expect(b.rate).toBe(rate / 2);
+    const { passed, seconds } = await measure(1500);
+    stop();
+    const total = (passed[0] as number) + (passed[1] as number);
+    expect(total / seconds / (rate / 2)).toBeGreaterThan(0.9);
+    expect(total / seconds / (rate / 2)).toBeLessThan(1.1);
+    expect((passed[0] as number) / total).toBeGreaterThan(0.15);
+    expect((passed[0] as number) / total).toBeLessThan(0.35);
   });
 });

@@ -11,25 +11,25 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { expect } from 'vitest';
 
-const source = fileURLToPath(new URL('./fixtures/fleet-child.ts', import.meta.url));
-
 export interface Worker {
   process: ChildProcess;
   next(): Promise<string>;
 }
 
-/** Worker processes from one bundle (`name` keeps files that run in parallel apart). */
+/** Worker processes from one bundle (`name` keeps files that run in parallel apart) of a fixture in ./fixtures/. */
 export class Workers {
   readonly #bundle: string;
+  readonly #source: string;
   readonly #spawned: ChildProcess[] = [];
 
-  constructor(name: string) {
+  constructor(name: string, fixture = 'fleet-child.ts') {
     this.#bundle = fileURLToPath(new URL(`../../.tmp/${name}.mjs`, import.meta.url));
+    this.#source = fileURLToPath(new URL(`./fixtures/${fixture}`, import.meta.url));
   }
 
   build(): Promise<unknown> {
     return build({
-      entryPoints: [source],
+      entryPoints: [this.#source],
       bundle: true,
       platform: 'node',
       format: 'esm',

@@ -79,21 +79,17 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     b.destroy();
   });
 
-  // The issue's aim, 1 % in every second, is not met: a second may run 2 % over or under as leases
-  // land (docs/internals/fleet-bandwidth.md); the three seconds together hold 1 %.
-  it('4 processes x 8 streams: the rate within 1 % over seconds 1-4 and 3 % in each, fair, within the bound', async () => {
+  it('4 processes x 8 streams: the rate within 1 % in every second after the first, fair, within the bound', async () => {
     const fake = fakeClock();
     const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
     const rate = 20 * 1024 * KiB;
     const groups = [0, 1, 2, 3].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
     const all = groups.flatMap((g) => run(fake, g, 8));
     await advance(fake, 4000);
-    const overall = all.reduce((sum, x) => sum + bytesIn(x, 1000, 4000), 0);
-    expect(Math.abs(overall / (3 * rate) - 1)).toBeLessThan(0.01);
     for (let t = 1000; t < 4000; t += 1000) {
       const each = all.map((x) => bytesIn(x, t, t + 1000));
       const total = each.reduce((a, b) => a + b, 0);
-      expect(Math.abs(total / rate - 1)).toBeLessThan(0.03);
+      expect(Math.abs(total / rate - 1)).toBeLessThan(0.01);
       const squares = each.reduce((a, b) => a + b * b, 0);
       expect((total * total) / (each.length * squares)).toBeGreaterThan(0.99); // Jain's index
     }
@@ -161,13 +157,192 @@ describe('a fleet ThrottleGroup on a MemoryBandwidthStore', () => {
     b.destroy();
   });
 
+  it('setRate on one process holds fleet-wide: every process paces by the store, within a lease', async () => {
+    const fake = fakeClock();
+    const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
+    const rate = 800 * KiB;
+    const a = new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock });
+    const b = new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock });
+    const all = [...run(fake, a, 1), ...run(fake, b, 3)];
+    const passed = (from: number, to: number) => all.reduce((s, x) => s + bytesIn(x, from, to), 0);
+    const inB = (from: number, to: number) => all.slice(1).reduce((s, x) => s + bytesIn(x, from, to), 0);
+    await advance(fake, 2000);
+    expect(passed(1000, 2000) / rate).toBeCloseTo(1, 1);
+    a.setRate(rate / 4);
+    // the writer's numbers at once; the other's from its next call, within a lease
+    expect(a.rate).toBe(rate / 4);
+    expect(a.burst).toBe(Math.ceil((2 * (rate / 4) * 200) / 1000));
+    await advance(fake, 200);
+    expect(b.rate).toBe(rate / 4);
+    expect(b.burst).toBe(a.burst);
+    await advance(fake, 2800);
+    // from one lease after the change: the new rate, split 1 : 3 as before
+    for (let t = 2200; t + 1000 <= 5000; t += 100) {
+      expect(passed(t, t + 1000)).toBeLessThanOrEqual(a.burst + (rate / 4) * (1 + 0.2));
+    }
+    const after = passed(3000, 5000) / 2;
+    expect(Math.abs(after / (rate / 4) - 1)).toBeLessThan(0.02);
+    expect(inB(3000, 5000) / 2 / after).toBeCloseTo(0.75, 1);
+    // and up again, from the other process
+    b.setRate(rate);
+    await advance(fake, 2200);
+    expect(a.rate).toBe(rate);
+    expect(Math.abs(passed(6200, 7200) / rate - 1)).toBeLessThan(0.02);
+    for (const n of store.calls.values()) expect(n / 7.2).toBeLessThanOrEqual(20);
+    a.destroy();
+    b.destroy();
+  });
+
+  it('setBurst and setRate on an idle fleet group write the store; refused values change nothing', async () => {
+    const fake = fakeClock();
+    const memory = new MemoryBandwidthStore({ clock: fake.clock });
+    const a = new ThrottleGroup({ rate: '1MiB/s', store: memory, key: 'k', clock: fake.clock });
+    a.setBurst('1MiB');
+    await advance(fake, 10);
+    const seen = memory.exchangeNow({
+      key: 'k',
+      member: 'other',
+      seq: 1,
+      demand: 0,
+      capPerSecond: Number.POSITIVE_INFINITY,
+      giveBackBytes: 0,
+      heldBytes: 0,
+      leaseMs: 200,
+      params: { ratePerSecond: 1, burst: 1 },
+    });
+    expect(seen.params).toEqual({ ratePerSecond: 1024 * KiB, burst: 1024 * KiB });
+    a.setRate('2MiB/s'); // the explicit burst stays
+    await advance(fake, 10);
+    expect(a.burst).toBe(1024 * KiB);
+    expect(() => a.setBurst(1)).toThrow(expect.objectContaining({ code: 'ERR_BURST_TOO_SMALL' }));
+    expect(a.burst).toBe(1024 * KiB);
+    expect(a.rate).toBe(2048 * KiB);
+    a.destroy();
+  });
+
+  it("a class's rate with a key is one ceiling for its streams in every process", async () => {
+    const fake = fakeClock();
+    const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
+    const rate = 800 * KiB;
+    const ceiling = 240 * KiB;
+    const roots = [0, 1, 2].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
+    // weight 3 beside the 3 processes' own subgroups (weight 1 each): half the rate, above its ceiling
+    const capped = roots.map((r) => r.group({ key: 'c', rate: ceiling, weight: 3 }));
+    const other = roots.map((r) => r.group());
+    const inC = capped.flatMap((g, i) => run(fake, g, i + 1)); // 1, 2 and 3 streams
+    const inB = other.flatMap((g) => run(fake, g, 1));
+    const sum = (list: Stream[], from: number, to: number) => list.reduce((s, x) => s + bytesIn(x, from, to), 0);
+    await advance(fake, 4000);
+    const c = sum(inC, 1000, 4000) / 3;
+    const b = sum(inB, 1000, 4000) / 3;
+    expect(Math.abs(c / ceiling - 1)).toBeLessThan(0.02);
+    expect(Math.abs((b + c) / rate - 1)).toBeLessThan(0.02);
+    // the class's streams share its ceiling evenly across the processes
+    for (const x of inC) expect(bytesIn(x, 1000, 4000) / 3 / (ceiling / 6)).toBeCloseTo(1, 1);
+    // every window of T holds the class's bound: burst + ceiling x (T + lease)
+    const burst = capped[0]?.burst as number;
+    expect(burst).toBe(Math.ceil((2 * ceiling * 200) / 1000));
+    for (const T of [100, 500, 1000])
+      for (let t = 0; t + T <= 4000; t += 10)
+        expect(sum(inC, t, t + T)).toBeLessThanOrEqual(burst + (ceiling * (T + 200)) / 1000);
+    // a few calls a second for each class of each process
+    for (const n of store.calls.values()) expect(n / 4).toBeLessThanOrEqual(20);
+    // the ceiling changes fleet-wide from any process
+    capped[2]?.setRate(ceiling / 2);
+    await advance(fake, 2000);
+    expect(capped[0]?.rate).toBe(ceiling / 2);
+    expect(Math.abs(sum(inC, 5000, 6000) / (ceiling / 2) - 1)).toBeLessThan(0.02);
+    for (const r of roots) r.destroy();
+    expect(capped[0]?.fleet?.balanceBytes).toBe(0);
+  });
+
+  it("the HTB comparison's tree over 3 processes gives each class its share within 2 %", async () => {
+    const fake = fakeClock();
+    const store = countingStore(new MemoryBandwidthStore({ clock: fake.clock }));
+    const MiB = 1024 * KiB;
+    const rate = 8 * MiB;
+    const roots = [0, 1, 2].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
+    const classes = roots.map((r) => ({
+      a: r.group({ key: 'a', guaranteed: MiB, weight: 1 }),
+      b: r.group({ key: 'b', guaranteed: 3 * MiB, weight: 3 }),
+      c: r.group({ key: 'c', guaranteed: 2 * MiB, weight: 2, rate: 3 * MiB }),
+    }));
+    // each class's streams spread unevenly over the processes
+    const a = classes.flatMap((x, i) => run(fake, x.a, i + 1));
+    const b = classes.flatMap((x, i) => run(fake, x.b, 3 - i));
+    const c = classes.flatMap((x, i) => run(fake, x.c, i === 1 ? 4 : 1));
+    const sum = (list: Stream[], from: number, to: number) => list.reduce((s, x) => s + bytesIn(x, from, to), 0);
+    await advance(fake, 4000);
+    // HTB: each its guarantee, the 2 MiB/s left by weight 1 : 3 : 2 (C below its ceiling)
+    const shares = [
+      [a, MiB + (2 * MiB) / 6],
+      [b, 3 * MiB + (2 * MiB * 3) / 6],
+      [c, 2 * MiB + (2 * MiB * 2) / 6],
+    ] as const;
+    for (const [list, share] of shares) expect(Math.abs(sum(list, 1000, 4000) / 3 / share - 1)).toBeLessThan(0.02);
+    expect(Math.abs(sum([...a, ...b, ...c], 1000, 4000) / 3 / rate - 1)).toBeLessThan(0.01);
+    for (const n of store.calls.values()) expect(n / 4).toBeLessThanOrEqual(20);
+    for (const r of roots) r.destroy();
+  }, 60_000);
+
+  it("a class gets its guarantee wherever its streams run, at once when it returns, and keeps the others' theirs", async () => {
+    const fake = fakeClock();
+    const store = new MemoryBandwidthStore({ clock: fake.clock });
+    const MiB = 1024 * KiB;
+    const rate = 4 * MiB;
+    const roots = [0, 1, 2].map(() => new ThrottleGroup({ rate, store, key: 'k', clock: fake.clock }));
+    const a = roots.map((r) => r.group({ key: 'a', guaranteed: 2 * MiB }));
+    const b = roots.map((r) => r.group({ key: 'b', guaranteed: MiB, weight: 9 }));
+    // B: 15 streams in each of two processes; A: 1 stream in the third, which has nothing else
+    const inB = [...run(fake, b[0] as ThrottleGroup, 15), ...run(fake, b[1] as ThrottleGroup, 15)];
+    const sum = (list: Stream[], from: number, to: number) => list.reduce((s, x) => s + bytesIn(x, from, to), 0);
+    await advance(fake, 2000);
+    expect(Math.abs(sum(inB, 1000, 2000) / rate - 1)).toBeLessThan(0.01); // alone, B takes the whole rate
+    const inA = run(fake, a[2] as ThrottleGroup, 1);
+    await advance(fake, 2000);
+    // A: its guarantee and a tenth of the 1 MiB/s left; B: its guarantee and nine tenths
+    const shareA = 2 * MiB + MiB / 10;
+    expect(sum(inA, 2000, 2200)).toBeGreaterThan(shareA * 0.2 * 0.9);
+    expect(Math.abs(sum(inA, 2200, 4000) / 1.8 / shareA - 1)).toBeLessThan(0.02);
+    expect(Math.abs(sum(inB, 2200, 4000) / 1.8 / (rate - shareA) - 1)).toBeLessThan(0.02);
+    for (let t = 1900; t + 100 <= 4000; t += 10) expect(sum(inB, t, t + 100)).toBeGreaterThan(MiB * 0.1);
+    // the fleet's rate from one process: classes without a rate of their own follow it everywhere
+    expect(() => roots[0]?.setRate(2 * MiB)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    roots[0]?.setRate(3 * MiB);
+    await advance(fake, 1000);
+    for (const g of [...a, ...b]) expect(g.rate).toBe(3 * MiB);
+    expect(Math.abs(sum([...inA, ...inB], 4500, 5000) / 0.5 / (3 * MiB) - 1)).toBeLessThan(0.02);
+    expect(Math.abs(sum(inA, 4500, 5000) / 0.5 / (2 * MiB) - 1)).toBeLessThan(0.02); // the guarantees take it all
+    for (const r of roots) r.destroy();
+  }, 60_000);
+
   it("refuses what would hold per process only; rate and burst are the fleet's", () => {
     const store = new MemoryBandwidthStore();
     const g = new ThrottleGroup({ rate: '1MiB/s', store, key: 'k' });
     expect(g.rate).toBe(1024 * KiB);
     expect(g.burst).toBe(Math.ceil((2 * 1024 * KiB * 200) / 1000)); // two leases of the rate
-    expect(() => g.setRate('2MiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
     expect(() => g.group({ rate: '100KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => g.group({ guaranteed: '10KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => g.throttle({ guaranteed: '10KiB/s' })).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    const member = g.group({ key: 'm' }).throttle();
+    expect(() => member.setGuaranteed('10KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    member.destroy();
+    expect(() => g.group().group({ key: 'a' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    const a = g.group({ key: 'a', guaranteed: '600KiB/s' });
+    expect(() => g.group({ key: 'b', guaranteed: '600KiB/s' })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
+    );
+    expect(() => a.setGuaranteed('2MiB/s')).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    a.setGuaranteed('100KiB/s');
+    expect(a.guaranteed).toBe(100 * KiB);
+    expect(() => a.setRate('50KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    a.setRate('200KiB/s');
+    expect(a.rate).toBe(200 * KiB);
+    expect(() => g.group().setRate('100KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => g.group().setGuaranteed('1KiB/s')).toThrow(expect.objectContaining({ code: 'ERR_NOT_SUPPORTED' }));
+    expect(() => new ThrottleGroup({ rate: '1MiB/s' }).group({ key: 'a', rate: '1KiB/s' })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
+    );
     expect(() => new ThrottleGroup({ rate: '1MiB/s', store })).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
     );
