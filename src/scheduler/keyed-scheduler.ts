@@ -56,7 +56,7 @@ import {
   zeroCounters,
 } from './options.js';
 import { Scheduler } from './scheduler.js';
-import { TURNS, Turns } from './turns.js';
+import { GLOBAL_CAPACITY, TURNS, Turns } from './turns.js';
 
 /** Options for {@link KeyedScheduler}: each key's limits, and what every key shares. */
 export interface KeyedSchedulerOptions extends PlanOptions<string> {
@@ -310,9 +310,7 @@ export class KeyedScheduler {
     const turns = this.#turns;
     const cost = options?.cost;
     if (turns !== undefined && typeof cost === 'number' && cost > turns.burst) {
-      return Promise.reject(
-        new CostExceedsCapacityError(cost, turns.burst, "the global bucket's capacity (global.burst)"),
-      );
+      return Promise.reject(new CostExceedsCapacityError(cost, turns.burst, GLOBAL_CAPACITY));
     }
     const resolve = this.#resolve;
     if (resolve === undefined) return this.#enqueue(key, this.#fixed, fn, options);

@@ -35,7 +35,7 @@ import { catchUpAllowanceMs, type Watchdog } from '../timer.js';
 import { type Admission, type Host, heldUnits, type LimitsChange, waitForMs } from './admission.js';
 import type { SchedulerSettings } from './options.js';
 import type { Bill, Job } from './run.js';
-import type { TurnsMember } from './turns.js';
+import { GLOBAL_CAPACITY, type TurnsMember } from './turns.js';
 import { StartWindow, type WindowSettings } from './window-limit.js';
 
 /** A bucket and a weighted concurrency in this process; see the file's opening comment. */
@@ -340,12 +340,24 @@ export class LocalAdmission implements Admission {
     return retryHintMs(atMs - now);
   }
 
+  /**
+   * A key of a KeyedScheduler is billed at both buckets: the new total must fit the key's burst and
+   * the global one, and the change moves both (a key without a rate, the global one alone).
+   */
   adjust(bill: Bill, deltaCost: number): void {
     const bucket = this.#bucket;
-    if (bucket === undefined || deltaCost === 0) return;
+    const turns = this.#turns;
+    if (deltaCost === 0 || (bucket === undefined && turns === undefined)) return;
     const params = this.#params;
     const now = this.#host.clock.now();
-    rebill(bucket, params, now, bill.amend(deltaCost, params.burst));
+    const globalBurst = turns === undefined ? Number.POSITIVE_INFINITY : turns.turns.burst;
+    const delta =
+      globalBurst < params.burst
+        ? bill.amend(deltaCost, globalBurst, GLOBAL_CAPACITY)
+        : bill.amend(deltaCost, params.burst);
+    turns?.rebill(delta, now);
+    if (bucket === undefined) return;
+    rebill(bucket, params, now, delta);
     this.#host.pump(now); // the head's start moved: later for a charge, sooner for a refund
   }
 

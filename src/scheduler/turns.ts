@@ -24,7 +24,7 @@
  */
 
 import type { Clock } from '../clock.js';
-import { type BucketParams, type BucketState, charge, readyAt, startAt, tryCharge } from '../meters/bucket.js';
+import { type BucketParams, type BucketState, charge, readyAt, rebill, startAt, tryCharge } from '../meters/bucket.js';
 import { catchUpAllowanceMs, Watchdog } from '../timer.js';
 
 /**
@@ -32,6 +32,9 @@ import { catchUpAllowanceMs, Watchdog } from '../timer.js';
  * {@link Turns}: a KeyedScheduler gives it to each key's Scheduler.
  */
 export const TURNS: unique symbol = Symbol('tokenpace.turns');
+
+/** What a cost above the shared bucket's capacity is refused by, in `CostExceedsCapacityError`'s message. */
+export const GLOBAL_CAPACITY = "the global bucket's capacity (global.burst)";
 
 /** One member of the ring: a key's admission, as {@link Turns} sees it. */
 export class TurnsMember {
@@ -56,6 +59,11 @@ export class TurnsMember {
   /** True if a job of `cost` may start at `now`: the shared bucket is charged then. */
   pass(cost: number, now: number): boolean {
     return this.turns.pass(this, cost, now);
+  }
+
+  /** A running job's bill changed by `deltaCost` at `now` (see {@link Turns.rebill}). */
+  rebill(deltaCost: number, now: number): void {
+    this.turns.rebill(deltaCost, now);
   }
 }
 
@@ -144,6 +152,16 @@ export class Turns {
     // Served from the timer, never from here: the member's own scheduler is in the middle of a call.
     if (!this.#serving) this.#armFor(this.#first(), now);
     return false;
+  }
+
+  /**
+   * A running job's bill changed by `deltaCost` (already checked against {@link burst}) at `now`:
+   * the shared bucket is charged (in debt if need be) or credited by the same rule as a key's own
+   * bucket ({@link rebill}), and the ring's timer moves with the first member's start.
+   */
+  rebill(deltaCost: number, now: number): void {
+    rebill(this.#bucket, this.#params, now, deltaCost);
+    if (!this.#serving) this.#armFor(this.#first(), now);
   }
 
   /**

@@ -322,3 +322,68 @@ describe('KeyedScheduler: a limit over all keys, taken in turns', () => {
     expect(pending()).toBe(0);
   });
 });
+
+describe('KeyedScheduler: ctx.adjust bills the limit over all keys too', () => {
+  /** Cost charged per start: its own, plus what its function adjusts by. */
+  function billed(starts: { n: number }[]): number {
+    return starts.reduce((sum, s) => sum + s.n, 0);
+  }
+
+  for (const [name, perKey] of [
+    ['keys with a rate', { rate: 1000, burst: 10 }],
+    ['keys without a rate', { concurrency: 100 }],
+  ] as const) {
+    it(`charges adjust(+n) to the global bucket: at most global burst + rate * T over the starts (${name})`, async () => {
+      const { keyed, timers } = setup({ ...perKey, maxQueue: 100, global: { rate: 10, burst: 4 } });
+      const starts: { n: number; at: number }[] = [];
+      for (const key of ['a', 'b']) {
+        for (let n = 0; n < 30; n++) {
+          keyed
+            .schedule(key, ({ adjust }) => {
+              adjust(2); // the real cost, known once the call is made: 3
+              starts.push({ n: 3, at: timers.now });
+            })
+            .catch(() => undefined);
+        }
+      }
+      for (const T of [0, 500, 1000, 2000]) {
+        await timers.tickAsync(T - timers.now);
+        // burst + rate * T, plus the one adjustment not known when its job started (the bucket's debt).
+        expect(billed(starts.filter((s) => s.at <= T))).toBeLessThanOrEqual(4 + (10 * T) / 1000 + 2);
+      }
+      expect(billed(starts)).toBeGreaterThanOrEqual(4 + 20 - 3); // and the whole rate is used
+      keyed.scheduler('a')?.clear();
+      keyed.scheduler('b')?.clear();
+    });
+  }
+
+  it('gives adjust(-n) back to the global bucket', async () => {
+    const { keyed, timers } = setup({ rate: 1000, burst: 10, maxQueue: 100, global: { rate: 10, burst: 2 } });
+    let started = 0;
+    for (const key of ['a', 'b']) {
+      for (let n = 0; n < 30; n++) {
+        keyed
+          .schedule(
+            key,
+            ({ adjust }) => {
+              started++;
+              adjust(-1); // billed 2, cost 1
+            },
+            { cost: 2 },
+          )
+          .catch(() => undefined);
+      }
+    }
+    await timers.tickAsync(1000);
+    expect(started).toBeGreaterThanOrEqual(11); // 2 + 10 tokens at 1 each, not at 2
+    keyed.scheduler('a')?.clear();
+    keyed.scheduler('b')?.clear();
+  });
+
+  it('refuses adjust(+n) that takes a job above global.burst, naming it', async () => {
+    const { keyed } = setup({ rate: 1000, burst: 10, global: { rate: 10, burst: 2 } });
+    const error = await keyed.schedule('a', ({ adjust }) => adjust(5)).catch((e: unknown) => e);
+    expect(isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY')).toBe(true);
+    expect(String((error as Error).message)).toMatch(/global.burst/);
+  });
+});
