@@ -13,7 +13,8 @@
  * its own limits let the head start, the head asks for its turn at the shared
  * bucket (./turns.ts), which charges it if the answer is yes; on a no the
  * head waits (its own bucket uncharged) until the turns wake the scheduler.
- * Such a key has no window limit (a KeyedScheduler gives none).
+ * Such a key has no window limit: a KeyedScheduler gives none, and `setWindow`
+ * on its key's Scheduler is refused (`NotSupportedError`).
  */
 
 import { retryHintMs } from '../errors.js';
@@ -36,7 +37,7 @@ import { type Admission, type Host, heldUnits, type LimitsChange, waitForMs } fr
 import type { SchedulerSettings } from './options.js';
 import type { Bill, Job } from './run.js';
 import { GLOBAL_CAPACITY, type TurnsMember } from './turns.js';
-import { StartWindow, type WindowSettings } from './window-limit.js';
+import { noWindowOnKey, StartWindow, type WindowSettings } from './window-limit.js';
 
 /** A bucket and a weighted concurrency in this process; see the file's opening comment. */
 export class LocalAdmission implements Admission {
@@ -373,6 +374,7 @@ export class LocalAdmission implements Admission {
     const now = host.clock.now();
     const { ratePerSecond, burst, concurrency, window } = change;
     if (window !== undefined) {
+      noWindowOnKey(this.#turns, window); // refused, with the one message
       if (this.#window === undefined) this.#window = new StartWindow(window);
       else this.#window.reconfigure(window);
       host.limitsChanged(now);

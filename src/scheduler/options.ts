@@ -14,7 +14,13 @@ import type { FailurePolicy } from '../stores/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import { TURNS, type Turns } from './turns.js';
-import { noWindowOnFleet, parseWindowLimit, type WindowLimitOptions, type WindowSettings } from './window-limit.js';
+import {
+  noWindowOnFleet,
+  noWindowOnKey,
+  parseWindowLimit,
+  type WindowLimitOptions,
+  type WindowSettings,
+} from './window-limit.js';
 
 /** Options for {@link Scheduler}. At least one limit must be finite: `rate`, `concurrency`, or `limit` with `window`. */
 export interface SchedulerOptions extends WindowLimitOptions {
@@ -474,7 +480,12 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
     paused: options.autoStart === false,
   };
   const turns = (options as MemberOptions)[TURNS];
-  return { ...settings, fleet: noWindowOnFleet(parseFleet(options), window), window, turns };
+  return {
+    ...settings,
+    fleet: noWindowOnFleet(parseFleet(options), window),
+    window,
+    turns: noWindowOnKey(turns, window),
+  };
 }
 
 /** The fleet options: `store` and `key` (both or neither), and the three that only a fleet has. */

@@ -387,3 +387,24 @@ describe('KeyedScheduler: ctx.adjust bills the limit over all keys too', () => {
     expect(String((error as Error).message)).toMatch(/global.burst/);
   });
 });
+
+describe('KeyedScheduler: a key has no window limit', () => {
+  it("refuses setWindow on a key's Scheduler with NotSupportedError, and takes no global token for it", async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 1000, burst: 10, global: { rate: 10, burst: 2 } });
+    void keyed.schedule('a', job('a', 0));
+    const scheduler = keyed.scheduler('a');
+    let error: unknown;
+    try {
+      scheduler?.setWindow({ limit: 1, window: '1s' });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(isTokenpaceError(error, 'ERR_NOT_SUPPORTED')).toBe(true);
+    expect(String((error as Error).message)).toMatch(/KeyedScheduler/);
+    expect(scheduler?.window).toBe(0);
+    void keyed.schedule('a', job('a', 1));
+    void keyed.schedule('b', job('b', 2));
+    await timers.tickAsync(100);
+    expect(starts.map((s) => s.n)).toEqual([0, 1, 2]); // the global bucket's 2, then 1 a 100 ms
+  });
+});
