@@ -55,7 +55,7 @@ import {
   wrapCalls,
   zeroCounters,
 } from './options.js';
-import { Scheduler } from './scheduler.js';
+import { refillMsOf, Scheduler } from './scheduler.js';
 import { GLOBAL_CAPACITY, TURNS, Turns } from './turns.js';
 
 /** Options for {@link KeyedScheduler}: each key's limits, and what every key shares. */
@@ -118,12 +118,15 @@ const KEYED_SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
 /** One key kept: its Scheduler, its limits, and since when it is known to be idle. */
 class KeyState implements KeyEntry {
   readonly scheduler: Scheduler;
+  /** The limits its plan last gave (`undefined` without a rate): a new plan is applied when they differ. */
   params: BucketParams | undefined;
   /**
    * When the table first saw it idle and unused since (NaN: not seen so). Its bucket was last
    * charged before then, so it is full again (it equals a new key) a refill from empty later.
    */
   seenIdleAtMs = Number.NaN;
+  /** Its Scheduler's `counters.admitted` then: a job given to the Scheduler directly restarts the idle time. */
+  admittedWhenSeenIdle = 0;
 
   constructor(scheduler: Scheduler, params: BucketParams | undefined) {
     this.scheduler = scheduler;
@@ -135,15 +138,18 @@ class KeyState implements KeyEntry {
     return scheduler.size !== 0 || scheduler.pending !== 0 || scheduler.isPaused;
   }
 
-  /** Idle (the table asks only then): true once its bucket is surely full again; without a rate, at once. */
+  /** Idle (the table asks only then): true once its bucket, at its limits now, is surely full again. */
   forgettable(nowMs: number): boolean {
-    const params = this.params;
-    if (params === undefined) return true;
-    if (Number.isNaN(this.seenIdleAtMs)) {
+    const scheduler = this.scheduler;
+    const refillMs = refillMsOf(scheduler);
+    if (refillMs === 0) return true;
+    const admitted = scheduler.counters.admitted;
+    if (Number.isNaN(this.seenIdleAtMs) || admitted !== this.admittedWhenSeenIdle) {
       this.seenIdleAtMs = nowMs;
+      this.admittedWhenSeenIdle = admitted;
       return false;
     }
-    return nowMs >= this.seenIdleAtMs + (params.burst * 1000) / params.ratePerSecond;
+    return nowMs >= this.seenIdleAtMs + refillMs;
   }
 }
 

@@ -408,3 +408,50 @@ describe('KeyedScheduler: a key has no window limit', () => {
     expect(starts.map((s) => s.n)).toEqual([0, 1, 2]); // the global bucket's 2, then 1 a 100 ms
   });
 });
+
+describe('KeyedScheduler: a key is dropped only once its bucket is full at its limits now', () => {
+  it("waits a refill at the key's live rate after scheduler(key).setRate(lower)", async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 10, burst: 1 }); // a refill takes 100 ms
+    await keyed.schedule('a', job('a', 0));
+    keyed.scheduler('a')?.setRate(1); // a refill now takes 1,000 ms
+    await timers.tickAsync(10);
+    await keyed.schedule('b', job('b')); // the table sees 'a' idle at 10 ms
+    await timers.tickAsync(190);
+    await keyed.schedule('c', job('c')); // 'a' holds 0.2 tokens: kept
+    expect(keyed.keys()).toContain('a');
+    void keyed.schedule('a', job('a', 1));
+    await timers.tickAsync(800);
+    expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 1000]); // burst + rate * T
+  });
+
+  it('waits a refill for a key made without a rate and given one since', async () => {
+    const { keyed, starts, job, timers } = setup({ concurrency: 1 });
+    void keyed.schedule('a', job('a', 0));
+    keyed.scheduler('a')?.setRate(1); // a bucket of burst 1, full
+    await keyed.schedule('a', job('a', 1)); // empties it
+    await timers.tickAsync(10);
+    await keyed.schedule('b', job('b'));
+    await timers.tickAsync(10);
+    await keyed.schedule('c', job('c'));
+    expect(keyed.keys()).toContain('a');
+    expect(keyed.scheduler('a')?.rate).toBe(1);
+    void keyed.schedule('a', job('a', 2));
+    await timers.tickAsync(1000);
+    expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 0, 1000]);
+  });
+
+  it('restarts the idle time of a key whose Scheduler took a job directly', async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 10, burst: 1 }); // a refill takes 100 ms
+    await keyed.schedule('a', job('a', 0));
+    await timers.tickAsync(10);
+    await keyed.schedule('b', job('b')); // the table sees 'a' idle at 10 ms
+    await timers.tickAsync(90);
+    await keyed.scheduler('a')?.schedule(job('a', 1)); // charged at 100 ms, not through the KeyedScheduler
+    await timers.tickAsync(50);
+    await keyed.schedule('c', job('c')); // 'a' holds 0.5 tokens: kept
+    expect(keyed.keys()).toContain('a');
+    void keyed.schedule('a', job('a', 2));
+    await timers.tickAsync(50);
+    expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 100, 200]);
+  });
+});
