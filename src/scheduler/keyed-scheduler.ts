@@ -127,6 +127,8 @@ class KeyState implements KeyEntry {
   seenIdleAtMs = Number.NaN;
   /** Its Scheduler's `counters.admitted` then: a job given to the Scheduler directly restarts the idle time. */
   admittedWhenSeenIdle = 0;
+  /** Its refill time then: new limits since (a `setRate` while idle) restart the idle time. */
+  refillMsWhenSeenIdle = 0;
 
   constructor(scheduler: Scheduler, params: BucketParams | undefined) {
     this.scheduler = scheduler;
@@ -144,9 +146,14 @@ class KeyState implements KeyEntry {
     const refillMs = refillMsOf(scheduler);
     if (refillMs === 0) return true;
     const admitted = scheduler.counters.admitted;
-    if (Number.isNaN(this.seenIdleAtMs) || admitted !== this.admittedWhenSeenIdle) {
+    if (
+      Number.isNaN(this.seenIdleAtMs) ||
+      admitted !== this.admittedWhenSeenIdle ||
+      refillMs !== this.refillMsWhenSeenIdle
+    ) {
       this.seenIdleAtMs = nowMs;
       this.admittedWhenSeenIdle = admitted;
+      this.refillMsWhenSeenIdle = refillMs;
       return false;
     }
     return nowMs >= this.seenIdleAtMs + refillMs;

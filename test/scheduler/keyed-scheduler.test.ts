@@ -455,3 +455,21 @@ describe('KeyedScheduler: a key is dropped only once its bucket is full at its l
     expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 100, 200]);
   });
 });
+
+describe('KeyedScheduler: new limits while a key is idle', () => {
+  it('restarts the idle time when the key is given a higher rate after it was seen idle', async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 1, burst: 2 }); // a refill takes 2,000 ms
+    void keyed.schedule('a', job('a', 0));
+    await keyed.schedule('a', job('a', 1)); // empty at 0
+    await timers.tickAsync(10);
+    await keyed.schedule('b', job('b')); // the table sees 'a' idle at 10 ms
+    await timers.tickAsync(990);
+    keyed.scheduler('a')?.setRate(2); // 1 token at 1,000 ms, full at 1,500 ms
+    await timers.tickAsync(100);
+    await keyed.schedule('c', job('c')); // at 1,100 ms: 'a' holds 1.2 tokens, kept
+    expect(keyed.keys()).toContain('a');
+    for (let n = 2; n < 4; n++) void keyed.schedule('a', job('a', n));
+    await timers.tickAsync(0);
+    expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 0, 1100]);
+  });
+});
