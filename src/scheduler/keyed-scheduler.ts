@@ -31,6 +31,8 @@ import {
   checkOptions,
   describeValue,
   InvalidOptionError,
+  QueueFullError,
+  retryHintMs,
   TooManyKeysError,
 } from '../errors.js';
 import { type GlobalLimitOptions, globalParams } from '../keyed/keyed-options.js';
@@ -46,6 +48,7 @@ import {
   type EventName,
   type JobFunction,
   type MemberOptions,
+  parseMaxQueue,
   parseOptionalDuration,
   type ScheduleOptions,
   type SchedulerCounters,
@@ -190,6 +193,10 @@ export class KeyedScheduler {
   readonly #listeners = new Map<EventName, Set<KeyedSchedulerListener<EventName>>>();
   /** Calls waiting for an asynchronous plan, not yet in a key's queue. */
   readonly #resolving = new Set<Promise<unknown>>();
+  /** Per key whose plan is being looked up: how many calls wait for it, and since when (bounded, see `schedule`). */
+  readonly #resolvingByKey = new Map<string, { count: number; sinceMs: number }>();
+  /** The most calls that may wait for one key's plan: its `maxQueue`, at least one. */
+  readonly #maxResolvingPerKey: number;
   #closed = false;
 
   constructor(options: KeyedSchedulerOptions) {
@@ -227,6 +234,7 @@ export class KeyedScheduler {
             quantum: 1,
             catchUpMs: parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS),
           });
+    this.#maxResolvingPerKey = Math.max(1, parseMaxQueue(options.maxQueue));
     const shared: MemberOptions = {
       clock,
       concurrency: options.concurrency,
@@ -334,14 +342,52 @@ export class KeyedScheduler {
       return Promise.reject(error);
     }
     if (!(params instanceof Promise)) return this.#enqueue(key, params, fn, options);
-    const arriving = params.then((resolved) => {
-      this.#resolving.delete(arriving);
-      if (this.#closed) throw new ClosedError("the keyed scheduler was closed while the key's plan was looked up");
-      return this.#enqueue(key, resolved, fn, options);
-    });
+    const refused = this.#refuseLookup(key);
+    if (refused !== undefined) {
+      params.catch(() => undefined); // its outcome is no longer awaited
+      return Promise.reject(refused);
+    }
+    const arriving = params.then(
+      (resolved) => {
+        this.#looked(key, arriving);
+        if (this.#closed) throw new ClosedError("the keyed scheduler was closed while the key's plan was looked up");
+        return this.#enqueue(key, resolved, fn, options);
+      },
+      (error: unknown) => {
+        this.#looked(key, arriving);
+        throw error;
+      },
+    );
     this.#resolving.add(arriving);
-    arriving.catch(() => this.#resolving.delete(arriving));
     return arriving;
+  }
+
+  /**
+   * Bounds the calls waiting for a plan, as the queues bound the calls waiting to start: at most
+   * `maxQueue` (at least one) per key, else `QueueFullError`; at most `maxKeys` keys, else
+   * `TooManyKeysError`. `undefined`: the call may wait (it is counted).
+   */
+  #refuseLookup(key: string): QueueFullError | TooManyKeysError | undefined {
+    const now = this.#clock.now();
+    const waiting = this.#resolvingByKey.get(key);
+    if (waiting === undefined) {
+      if (this.#resolvingByKey.size >= this.#maxKeys) return new TooManyKeysError(this.#maxKeys);
+      this.#resolvingByKey.set(key, { count: 1, sinceMs: now });
+      return undefined;
+    }
+    if (waiting.count >= this.#maxResolvingPerKey) {
+      // The lookup's time is not known: as long again as the oldest has taken so far (at least 1 ms).
+      return new QueueFullError(this.#maxResolvingPerKey, retryHintMs(Math.max(1, now - waiting.sinceMs)));
+    }
+    waiting.count++;
+    return undefined;
+  }
+
+  /** A call's plan lookup settled: it no longer counts against the bound. */
+  #looked(key: string, arriving: Promise<unknown>): void {
+    this.#resolving.delete(arriving);
+    const waiting = this.#resolvingByKey.get(key);
+    if (waiting !== undefined && --waiting.count === 0) this.#resolvingByKey.delete(key);
   }
 
   /** A function whose every call is a job of `key` (see {@link Scheduler.wrap}). */

@@ -473,3 +473,37 @@ describe('KeyedScheduler: new limits while a key is idle', () => {
     expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 0, 1100]);
   });
 });
+
+describe('KeyedScheduler: calls waiting for an asynchronous plan are bounded', () => {
+  it('refuses past maxQueue per key (QueueFullError) and past maxKeys keys (TooManyKeysError)', async () => {
+    const { keyed, timers } = setup({ limits: () => new Promise(() => undefined), maxQueue: 10, maxKeys: 3 });
+    const outcomes: unknown[] = [];
+    const record = (promise: Promise<unknown>) => promise.catch((error: unknown) => outcomes.push(error));
+    await timers.tickAsync(40);
+    for (let n = 0; n < 100; n++) void record(keyed.schedule('k', () => n));
+    for (let k = 1; k < 6; k++) void record(keyed.schedule(`k${k}`, () => k));
+    await settle();
+    expect(outcomes).toHaveLength(90 + 3);
+    const full = outcomes.filter((error) => isTokenpaceError(error, 'ERR_QUEUE_FULL'));
+    expect(full).toHaveLength(90);
+    expect(full[0]).toMatchObject({ maxQueue: 10 });
+    expect((full[0] as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
+    expect(outcomes.filter((error) => isTokenpaceError(error, 'ERR_TOO_MANY_KEYS'))).toHaveLength(3);
+  });
+
+  it('counts a call out when its plan settles, fulfilled or not', async () => {
+    let fail = true;
+    const { keyed } = setup({
+      limits: async () => {
+        if (fail) throw new Error('plan service down');
+        return { rate: 1000, burst: 1000 };
+      },
+      maxQueue: 2,
+      maxKeys: 1,
+    });
+    await expect(keyed.schedule('a', () => 1)).rejects.toThrow('plan service down');
+    await expect(keyed.schedule('b', () => 1)).rejects.toThrow('plan service down');
+    fail = false;
+    await expect(Promise.all([keyed.schedule('c', () => 1), keyed.schedule('c', () => 2)])).resolves.toEqual([1, 2]);
+  });
+});
