@@ -39,6 +39,7 @@ import { type GlobalLimitOptions, globalParams } from '../keyed/keyed-options.js
 import { type LimitsResolver, limitsResolver, type PlanOptions } from '../keyed/plans.js';
 import { type BucketParams, bucketParams, PACED_JOB_BURST } from '../meters/bucket.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
+import { isThenable } from './events.js';
 import { type KeyEntry, KeyTable } from './key-table.js';
 import { SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import {
@@ -50,6 +51,8 @@ import {
   type MemberOptions,
   parseMaxQueue,
   parseOptionalDuration,
+  type RejectedJob,
+  type RejectReason,
   type ScheduleOptions,
   type SchedulerCounters,
   type SchedulerEvents,
@@ -187,7 +190,7 @@ export class KeyedScheduler {
   readonly #turns: Turns | undefined;
   readonly #table: KeyTable<KeyState>;
   readonly #maxKeys: number;
-  /** The counters of the keys dropped so far. */
+  /** The counters of the keys dropped so far, and the jobs refused here, before any key's Scheduler. */
   readonly #retired: SchedulerCounters = zeroCounters();
   /** Keyed listeners per event; every key's Scheduler forwards the events that have any. */
   readonly #listeners = new Map<EventName, Set<KeyedSchedulerListener<EventName>>>();
@@ -331,7 +334,8 @@ export class KeyedScheduler {
     const turns = this.#turns;
     const cost = options?.cost;
     if (turns !== undefined && typeof cost === 'number' && cost > turns.burst) {
-      return Promise.reject(new CostExceedsCapacityError(cost, turns.burst, GLOBAL_CAPACITY));
+      const error = new CostExceedsCapacityError(cost, turns.burst, GLOBAL_CAPACITY);
+      return this.#refuse(key, 'costExceedsCapacity', error, options);
     }
     const resolve = this.#resolve;
     if (resolve === undefined) return this.#enqueue(key, this.#fixed, fn, options);
@@ -345,7 +349,7 @@ export class KeyedScheduler {
     const refused = this.#refuseLookup(key);
     if (refused !== undefined) {
       params.catch(() => undefined); // its outcome is no longer awaited
-      return Promise.reject(refused);
+      return this.#refuse(key, refused instanceof QueueFullError ? 'queueFull' : 'tooManyKeys', refused, options);
     }
     const arriving = params.then(
       (resolved) => {
@@ -383,6 +387,42 @@ export class KeyedScheduler {
     return undefined;
   }
 
+  /**
+   * Refuses a job before any key's Scheduler has it: counted in `counters.rejected` and told to the
+   * `rejected` listeners with its key, as a key's Scheduler does with its own refusals.
+   */
+  #refuse(key: string, reason: RejectReason, error: unknown, options: ScheduleOptions | undefined): Promise<never> {
+    this.#retired.rejected[reason]++;
+    const listeners = this.#listeners.get('rejected');
+    if (listeners !== undefined && listeners.size !== 0) {
+      const cost = typeof options?.cost === 'number' ? options.cost : 1;
+      const priority = typeof options?.priority === 'number' ? options.priority : 0;
+      const job: RejectedJob = { reason, error, cost, priority };
+      for (const listener of listeners) {
+        // A listener that throws (or rejects) is heard by the `error` listeners, as on a Scheduler.
+        try {
+          const result: unknown = listener(key, job);
+          if (isThenable(result)) result.then(undefined, (failure: unknown) => this.#listenerFailed(key, failure));
+        } catch (failure) {
+          this.#listenerFailed(key, failure);
+        }
+      }
+    }
+    return Promise.reject(error);
+  }
+
+  /** A `rejected` listener failed: to the `error` listeners, or thrown in a microtask if there are none. */
+  #listenerFailed(key: string, failure: unknown): void {
+    const listeners = this.#listeners.get('error');
+    if (listeners === undefined || listeners.size === 0) {
+      queueMicrotask(() => {
+        throw failure;
+      });
+      return;
+    }
+    for (const listener of listeners) (listener as (key: string, error: unknown) => void)(key, failure);
+  }
+
   /** A call's plan lookup settled: it no longer counts against the bound. */
   #looked(key: string, arriving: Promise<unknown>): void {
     this.#resolving.delete(arriving);
@@ -409,7 +449,7 @@ export class KeyedScheduler {
     let state = this.#table.use(key);
     if (state === undefined) {
       state = this.#table.add(key, this.#clock.now(), () => this.#make(key, params));
-      if (state === undefined) return Promise.reject(new TooManyKeysError(this.#maxKeys));
+      if (state === undefined) return this.#refuse(key, 'tooManyKeys', new TooManyKeysError(this.#maxKeys), options);
     } else if (params !== state.params && params !== undefined) {
       // A new plan: the key keeps its tokens, capped at the new burst (the Scheduler's setRate and setBurst).
       const scheduler = state.scheduler;

@@ -210,8 +210,11 @@ export interface WrapOptions<A extends unknown[]> {
   timeout?: DurationInput;
 }
 
-/** Why the scheduler turned a job away (the key in {@link SchedulerCounters.rejected}). */
-export type RejectReason = 'queueFull' | 'waitTooLong' | 'costExceedsCapacity' | 'aborted' | 'cleared';
+/**
+ * Why the scheduler turned a job away (the key in {@link SchedulerCounters.rejected}). `tooManyKeys`
+ * comes only from a KeyedScheduler: a new key when the `maxKeys` kept all have jobs.
+ */
+export type RejectReason = 'queueFull' | 'waitTooLong' | 'costExceedsCapacity' | 'aborted' | 'cleared' | 'tooManyKeys';
 
 /** Counts since the scheduler was made. */
 export interface SchedulerCounters {
@@ -239,7 +242,7 @@ export function zeroCounters(): SchedulerCounters {
     completed: 0,
     failed: 0,
     timedOut: 0,
-    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
+    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0, tooManyKeys: 0 },
     waitedMs: 0,
   };
 }

@@ -507,3 +507,39 @@ describe('KeyedScheduler: calls waiting for an asynchronous plan are bounded', (
     await expect(Promise.all([keyed.schedule('c', () => 1), keyed.schedule('c', () => 2)])).resolves.toEqual([1, 2]);
   });
 });
+
+describe('KeyedScheduler: the refusals it decides itself are counted and heard', () => {
+  it('counts and tells a cost above global.burst, a key too many and a flood of plan lookups', async () => {
+    const { keyed, timers } = setup({ concurrency: 1, maxKeys: 1, maxQueue: 1, global: { rate: 10, burst: 2 } });
+    const heard: string[] = [];
+    keyed.on('rejected', (key, job) => heard.push(`${key} ${job.reason} ${job.cost} ${job.priority}`));
+    await expect(keyed.schedule('a', () => 1, { cost: 3, priority: 2 })).rejects.toThrow(/global.burst/);
+    const slow = keyed.schedule('a', () => new Promise((resolve) => timers.setTimeout(resolve, 100)));
+    await expect(keyed.schedule('b', () => 1)).rejects.toMatchObject({ code: 'ERR_TOO_MANY_KEYS' });
+    expect(heard).toEqual(['a costExceedsCapacity 3 2', 'b tooManyKeys 1 0']);
+    expect(keyed.counters.rejected).toMatchObject({ costExceedsCapacity: 1, tooManyKeys: 1 });
+    await timers.tickAsync(100);
+    await slow;
+
+    const later = setup({ limits: () => new Promise(() => undefined), maxQueue: 1 });
+    const reasons: string[] = [];
+    later.keyed.on('rejected', (key, job) => reasons.push(`${key} ${job.reason}`));
+    void later.keyed.schedule('k', () => 1);
+    await expect(later.keyed.schedule('k', () => 2)).rejects.toMatchObject({ code: 'ERR_QUEUE_FULL' });
+    expect(reasons).toEqual(['k queueFull']);
+    expect(later.keyed.counters.rejected.queueFull).toBe(1);
+  });
+
+  it('hands a rejected listener that throws to the error listeners, with the key', async () => {
+    const { keyed } = setup({ rate: 10, burst: 1, global: { rate: 10, burst: 1 } });
+    const errors: string[] = [];
+    keyed.on('rejected', () => {
+      throw new Error('listener bug');
+    });
+    keyed.on('error', (key, error) => errors.push(`${key} ${(error as Error).message}`));
+    await expect(keyed.schedule('a', () => 1, { cost: 2 })).rejects.toMatchObject({
+      code: 'ERR_COST_EXCEEDS_CAPACITY',
+    });
+    expect(errors).toEqual(['a listener bug']);
+  });
+});
