@@ -36,9 +36,10 @@ import {
   TooManyKeysError,
 } from '../errors.js';
 import { type GlobalLimitOptions, globalParams } from '../keyed/keyed-options.js';
+import { parseMaxKeys } from '../keyed/memory-store.js';
 import { type LimitsResolver, limitsResolver, type PlanOptions } from '../keyed/plans.js';
 import { type BucketParams, bucketParams, PACED_JOB_BURST } from '../meters/bucket.js';
-import type { DurationInput, RateInput, SizeInput } from '../units.js';
+import type { RateInput, SizeInput } from '../units.js';
 import { isThenable } from './events.js';
 import { type KeyEntry, KeyTable } from './key-table.js';
 import { SCHEDULER_PEER_OPTIONS } from './option-names.js';
@@ -64,32 +65,25 @@ import {
 import { refillMsOf, Scheduler } from './scheduler.js';
 import { GLOBAL_CAPACITY, TURNS, Turns } from './turns.js';
 
-/** Options for {@link KeyedScheduler}: each key's limits, and what every key shares. */
-export interface KeyedSchedulerOptions extends PlanOptions<string> {
+/**
+ * Options for {@link KeyedScheduler}: each key's limits, and what every key shares. `concurrency`,
+ * `maxQueue`, `onFull`, `maxWait`, `timeout`, `onTimeout` and `catchUp` are each key's, as a
+ * Scheduler's; `maxWait` counts the turns at `global` too.
+ */
+export interface KeyedSchedulerOptions
+  extends PlanOptions<string>,
+    Pick<SchedulerOptions, 'concurrency' | 'maxQueue' | 'onFull' | 'maxWait' | 'timeout' | 'onTimeout' | 'catchUp'> {
   /** Each key's rate: a number per second or a string such as `'10/s'`. Or `limits`, or `plans` with `plan`. */
   rate?: RateInput;
-  /** Each key's burst (with `rate`). @default 1 */
+  /** Each key's burst (with `rate`). @default 1 (see {@link SchedulerOptions.burst}) */
   burst?: SizeInput;
-  /** Each key's weighted concurrency. @default Infinity (a rate, or a plan, limits alone) */
-  concurrency?: number;
-  /** Each key's bound on waiting jobs (see {@link SchedulerOptions.maxQueue}). @default 1000 */
-  maxQueue?: number;
-  /** What a key's full queue gives up (see {@link SchedulerOptions.onFull}). @default 'reject' */
-  onFull?: 'reject' | 'evict-lower' | 'drop-oldest';
-  /** The longest a job may wait to start, its turns at `global` included. @default Infinity */
-  maxWait?: DurationInput;
-  /** The default `timeout` of every job. @default Infinity */
-  timeout?: DurationInput;
-  /** What a job's timeout does to the concurrency it holds. @default 'release' */
-  onTimeout?: 'release' | 'hold';
-  /** The most timer lateness made up for, ms (see {@link SchedulerOptions.catchUp}). @default 5 */
-  catchUp?: DurationInput;
   /** A bucket over all keys together (the provider's limit): a job needs tokens from both; keys take turns at it. */
   global?: GlobalLimitOptions;
   /**
-   * The most keys kept. An idle key whose bucket is full again is dropped first, then the least
-   * recently used idle key (it comes back with a full bucket). When every key kept has jobs
-   * waiting or running, a job for a new key is refused with `TooManyKeysError` (`ERR_TOO_MANY_KEYS`).
+   * The most keys kept, an integer from 1 to 2^31 - 1. An idle key whose bucket is full again is
+   * dropped first, then the least recently used idle key (it comes back with a full bucket). When
+   * every key kept has jobs waiting or running, a job for a new key is refused with
+   * `TooManyKeysError` (`ERR_TOO_MANY_KEYS`).
    * @default 10_000
    */
   maxKeys?: number;
@@ -217,14 +211,7 @@ export class KeyedScheduler {
       throw new InvalidOptionError('burst', options.burst, '`burst` needs a `rate`: give the rate each key refills at');
     }
     this.#fixed = options.rate === undefined ? undefined : bucketParams(options.rate, options.burst ?? PACED_JOB_BURST);
-    const maxKeys = options.maxKeys ?? DEFAULT_MAX_SCHEDULER_KEYS;
-    if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) {
-      throw new InvalidOptionError(
-        'maxKeys',
-        maxKeys,
-        `Expected \`maxKeys\` to be an integer >= 1, got ${describeValue(maxKeys)}: the keys kept are bounded on purpose`,
-      );
-    }
+    const maxKeys = parseMaxKeys(options.maxKeys, DEFAULT_MAX_SCHEDULER_KEYS);
     this.#maxKeys = maxKeys;
     const global = globalParams(options.global);
     this.#turns =
@@ -293,9 +280,9 @@ export class KeyedScheduler {
     return total;
   }
 
-  /** The global bucket's rate, per second (Infinity without `global`). */
-  get globalRate(): number {
-    return this.#turns?.rate ?? Number.POSITIVE_INFINITY;
+  /** The global bucket's parameters, if any (as {@link KeyedLimiter.global}). */
+  get global(): Readonly<BucketParams> | undefined {
+    return this.#turns?.params;
   }
 
   /** True once {@link close} was called. */
@@ -375,7 +362,7 @@ export class KeyedScheduler {
     const now = this.#clock.now();
     const waiting = this.#resolvingByKey.get(key);
     if (waiting === undefined) {
-      if (this.#resolvingByKey.size >= this.#maxKeys) return new TooManyKeysError(this.#maxKeys);
+      if (this.#resolvingByKey.size >= this.#maxKeys) return new TooManyKeysError(this.#maxKeys, key);
       this.#resolvingByKey.set(key, { count: 1, sinceMs: now });
       return undefined;
     }
@@ -449,7 +436,8 @@ export class KeyedScheduler {
     let state = this.#table.use(key);
     if (state === undefined) {
       state = this.#table.add(key, this.#clock.now(), () => this.#make(key, params));
-      if (state === undefined) return this.#refuse(key, 'tooManyKeys', new TooManyKeysError(this.#maxKeys), options);
+      if (state === undefined)
+        return this.#refuse(key, 'tooManyKeys', new TooManyKeysError(this.#maxKeys, key), options);
     } else if (params !== state.params && params !== undefined) {
       // A new plan: the key keeps its tokens, capped at the new burst (the Scheduler's setRate and setBurst).
       const scheduler = state.scheduler;

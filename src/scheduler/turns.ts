@@ -103,9 +103,9 @@ export class Turns {
     this.#watchdog = new Watchdog(options.clock, () => this.#serve(this.#clock.now()));
   }
 
-  /** The shared bucket's rate, tokens per second. */
-  get rate(): number {
-    return this.#params.ratePerSecond;
+  /** The shared bucket's rate and burst. */
+  get params(): Readonly<BucketParams> {
+    return this.#params;
   }
 
   /** The shared bucket's capacity: the largest cost a job may have. */

@@ -71,6 +71,9 @@ describe('KeyedScheduler: a Scheduler per key', () => {
   it('checks every option up front, as a Scheduler would', () => {
     expect(() => new KeyedScheduler({ rate: 10, maxQueue: -1 })).toThrow(/maxQueue/);
     expect(() => new KeyedScheduler({ rate: 10, maxKeys: 0 })).toThrow(/maxKeys/);
+    // The one rule for every table of keys (MemoryStore's): an integer from 1 to 2^31 - 1.
+    expect(() => new KeyedScheduler({ rate: 10, maxKeys: 2 ** 31 })).toThrow(/from 1 to 2\^31 - 1/);
+    expect(new KeyedScheduler({ rate: 10, maxKeys: 2 ** 31 - 1 }).maxKeys).toBe(2 ** 31 - 1);
     expect(() => new KeyedScheduler({ rate: 10, global: { rate: 5 } as never })).toThrow(/global.burst/);
     expect(() => new KeyedScheduler({ rate: 10, plans: { a: { rate: 1, burst: 1 } }, plan: () => 'a' })).toThrow(
       /not both/,
@@ -139,7 +142,7 @@ describe('KeyedScheduler: keys are bounded by maxKeys', () => {
     const b = keyed.schedule('b', slow);
     const refused = await keyed.schedule('c', () => 1).catch((error: unknown) => error);
     expect(isTokenpaceError(refused, 'ERR_TOO_MANY_KEYS')).toBe(true);
-    expect(refused).toMatchObject({ maxKeys: 2 });
+    expect(refused).toMatchObject({ maxKeys: 2, key: 'c' });
     expect(String((refused as Error).message)).toMatch(/raise maxKeys/);
     expect(keyed.keyCount).toBe(2);
     await timers.tickAsync(100);
@@ -300,6 +303,8 @@ describe('KeyedScheduler: a limit over all keys, taken in turns', () => {
 
   it('refuses at once a cost above the global burst', async () => {
     const { keyed } = setup({ rate: 100, burst: 10, global: { rate: 10, burst: 2 } });
+    expect(keyed.global).toEqual({ ratePerSecond: 10, burst: 2 }); // as KeyedLimiter's `global`
+    expect(setup({ rate: 1 }).keyed.global).toBeUndefined();
     const error = await keyed.schedule('a', () => 1, { cost: 3 }).catch((e: unknown) => e);
     expect(isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY')).toBe(true);
     expect(String((error as Error).message)).toMatch(/global.burst/);
