@@ -24,7 +24,17 @@
  */
 
 import type { Clock } from '../clock.js';
-import { type BucketParams, type BucketState, charge, readyAt, rebill, startAt, tryCharge } from '../meters/bucket.js';
+import {
+  type BucketParams,
+  type BucketState,
+  charge,
+  msUntil,
+  readyAt,
+  rebill,
+  startAt,
+  tokensAt,
+  tryCharge,
+} from '../meters/bucket.js';
 import { catchUpAllowanceMs, Watchdog } from '../timer.js';
 
 /**
@@ -128,6 +138,20 @@ export class Turns {
     for (const member of this.#ring) this.#leave(member);
     this.#waitingSinceMs = Number.NEGATIVE_INFINITY;
     this.#watchdog.disarm();
+  }
+
+  /**
+   * An estimate, in ms from `now`, of when `member` could start a job of `cost` at the shared
+   * bucket: once the bucket has paid for the cost every member ahead of it in the ring waits for,
+   * and this one (a round, the deficits aside). For a retry hint, not a promise.
+   */
+  waitMs(member: TurnsMember, cost: number, now: number): number {
+    let ahead = 0;
+    for (const other of this.#ring) {
+      if (other === member) break;
+      ahead += other.wantCost;
+    }
+    return msUntil(tokensAt(this.#bucket, this.#params, now), ahead + cost, this.#params);
   }
 
   /** See {@link TurnsMember.pass}. */

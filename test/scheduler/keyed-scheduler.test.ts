@@ -548,3 +548,27 @@ describe('KeyedScheduler: the refusals it decides itself are counted and heard',
     expect(errors).toEqual(['a listener bug']);
   });
 });
+
+describe('KeyedScheduler: retry hints count the turns at the limit over all keys', () => {
+  it("a full key's QueueFullError.retryAfterMs is the later of its own wait and its turn", async () => {
+    const { keyed, starts, job, timers } = setup({
+      rate: 1000,
+      burst: 10,
+      maxQueue: 1,
+      global: { rate: 10, burst: 1 },
+    });
+    void keyed.schedule('a', job('a', 0)); // takes the global token
+    const waiting = keyed.schedule('a', job('a', 1)); // waits for its turn: the queue is full
+    const error = await keyed.schedule('a', job('a', 2)).catch((e: unknown) => e);
+    expect(isTokenpaceError(error, 'ERR_QUEUE_FULL')).toBe(true);
+    const retryAfterMs = (error as { retryAfterMs: number }).retryAfterMs;
+    expect(retryAfterMs).toBeGreaterThanOrEqual(100); // the head starts at 100 ms, at its turn
+    expect(retryAfterMs).toBeLessThanOrEqual(110);
+    await timers.tickAsync(retryAfterMs);
+    await waiting;
+    expect(starts.map((s) => s.at)).toEqual([0, 100]);
+    const third = keyed.schedule('a', job('a', 3)); // room, as told
+    await timers.tickAsync(100);
+    await expect(third).resolves.toBe(3);
+  });
+});
