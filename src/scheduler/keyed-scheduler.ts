@@ -189,7 +189,7 @@ export class KeyedScheduler {
   /** Keyed listeners per event; every key's Scheduler forwards the events that have any. */
   readonly #listeners = new Map<EventName, Set<KeyedSchedulerListener<EventName>>>();
   /** Calls waiting for an asynchronous plan, not yet in a key's queue. */
-  readonly #resolving = new Set<Promise<unknown>>();
+  readonly #resolving = new Map<Promise<unknown>, (error: unknown) => void>();
   /** Per key whose plan is being looked up: how many calls wait for it, and since when (bounded, see `schedule`). */
   readonly #resolvingByKey = new Map<string, { count: number; sinceMs: number }>();
   /** The most calls that may wait for one key's plan: its `maxQueue`, at least one. */
@@ -338,18 +338,36 @@ export class KeyedScheduler {
       params.catch(() => undefined); // its outcome is no longer awaited
       return this.#refuse(key, refused instanceof QueueFullError ? 'queueFull' : 'tooManyKeys', refused, options);
     }
-    const arriving = params.then(
+    let resolveCall!: (value: R | PromiseLike<R>) => void;
+    let rejectCall!: (reason: unknown) => void;
+    const arriving = new Promise<R>((resolve, reject) => {
+      resolveCall = resolve;
+      rejectCall = reject;
+    });
+    /** True the first time: the call leaves the calls waiting for a plan (its plan came, or close() gave up). */
+    const leaves = (): boolean => {
+      if (!this.#resolving.has(arriving)) return false;
+      this.#looked(key, arriving);
+      return true;
+    };
+    this.#resolving.set(arriving, (error) => {
+      if (!leaves()) return;
+      rejectCall(error);
+      this.#told(key, 'cleared', error, options); // accepted, then given up: as close({ drain: false }) counts
+    });
+    params.then(
       (resolved) => {
-        this.#looked(key, arriving);
-        if (this.#closed) throw new ClosedError("the keyed scheduler was closed while the key's plan was looked up");
-        return this.#enqueue(key, resolved, fn, options);
+        if (!leaves()) return;
+        try {
+          resolveCall(this.#enqueue(key, resolved, fn, options));
+        } catch (error) {
+          rejectCall(error);
+        }
       },
       (error: unknown) => {
-        this.#looked(key, arriving);
-        throw error;
+        if (leaves()) rejectCall(error);
       },
     );
-    this.#resolving.add(arriving);
     return arriving;
   }
 
@@ -379,6 +397,12 @@ export class KeyedScheduler {
    * `rejected` listeners with its key, as a key's Scheduler does with its own refusals.
    */
   #refuse(key: string, reason: RejectReason, error: unknown, options: ScheduleOptions | undefined): Promise<never> {
+    this.#told(key, reason, error, options);
+    return Promise.reject(error);
+  }
+
+  /** Counts a job turned away here by `reason` and tells the `rejected` listeners. */
+  #told(key: string, reason: RejectReason, error: unknown, options: ScheduleOptions | undefined): void {
     this.#retired.rejected[reason]++;
     const listeners = this.#listeners.get('rejected');
     if (listeners !== undefined && listeners.size !== 0) {
@@ -395,7 +419,6 @@ export class KeyedScheduler {
         }
       }
     }
-    return Promise.reject(error);
   }
 
   /** A `rejected` listener failed: to the `error` listeners, or thrown in a microtask if there are none. */
@@ -473,12 +496,16 @@ export class KeyedScheduler {
   /**
    * Closes every key's Scheduler (see {@link Scheduler.close}): `schedule` then rejects with
    * `ClosedError`; waiting jobs still run, or with `{ drain: false }` are rejected. A job whose key's
-   * plan was still being looked up (an async `plan` or `limits`) is rejected with `ClosedError`.
+   * plan was still being looked up (an async `plan` or `limits`) is rejected with `ClosedError` at once,
+   * its plan not waited for.
    * Resolves when every key is idle.
    */
   async close(options?: { drain?: boolean }): Promise<void> {
     this.#closed = true;
-    await Promise.allSettled([...this.#resolving]);
+    // Not waited for: a plan that never comes would hold close() forever.
+    for (const abandon of [...this.#resolving.values()]) {
+      abandon(new ClosedError("the keyed scheduler was closed while the key's plan was looked up"));
+    }
     await Promise.all([...this.#table.values()].map((state) => state.scheduler.close(options)));
     this.#turns?.close(); // keys whose jobs were rejected may still hold a place in the ring
   }
@@ -493,7 +520,7 @@ export class KeyedScheduler {
   /** Resolves when no key has a job waiting or running. */
   async onIdle(): Promise<void> {
     for (;;) {
-      const busy: Promise<unknown>[] = [...this.#resolving];
+      const busy: Promise<unknown>[] = [...this.#resolving.keys()];
       for (const state of this.#table.values()) {
         const scheduler = state.scheduler;
         if (scheduler.size !== 0 || scheduler.pending !== 0) busy.push(scheduler.onIdle());

@@ -572,3 +572,18 @@ describe('KeyedScheduler: retry hints count the turns at the limit over all keys
     await expect(third).resolves.toBe(3);
   });
 });
+
+describe('KeyedScheduler: close() never waits for a plan', () => {
+  it('rejects the calls waiting for a plan that never comes with ClosedError, and resolves', async () => {
+    const { keyed } = setup({ limits: () => new Promise(() => undefined) });
+    const waiting = keyed.schedule('k', () => 1).catch((error: unknown) => error);
+    let closed = false;
+    void keyed.close().then(() => {
+      closed = true;
+    });
+    await settle();
+    expect(closed).toBe(true);
+    expect(isTokenpaceError(await waiting, 'ERR_CLOSED')).toBe(true);
+    expect(keyed.counters.rejected.cleared).toBe(1); // accepted, then given up, as close({ drain: false }) counts
+  });
+});
