@@ -296,7 +296,7 @@ export class LocalAdmission implements Admission {
    * - Under a rate the time is known: room comes when the head starts (with
    *   `maxQueue: 0`, when this job's own tokens are there). A key of a
    *   KeyedScheduler takes the later of that and its turn at the limit over
-   *   all keys ({@link Turns.waitMs}: an estimate).
+   *   all keys (an estimate: ./turns.ts).
    * - Under a concurrency that is full it is estimated: the mean gap between
    *   finishes while jobs were turned away or waiting, after the last finish;
    *   before any finish, as long again as the last job has run so far (at
@@ -324,7 +324,7 @@ export class LocalAdmission implements Admission {
     if (turns !== undefined) {
       // A key's head waits for its turn at the limit over all keys as well: the later of the two.
       const head = queued ? host.queue.peek() : undefined;
-      baseMs = Math.max(baseMs, turns.turns.waitMs(turns, head === undefined ? cost : head.cost, now));
+      baseMs = Math.max(baseMs, turns.waitMs(head === undefined ? cost : head.cost, now));
       spacingMs = Math.max(spacingMs, msUntil(0, cost, turns.turns.params));
     }
     // Under `windowCounts: 'finish'`, a window that only running jobs' finishes can free is full as a concurrency is.

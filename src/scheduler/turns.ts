@@ -71,6 +71,11 @@ export class TurnsMember {
     return this.turns.pass(this, cost, now);
   }
 
+  /** An estimate of when it could start a job of `cost`, ms from `now` (see {@link Turns.waitMs}). */
+  waitMs(cost: number, now: number): number {
+    return this.turns.waitMs(this, cost, now);
+  }
+
   /** A running job's bill changed by `deltaCost` at `now` (see {@link Turns.rebill}). */
   rebill(deltaCost: number, now: number): void {
     this.turns.rebill(deltaCost, now);
