@@ -175,13 +175,17 @@ export class TooManyKeysError extends TokenpaceError {
   override name = 'TooManyKeysError';
   override readonly code = 'ERR_TOO_MANY_KEYS' as const;
   readonly maxKeys: number;
-  constructor(maxKeys: number) {
+  /** The new key that was refused. */
+  readonly key: string;
+  constructor(maxKeys: number, key: string) {
     super(
       'ERR_TOO_MANY_KEYS',
       `too many keys: the ${maxKeys} keys kept (maxKeys ${maxKeys}) all have jobs waiting or running, so a new key ` +
-        'cannot be added; retry once some finish, or raise maxKeys if that many tenants are expected at once',
+        `(${describeValue(key)}) cannot be added; retry once some finish, or raise maxKeys if that many tenants are ` +
+        'expected at once',
     );
     this.maxKeys = maxKeys;
+    this.key = key;
   }
 }
 

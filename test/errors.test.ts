@@ -127,7 +127,7 @@ describe('every error class is a real Error', () => {
     StoreUnavailableError: () => new errorsModule.StoreUnavailableError('redis down'),
     ClosedError: () => new errorsModule.ClosedError(),
     NotSupportedError: () => new errorsModule.NotSupportedError('not here'),
-    TooManyKeysError: () => new errorsModule.TooManyKeysError(10),
+    TooManyKeysError: () => new errorsModule.TooManyKeysError(10, 'tenant-11'),
     AbortError: () => new errorsModule.AbortError(),
   };
 

@@ -11,7 +11,7 @@
 
 import type { Clock } from '../clock.js';
 import type { KeyEntry } from '../scheduler/key-table.js';
-import type { Scheduler, SchedulerOptions } from '../scheduler/scheduler.js';
+import { refillMsOf, type Scheduler, type SchedulerOptions } from '../scheduler/scheduler.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import type { AdaptiveOrigin } from './adaptive-origin.js';
 
@@ -149,7 +149,7 @@ export function schedulerOptions(limits: OriginLimits, clock: Clock): SchedulerO
 
 /** How long after its last use an idle origin equals a new one: its bucket refilled, its window slid out, ms. */
 export function settleMsOf(scheduler: Scheduler, limits: OriginLimits): number {
-  const refillMs = scheduler.rate < Number.POSITIVE_INFINITY ? (scheduler.burst * 1000) / scheduler.rate : 0;
+  const refillMs = refillMsOf(scheduler);
   const windowMs =
     limits.window === undefined ? 0 : parseDuration(limits.window) + parseDuration(limits.windowMargin ?? 0);
   return Math.max(refillMs, windowMs);

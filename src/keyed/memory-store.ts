@@ -34,7 +34,7 @@
  */
 
 import { type Clock, checkClock } from '../clock.js';
-import { checkKnownOptions, checkOptions, InvalidOptionError } from '../errors.js';
+import { checkKnownOptions, checkOptions, describeValue, InvalidOptionError } from '../errors.js';
 import {
   type BucketParams,
   type BucketState,
@@ -65,6 +65,21 @@ export interface MemoryStoreOptions {
 
 /** The default bound on keys kept in memory. */
 export const DEFAULT_MAX_KEYS = 100_000;
+
+/**
+ * `maxKeys` (`fallback` when not given): an integer from 1 to 2^31 - 1, the one rule for every table
+ * of keys (the memory stores, a KeyedScheduler). Bounded on purpose: it sizes the memory kept. @internal
+ */
+export function parseMaxKeys(value: number | undefined, fallback: number): number {
+  const maxKeys = value ?? fallback;
+  if (Number.isInteger(maxKeys) && maxKeys >= 1 && maxKeys < 2 ** 31) return maxKeys;
+  throw new InvalidOptionError(
+    'maxKeys',
+    maxKeys,
+    `Expected \`maxKeys\` to be an integer from 1 to 2^31 - 1, got ${describeValue(maxKeys)}: the keys kept are ` +
+      'bounded on purpose; pick the most you are willing to hold in memory',
+  );
+}
 
 const INITIAL_SLOTS = 1024;
 const NONE = -1;
@@ -111,14 +126,7 @@ export class MemoryStore implements KeyedStore {
   constructor(options: MemoryStoreOptions = {}) {
     checkOptions(options, 'MemoryStore options ({ maxKeys, clock })', false);
     checkKnownOptions(options, MEMORY_STORE_OPTIONS, 'MemoryStore options');
-    const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
-    if (!(Number.isInteger(maxKeys) && maxKeys >= 1 && maxKeys < 2 ** 31)) {
-      throw new InvalidOptionError(
-        'maxKeys',
-        maxKeys,
-        `Expected \`maxKeys\` to be an integer from 1 to 2^31 - 1, got ${maxKeys}`,
-      );
-    }
+    const maxKeys = parseMaxKeys(options.maxKeys, DEFAULT_MAX_KEYS);
     this.maxKeys = maxKeys;
     this.#clock = checkClock(options.clock);
     this.#sweepEvery = Math.floor(maxKeys / 16);

@@ -46,7 +46,7 @@ import {
   StoreHealth,
 } from '../stores/health.js';
 import type { DurationInput } from '../units.js';
-import { MEMORY_STORE_OPTIONS } from './memory-store.js';
+import { DEFAULT_MAX_KEYS, MEMORY_STORE_OPTIONS, parseMaxKeys } from './memory-store.js';
 import { DENY_RETRY_AFTER_MS } from './policy-answers.js';
 import type { RedisClientLike } from './redis-store.js';
 
@@ -123,11 +123,7 @@ export class MemoryWindowStore implements WindowStore {
   constructor(options: MemoryWindowStoreOptions = {}) {
     checkOptions(options, 'MemoryWindowStore options ({ maxKeys, clock })', false);
     checkKnownOptions(options, MEMORY_STORE_OPTIONS, 'MemoryWindowStore options');
-    const maxKeys = options.maxKeys ?? 100_000;
-    if (!(Number.isInteger(maxKeys) && maxKeys >= 1)) {
-      throw new InvalidOptionError('maxKeys', maxKeys, `Expected \`maxKeys\` to be a positive integer, got ${maxKeys}`);
-    }
-    this.maxKeys = maxKeys;
+    this.maxKeys = parseMaxKeys(options.maxKeys, DEFAULT_MAX_KEYS);
     this.#clock = checkClock(options.clock);
   }
 

@@ -38,7 +38,8 @@ export type Events = SchedulerEvents & { changed: [] };
 /** A listener; what it returns is looked at only for a promise (an `async` listener's), whose rejection is an error. */
 type Listener<E extends keyof Events> = ((...args: Events[E]) => unknown) & { original?: unknown };
 
-function isThenable(value: unknown): value is PromiseLike<unknown> {
+/** @internal */
+export function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
     value !== undefined &&
     value !== null &&

@@ -31,12 +31,16 @@ import {
   checkOptions,
   describeValue,
   InvalidOptionError,
+  QueueFullError,
+  retryHintMs,
   TooManyKeysError,
 } from '../errors.js';
 import { type GlobalLimitOptions, globalParams } from '../keyed/keyed-options.js';
+import { parseMaxKeys } from '../keyed/memory-store.js';
 import { type LimitsResolver, limitsResolver, type PlanOptions } from '../keyed/plans.js';
 import { type BucketParams, bucketParams, PACED_JOB_BURST } from '../meters/bucket.js';
-import type { DurationInput, RateInput, SizeInput } from '../units.js';
+import type { RateInput, SizeInput } from '../units.js';
+import { isThenable } from './events.js';
 import { type KeyEntry, KeyTable } from './key-table.js';
 import { SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import {
@@ -46,7 +50,10 @@ import {
   type EventName,
   type JobFunction,
   type MemberOptions,
+  parseMaxQueue,
   parseOptionalDuration,
+  type RejectedJob,
+  type RejectReason,
   type ScheduleOptions,
   type SchedulerCounters,
   type SchedulerEvents,
@@ -55,35 +62,28 @@ import {
   wrapCalls,
   zeroCounters,
 } from './options.js';
-import { Scheduler } from './scheduler.js';
-import { TURNS, Turns } from './turns.js';
+import { refillMsOf, Scheduler } from './scheduler.js';
+import { GLOBAL_CAPACITY, TURNS, Turns } from './turns.js';
 
-/** Options for {@link KeyedScheduler}: each key's limits, and what every key shares. */
-export interface KeyedSchedulerOptions extends PlanOptions<string> {
+/**
+ * Options for {@link KeyedScheduler}: each key's limits, and what every key shares. `concurrency`,
+ * `maxQueue`, `onFull`, `maxWait`, `timeout`, `onTimeout` and `catchUp` are each key's, as a
+ * Scheduler's; `maxWait` counts the turns at `global` too.
+ */
+export interface KeyedSchedulerOptions
+  extends PlanOptions<string>,
+    Pick<SchedulerOptions, 'concurrency' | 'maxQueue' | 'onFull' | 'maxWait' | 'timeout' | 'onTimeout' | 'catchUp'> {
   /** Each key's rate: a number per second or a string such as `'10/s'`. Or `limits`, or `plans` with `plan`. */
   rate?: RateInput;
-  /** Each key's burst (with `rate`). @default 1 */
+  /** Each key's burst (with `rate`). @default 1 (see {@link SchedulerOptions.burst}) */
   burst?: SizeInput;
-  /** Each key's weighted concurrency. @default Infinity (a rate, or a plan, limits alone) */
-  concurrency?: number;
-  /** Each key's bound on waiting jobs (see {@link SchedulerOptions.maxQueue}). @default 1000 */
-  maxQueue?: number;
-  /** What a key's full queue gives up (see {@link SchedulerOptions.onFull}). @default 'reject' */
-  onFull?: 'reject' | 'evict-lower' | 'drop-oldest';
-  /** The longest a job may wait to start, its turns at `global` included. @default Infinity */
-  maxWait?: DurationInput;
-  /** The default `timeout` of every job. @default Infinity */
-  timeout?: DurationInput;
-  /** What a job's timeout does to the concurrency it holds. @default 'release' */
-  onTimeout?: 'release' | 'hold';
-  /** The most timer lateness made up for, ms (see {@link SchedulerOptions.catchUp}). @default 5 */
-  catchUp?: DurationInput;
   /** A bucket over all keys together (the provider's limit): a job needs tokens from both; keys take turns at it. */
   global?: GlobalLimitOptions;
   /**
-   * The most keys kept. An idle key whose bucket is full again is dropped first, then the least
-   * recently used idle key (it comes back with a full bucket). When every key kept has jobs
-   * waiting or running, a job for a new key is refused with `TooManyKeysError` (`ERR_TOO_MANY_KEYS`).
+   * The most keys kept, an integer from 1 to 2^31 - 1. An idle key whose bucket is full again is
+   * dropped first, then the least recently used idle key (it comes back with a full bucket). When
+   * every key kept has jobs waiting or running, a job for a new key is refused with
+   * `TooManyKeysError` (`ERR_TOO_MANY_KEYS`).
    * @default 10_000
    */
   maxKeys?: number;
@@ -118,12 +118,17 @@ const KEYED_SCHEDULER_OPTIONS: ReadonlySet<string> = new Set([
 /** One key kept: its Scheduler, its limits, and since when it is known to be idle. */
 class KeyState implements KeyEntry {
   readonly scheduler: Scheduler;
+  /** The limits its plan last gave (`undefined` without a rate): a new plan is applied when they differ. */
   params: BucketParams | undefined;
   /**
    * When the table first saw it idle and unused since (NaN: not seen so). Its bucket was last
    * charged before then, so it is full again (it equals a new key) a refill from empty later.
    */
   seenIdleAtMs = Number.NaN;
+  /** Its Scheduler's `counters.admitted` then: a job given to the Scheduler directly restarts the idle time. */
+  admittedWhenSeenIdle = 0;
+  /** Its refill time then: new limits since (a `setRate` while idle) restart the idle time. */
+  refillMsWhenSeenIdle = 0;
 
   constructor(scheduler: Scheduler, params: BucketParams | undefined) {
     this.scheduler = scheduler;
@@ -135,15 +140,23 @@ class KeyState implements KeyEntry {
     return scheduler.size !== 0 || scheduler.pending !== 0 || scheduler.isPaused;
   }
 
-  /** Idle (the table asks only then): true once its bucket is surely full again; without a rate, at once. */
+  /** Idle (the table asks only then): true once its bucket, at its limits now, is surely full again. */
   forgettable(nowMs: number): boolean {
-    const params = this.params;
-    if (params === undefined) return true;
-    if (Number.isNaN(this.seenIdleAtMs)) {
+    const scheduler = this.scheduler;
+    const refillMs = refillMsOf(scheduler);
+    if (refillMs === 0) return true;
+    const admitted = scheduler.counters.admitted;
+    if (
+      Number.isNaN(this.seenIdleAtMs) ||
+      admitted !== this.admittedWhenSeenIdle ||
+      refillMs !== this.refillMsWhenSeenIdle
+    ) {
       this.seenIdleAtMs = nowMs;
+      this.admittedWhenSeenIdle = admitted;
+      this.refillMsWhenSeenIdle = refillMs;
       return false;
     }
-    return nowMs >= this.seenIdleAtMs + (params.burst * 1000) / params.ratePerSecond;
+    return nowMs >= this.seenIdleAtMs + refillMs;
   }
 }
 
@@ -171,12 +184,16 @@ export class KeyedScheduler {
   readonly #turns: Turns | undefined;
   readonly #table: KeyTable<KeyState>;
   readonly #maxKeys: number;
-  /** The counters of the keys dropped so far. */
+  /** The counters of the keys dropped so far, and the jobs refused here, before any key's Scheduler. */
   readonly #retired: SchedulerCounters = zeroCounters();
   /** Keyed listeners per event; every key's Scheduler forwards the events that have any. */
   readonly #listeners = new Map<EventName, Set<KeyedSchedulerListener<EventName>>>();
   /** Calls waiting for an asynchronous plan, not yet in a key's queue. */
-  readonly #resolving = new Set<Promise<unknown>>();
+  readonly #resolving = new Map<Promise<unknown>, (error: unknown) => void>();
+  /** Per key whose plan is being looked up: how many calls wait for it, and since when (bounded, see `schedule`). */
+  readonly #resolvingByKey = new Map<string, { count: number; sinceMs: number }>();
+  /** The most calls that may wait for one key's plan: its `maxQueue`, at least one. */
+  readonly #maxResolvingPerKey: number;
   #closed = false;
 
   constructor(options: KeyedSchedulerOptions) {
@@ -194,14 +211,7 @@ export class KeyedScheduler {
       throw new InvalidOptionError('burst', options.burst, '`burst` needs a `rate`: give the rate each key refills at');
     }
     this.#fixed = options.rate === undefined ? undefined : bucketParams(options.rate, options.burst ?? PACED_JOB_BURST);
-    const maxKeys = options.maxKeys ?? DEFAULT_MAX_SCHEDULER_KEYS;
-    if (!(Number.isSafeInteger(maxKeys) && maxKeys >= 1)) {
-      throw new InvalidOptionError(
-        'maxKeys',
-        maxKeys,
-        `Expected \`maxKeys\` to be an integer >= 1, got ${describeValue(maxKeys)}: the keys kept are bounded on purpose`,
-      );
-    }
+    const maxKeys = parseMaxKeys(options.maxKeys, DEFAULT_MAX_SCHEDULER_KEYS);
     this.#maxKeys = maxKeys;
     const global = globalParams(options.global);
     this.#turns =
@@ -214,6 +224,7 @@ export class KeyedScheduler {
             quantum: 1,
             catchUpMs: parseOptionalDuration(options.catchUp, DEFAULT_CATCH_UP_MS),
           });
+    this.#maxResolvingPerKey = Math.max(1, parseMaxQueue(options.maxQueue));
     const shared: MemberOptions = {
       clock,
       concurrency: options.concurrency,
@@ -269,9 +280,9 @@ export class KeyedScheduler {
     return total;
   }
 
-  /** The global bucket's rate, per second (Infinity without `global`). */
-  get globalRate(): number {
-    return this.#turns?.rate ?? Number.POSITIVE_INFINITY;
+  /** The global bucket's parameters, if any (as {@link KeyedLimiter.global}). */
+  get global(): Readonly<BucketParams> | undefined {
+    return this.#turns?.params;
   }
 
   /** True once {@link close} was called. */
@@ -310,9 +321,8 @@ export class KeyedScheduler {
     const turns = this.#turns;
     const cost = options?.cost;
     if (turns !== undefined && typeof cost === 'number' && cost > turns.burst) {
-      return Promise.reject(
-        new CostExceedsCapacityError(cost, turns.burst, "the global bucket's capacity (global.burst)"),
-      );
+      const error = new CostExceedsCapacityError(cost, turns.burst, GLOBAL_CAPACITY);
+      return this.#refuse(key, 'costExceedsCapacity', error, options);
     }
     const resolve = this.#resolve;
     if (resolve === undefined) return this.#enqueue(key, this.#fixed, fn, options);
@@ -323,14 +333,111 @@ export class KeyedScheduler {
       return Promise.reject(error);
     }
     if (!(params instanceof Promise)) return this.#enqueue(key, params, fn, options);
-    const arriving = params.then((resolved) => {
-      this.#resolving.delete(arriving);
-      if (this.#closed) throw new ClosedError("the keyed scheduler was closed while the key's plan was looked up");
-      return this.#enqueue(key, resolved, fn, options);
+    const refused = this.#refuseLookup(key);
+    if (refused !== undefined) {
+      params.catch(() => undefined); // its outcome is no longer awaited
+      return this.#refuse(key, refused instanceof QueueFullError ? 'queueFull' : 'tooManyKeys', refused, options);
+    }
+    let resolveCall!: (value: R | PromiseLike<R>) => void;
+    let rejectCall!: (reason: unknown) => void;
+    const arriving = new Promise<R>((resolve, reject) => {
+      resolveCall = resolve;
+      rejectCall = reject;
     });
-    this.#resolving.add(arriving);
-    arriving.catch(() => this.#resolving.delete(arriving));
+    /** True the first time: the call leaves the calls waiting for a plan (its plan came, or close() gave up). */
+    const leaves = (): boolean => {
+      if (!this.#resolving.has(arriving)) return false;
+      this.#looked(key, arriving);
+      return true;
+    };
+    this.#resolving.set(arriving, (error) => {
+      if (!leaves()) return;
+      rejectCall(error);
+      this.#told(key, 'cleared', error, options); // accepted, then given up: as close({ drain: false }) counts
+    });
+    params.then(
+      (resolved) => {
+        if (!leaves()) return;
+        try {
+          resolveCall(this.#enqueue(key, resolved, fn, options));
+        } catch (error) {
+          rejectCall(error);
+        }
+      },
+      (error: unknown) => {
+        if (leaves()) rejectCall(error);
+      },
+    );
     return arriving;
+  }
+
+  /**
+   * Bounds the calls waiting for a plan, as the queues bound the calls waiting to start: at most
+   * `maxQueue` (at least one) per key, else `QueueFullError`; at most `maxKeys` keys, else
+   * `TooManyKeysError`. `undefined`: the call may wait (it is counted).
+   */
+  #refuseLookup(key: string): QueueFullError | TooManyKeysError | undefined {
+    const now = this.#clock.now();
+    const waiting = this.#resolvingByKey.get(key);
+    if (waiting === undefined) {
+      if (this.#resolvingByKey.size >= this.#maxKeys) return new TooManyKeysError(this.#maxKeys, key);
+      this.#resolvingByKey.set(key, { count: 1, sinceMs: now });
+      return undefined;
+    }
+    if (waiting.count >= this.#maxResolvingPerKey) {
+      // The lookup's time is not known: as long again as the oldest has taken so far (at least 1 ms).
+      return new QueueFullError(this.#maxResolvingPerKey, retryHintMs(Math.max(1, now - waiting.sinceMs)));
+    }
+    waiting.count++;
+    return undefined;
+  }
+
+  /**
+   * Refuses a job before any key's Scheduler has it: counted in `counters.rejected` and told to the
+   * `rejected` listeners with its key, as a key's Scheduler does with its own refusals.
+   */
+  #refuse(key: string, reason: RejectReason, error: unknown, options: ScheduleOptions | undefined): Promise<never> {
+    this.#told(key, reason, error, options);
+    return Promise.reject(error);
+  }
+
+  /** Counts a job turned away here by `reason` and tells the `rejected` listeners. */
+  #told(key: string, reason: RejectReason, error: unknown, options: ScheduleOptions | undefined): void {
+    this.#retired.rejected[reason]++;
+    const listeners = this.#listeners.get('rejected');
+    if (listeners !== undefined && listeners.size !== 0) {
+      const cost = typeof options?.cost === 'number' ? options.cost : 1;
+      const priority = typeof options?.priority === 'number' ? options.priority : 0;
+      const job: RejectedJob = { reason, error, cost, priority };
+      for (const listener of listeners) {
+        // A listener that throws (or rejects) is heard by the `error` listeners, as on a Scheduler.
+        try {
+          const result: unknown = listener(key, job);
+          if (isThenable(result)) result.then(undefined, (failure: unknown) => this.#listenerFailed(key, failure));
+        } catch (failure) {
+          this.#listenerFailed(key, failure);
+        }
+      }
+    }
+  }
+
+  /** A `rejected` listener failed: to the `error` listeners, or thrown in a microtask if there are none. */
+  #listenerFailed(key: string, failure: unknown): void {
+    const listeners = this.#listeners.get('error');
+    if (listeners === undefined || listeners.size === 0) {
+      queueMicrotask(() => {
+        throw failure;
+      });
+      return;
+    }
+    for (const listener of listeners) (listener as (key: string, error: unknown) => void)(key, failure);
+  }
+
+  /** A call's plan lookup settled: it no longer counts against the bound. */
+  #looked(key: string, arriving: Promise<unknown>): void {
+    this.#resolving.delete(arriving);
+    const waiting = this.#resolvingByKey.get(key);
+    if (waiting !== undefined && --waiting.count === 0) this.#resolvingByKey.delete(key);
   }
 
   /** A function whose every call is a job of `key` (see {@link Scheduler.wrap}). */
@@ -352,7 +459,8 @@ export class KeyedScheduler {
     let state = this.#table.use(key);
     if (state === undefined) {
       state = this.#table.add(key, this.#clock.now(), () => this.#make(key, params));
-      if (state === undefined) return Promise.reject(new TooManyKeysError(this.#maxKeys));
+      if (state === undefined)
+        return this.#refuse(key, 'tooManyKeys', new TooManyKeysError(this.#maxKeys, key), options);
     } else if (params !== state.params && params !== undefined) {
       // A new plan: the key keeps its tokens, capped at the new burst (the Scheduler's setRate and setBurst).
       const scheduler = state.scheduler;
@@ -388,12 +496,16 @@ export class KeyedScheduler {
   /**
    * Closes every key's Scheduler (see {@link Scheduler.close}): `schedule` then rejects with
    * `ClosedError`; waiting jobs still run, or with `{ drain: false }` are rejected. A job whose key's
-   * plan was still being looked up (an async `plan` or `limits`) is rejected with `ClosedError`.
+   * plan was still being looked up (an async `plan` or `limits`) is rejected with `ClosedError` at once,
+   * its plan not waited for.
    * Resolves when every key is idle.
    */
   async close(options?: { drain?: boolean }): Promise<void> {
     this.#closed = true;
-    await Promise.allSettled([...this.#resolving]);
+    // Not waited for: a plan that never comes would hold close() forever.
+    for (const abandon of [...this.#resolving.values()]) {
+      abandon(new ClosedError("the keyed scheduler was closed while the key's plan was looked up"));
+    }
     await Promise.all([...this.#table.values()].map((state) => state.scheduler.close(options)));
     this.#turns?.close(); // keys whose jobs were rejected may still hold a place in the ring
   }
@@ -408,7 +520,7 @@ export class KeyedScheduler {
   /** Resolves when no key has a job waiting or running. */
   async onIdle(): Promise<void> {
     for (;;) {
-      const busy: Promise<unknown>[] = [...this.#resolving];
+      const busy: Promise<unknown>[] = [...this.#resolving.keys()];
       for (const state of this.#table.values()) {
         const scheduler = state.scheduler;
         if (scheduler.size !== 0 || scheduler.pending !== 0) busy.push(scheduler.onIdle());

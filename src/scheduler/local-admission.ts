@@ -13,7 +13,8 @@
  * its own limits let the head start, the head asks for its turn at the shared
  * bucket (./turns.ts), which charges it if the answer is yes; on a no the
  * head waits (its own bucket uncharged) until the turns wake the scheduler.
- * Such a key has no window limit (a KeyedScheduler gives none).
+ * Such a key has no window limit: a KeyedScheduler gives none, and `setWindow`
+ * on its key's Scheduler is refused (`NotSupportedError`).
  */
 
 import { retryHintMs } from '../errors.js';
@@ -35,8 +36,8 @@ import { catchUpAllowanceMs, type Watchdog } from '../timer.js';
 import { type Admission, type Host, heldUnits, type LimitsChange, waitForMs } from './admission.js';
 import type { SchedulerSettings } from './options.js';
 import type { Bill, Job } from './run.js';
-import type { TurnsMember } from './turns.js';
-import { StartWindow, type WindowSettings } from './window-limit.js';
+import { GLOBAL_CAPACITY, type TurnsMember } from './turns.js';
+import { noWindowOnKey, StartWindow, type WindowSettings } from './window-limit.js';
 
 /** A bucket and a weighted concurrency in this process; see the file's opening comment. */
 export class LocalAdmission implements Admission {
@@ -293,7 +294,9 @@ export class LocalAdmission implements Admission {
    * timer margin ({@link retryHintMs}).
    *
    * - Under a rate the time is known: room comes when the head starts (with
-   *   `maxQueue: 0`, when this job's own tokens are there).
+   *   `maxQueue: 0`, when this job's own tokens are there). A key of a
+   *   KeyedScheduler takes the later of that and its turn at the limit over
+   *   all keys (an estimate: ./turns.ts).
    * - Under a concurrency that is full it is estimated: the mean gap between
    *   finishes while jobs were turned away or waiting, after the last finish;
    *   before any finish, as long again as the last job has run so far (at
@@ -316,6 +319,13 @@ export class LocalAdmission implements Admission {
       if (!queued) baseMs = delayUntil(bucket, params, now, cost);
       else if (this.#nextStartMs !== Number.POSITIVE_INFINITY) baseMs = this.#nextStartMs - now;
       spacingMs = msUntil(0, cost, params);
+    }
+    const turns = this.#turns;
+    if (turns !== undefined) {
+      // A key's head waits for its turn at the limit over all keys as well: the later of the two.
+      const head = queued ? host.queue.peek() : undefined;
+      baseMs = Math.max(baseMs, turns.waitMs(head === undefined ? cost : head.cost, now));
+      spacingMs = Math.max(spacingMs, msUntil(0, cost, turns.turns.params));
     }
     // Under `windowCounts: 'finish'`, a window that only running jobs' finishes can free is full as a concurrency is.
     const windowMs = this.#window === undefined || queued ? 0 : this.#window.waitMs(now, cost);
@@ -340,12 +350,24 @@ export class LocalAdmission implements Admission {
     return retryHintMs(atMs - now);
   }
 
+  /**
+   * A key of a KeyedScheduler is billed at both buckets: the new total must fit the key's burst and
+   * the global one, and the change moves both (a key without a rate, the global one alone).
+   */
   adjust(bill: Bill, deltaCost: number): void {
     const bucket = this.#bucket;
-    if (bucket === undefined || deltaCost === 0) return;
+    const turns = this.#turns;
+    if (deltaCost === 0 || (bucket === undefined && turns === undefined)) return;
     const params = this.#params;
     const now = this.#host.clock.now();
-    rebill(bucket, params, now, bill.amend(deltaCost, params.burst));
+    const globalBurst = turns === undefined ? Number.POSITIVE_INFINITY : turns.turns.burst;
+    const delta =
+      globalBurst < params.burst
+        ? bill.amend(deltaCost, globalBurst, GLOBAL_CAPACITY)
+        : bill.amend(deltaCost, params.burst);
+    turns?.rebill(delta, now);
+    if (bucket === undefined) return;
+    rebill(bucket, params, now, delta);
     this.#host.pump(now); // the head's start moved: later for a charge, sooner for a refund
   }
 
@@ -361,6 +383,7 @@ export class LocalAdmission implements Admission {
     const now = host.clock.now();
     const { ratePerSecond, burst, concurrency, window } = change;
     if (window !== undefined) {
+      noWindowOnKey(this.#turns, window); // refused, with the one message
       if (this.#window === undefined) this.#window = new StartWindow(window);
       else this.#window.reconfigure(window);
       host.limitsChanged(now);

@@ -14,7 +14,13 @@ import type { FailurePolicy } from '../stores/health.js';
 import { type DurationInput, parseDuration, type RateInput, type SizeInput } from '../units.js';
 import { SCHEDULER_OPTIONS, SCHEDULER_PEER_OPTIONS } from './option-names.js';
 import { TURNS, type Turns } from './turns.js';
-import { noWindowOnFleet, parseWindowLimit, type WindowLimitOptions, type WindowSettings } from './window-limit.js';
+import {
+  noWindowOnFleet,
+  noWindowOnKey,
+  parseWindowLimit,
+  type WindowLimitOptions,
+  type WindowSettings,
+} from './window-limit.js';
 
 /** Options for {@link Scheduler}. At least one limit must be finite: `rate`, `concurrency`, or `limit` with `window`. */
 export interface SchedulerOptions extends WindowLimitOptions {
@@ -204,8 +210,11 @@ export interface WrapOptions<A extends unknown[]> {
   timeout?: DurationInput;
 }
 
-/** Why the scheduler turned a job away (the key in {@link SchedulerCounters.rejected}). */
-export type RejectReason = 'queueFull' | 'waitTooLong' | 'costExceedsCapacity' | 'aborted' | 'cleared';
+/**
+ * Why the scheduler turned a job away (the key in {@link SchedulerCounters.rejected}). `tooManyKeys`
+ * comes only from a KeyedScheduler: a new key when the `maxKeys` kept all have jobs.
+ */
+export type RejectReason = 'queueFull' | 'waitTooLong' | 'costExceedsCapacity' | 'aborted' | 'cleared' | 'tooManyKeys';
 
 /** Counts since the scheduler was made. */
 export interface SchedulerCounters {
@@ -233,7 +242,7 @@ export function zeroCounters(): SchedulerCounters {
     completed: 0,
     failed: 0,
     timedOut: 0,
-    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
+    rejected: { queueFull: 0, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0, tooManyKeys: 0 },
     waitedMs: 0,
   };
 }
@@ -474,7 +483,12 @@ export function parseSchedulerOptions(options: SchedulerOptions): SchedulerSetti
     paused: options.autoStart === false,
   };
   const turns = (options as MemberOptions)[TURNS];
-  return { ...settings, fleet: noWindowOnFleet(parseFleet(options), window), window, turns };
+  return {
+    ...settings,
+    fleet: noWindowOnFleet(parseFleet(options), window),
+    window,
+    turns: noWindowOnKey(turns, window),
+  };
 }
 
 /** The fleet options: `store` and `key` (both or neither), and the three that only a fleet has. */

@@ -85,14 +85,15 @@ export class Bill implements JobContext {
 
   /**
    * `adjust(deltaCost)`'s rule on this bill, the same for every admission: a charge that would
-   * take the job's cost above `capacity` throws `CostExceedsCapacityError`, and a refund is at
+   * take the job's cost above `capacity` throws `CostExceedsCapacityError` (its message calls
+   * the capacity `what`), and a refund is at
    * most what the job was charged. Updates `cost`; returns the change made, signed (0: none).
    * The admission moves its bucket (or its store) by that much.
    */
-  amend(deltaCost: number, capacity: number): number {
+  amend(deltaCost: number, capacity: number, what?: string): number {
     if (deltaCost > 0) {
       const total = this.cost + deltaCost;
-      if (total > capacity) throw new CostExceedsCapacityError(total, capacity);
+      if (total > capacity) throw new CostExceedsCapacityError(total, capacity, what);
       this.cost = total;
       return deltaCost;
     }

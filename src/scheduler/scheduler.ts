@@ -29,7 +29,7 @@ import {
   retryHintMs,
   WaitTooLongError,
 } from '../errors.js';
-import { burstParam, rateParam } from '../meters/bucket.js';
+import { burstParam, rateParam, timeToFullMs } from '../meters/bucket.js';
 import { Watchdog } from '../timer.js';
 import type { DurationInput, RateInput, SizeInput } from '../units.js';
 import { type Admission, type Host, maxCostOf } from './admission.js';
@@ -668,4 +668,13 @@ export class Scheduler {
     }
     this.#pump(now);
   }
+}
+
+/**
+ * How long after its last charge `scheduler`'s bucket is surely full again, so equal to a new one's,
+ * ms ({@link timeToFullMs} from empty, at its limits now): 0 without a rate. @internal
+ */
+export function refillMsOf(scheduler: Scheduler): number {
+  const ratePerSecond = scheduler.rate;
+  return ratePerSecond < Number.POSITIVE_INFINITY ? timeToFullMs(0, { ratePerSecond, burst: scheduler.burst }) : 0;
 }

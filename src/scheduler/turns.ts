@@ -24,7 +24,17 @@
  */
 
 import type { Clock } from '../clock.js';
-import { type BucketParams, type BucketState, charge, readyAt, startAt, tryCharge } from '../meters/bucket.js';
+import {
+  type BucketParams,
+  type BucketState,
+  charge,
+  msUntil,
+  readyAt,
+  rebill,
+  startAt,
+  tokensAt,
+  tryCharge,
+} from '../meters/bucket.js';
 import { catchUpAllowanceMs, Watchdog } from '../timer.js';
 
 /**
@@ -32,6 +42,9 @@ import { catchUpAllowanceMs, Watchdog } from '../timer.js';
  * {@link Turns}: a KeyedScheduler gives it to each key's Scheduler.
  */
 export const TURNS: unique symbol = Symbol('tokenpace.turns');
+
+/** What a cost above the shared bucket's capacity is refused by, in `CostExceedsCapacityError`'s message. */
+export const GLOBAL_CAPACITY = "the global bucket's capacity (global.burst)";
 
 /** One member of the ring: a key's admission, as {@link Turns} sees it. */
 export class TurnsMember {
@@ -56,6 +69,16 @@ export class TurnsMember {
   /** True if a job of `cost` may start at `now`: the shared bucket is charged then. */
   pass(cost: number, now: number): boolean {
     return this.turns.pass(this, cost, now);
+  }
+
+  /** An estimate of when it could start a job of `cost`, ms from `now` (see {@link Turns.waitMs}). */
+  waitMs(cost: number, now: number): number {
+    return this.turns.waitMs(this, cost, now);
+  }
+
+  /** A running job's bill changed by `deltaCost` at `now` (see {@link Turns.rebill}). */
+  rebill(deltaCost: number, now: number): void {
+    this.turns.rebill(deltaCost, now);
   }
 }
 
@@ -95,9 +118,9 @@ export class Turns {
     this.#watchdog = new Watchdog(options.clock, () => this.#serve(this.#clock.now()));
   }
 
-  /** The shared bucket's rate, tokens per second. */
-  get rate(): number {
-    return this.#params.ratePerSecond;
+  /** The shared bucket's rate and burst. */
+  get params(): Readonly<BucketParams> {
+    return this.#params;
   }
 
   /** The shared bucket's capacity: the largest cost a job may have. */
@@ -122,6 +145,20 @@ export class Turns {
     this.#watchdog.disarm();
   }
 
+  /**
+   * An estimate, in ms from `now`, of when `member` could start a job of `cost` at the shared
+   * bucket: once the bucket has paid for the cost every member ahead of it in the ring waits for,
+   * and this one (a round, the deficits aside). For a retry hint, not a promise.
+   */
+  waitMs(member: TurnsMember, cost: number, now: number): number {
+    let ahead = 0;
+    for (const other of this.#ring) {
+      if (other === member) break;
+      ahead += other.wantCost;
+    }
+    return msUntil(tokensAt(this.#bucket, this.#params, now), ahead + cost, this.#params);
+  }
+
   /** See {@link TurnsMember.pass}. */
   pass(member: TurnsMember, cost: number, now: number): boolean {
     if (this.#turn === member) {
@@ -144,6 +181,16 @@ export class Turns {
     // Served from the timer, never from here: the member's own scheduler is in the middle of a call.
     if (!this.#serving) this.#armFor(this.#first(), now);
     return false;
+  }
+
+  /**
+   * A running job's bill changed by `deltaCost` (already checked against {@link burst}) at `now`:
+   * the shared bucket is charged (in debt if need be) or credited by the same rule as a key's own
+   * bucket ({@link rebill}), and the ring's timer moves with the first member's start.
+   */
+  rebill(deltaCost: number, now: number): void {
+    rebill(this.#bucket, this.#params, now, deltaCost);
+    if (!this.#serving) this.#armFor(this.#first(), now);
   }
 
   /**

@@ -161,6 +161,20 @@ export function noWindowOnFleet<F>(fleet: F | undefined, window: WindowSettings 
   );
 }
 
+/**
+ * A key's turns at a KeyedScheduler's limit over all keys, refused with a window limit: a job must
+ * pass its window and take its turn at once, and the turns charge the global bucket before a window
+ * could refuse. @internal
+ */
+export function noWindowOnKey<T>(turns: T | undefined, window: WindowSettings | undefined): T | undefined {
+  if (turns === undefined || window === undefined) return turns;
+  throw new NotSupportedError(
+    "a window limit (`limit`/`window`) does not apply to a KeyedScheduler's key yet: its jobs take turns at the " +
+      'limit over all keys, which charges the global bucket before a window could refuse; give the key a `rate` ' +
+      "with `burst: 1` below the window's limit (`setRate`), or use a Scheduler of its own",
+  );
+}
+
 /** The sliding log a local admission keeps for its window limit; see the file's opening comment. */
 export class StartWindow {
   #params: WindowParams;

@@ -71,6 +71,9 @@ describe('KeyedScheduler: a Scheduler per key', () => {
   it('checks every option up front, as a Scheduler would', () => {
     expect(() => new KeyedScheduler({ rate: 10, maxQueue: -1 })).toThrow(/maxQueue/);
     expect(() => new KeyedScheduler({ rate: 10, maxKeys: 0 })).toThrow(/maxKeys/);
+    // The one rule for every table of keys (MemoryStore's): an integer from 1 to 2^31 - 1.
+    expect(() => new KeyedScheduler({ rate: 10, maxKeys: 2 ** 31 })).toThrow(/from 1 to 2\^31 - 1/);
+    expect(new KeyedScheduler({ rate: 10, maxKeys: 2 ** 31 - 1 }).maxKeys).toBe(2 ** 31 - 1);
     expect(() => new KeyedScheduler({ rate: 10, global: { rate: 5 } as never })).toThrow(/global.burst/);
     expect(() => new KeyedScheduler({ rate: 10, plans: { a: { rate: 1, burst: 1 } }, plan: () => 'a' })).toThrow(
       /not both/,
@@ -139,7 +142,7 @@ describe('KeyedScheduler: keys are bounded by maxKeys', () => {
     const b = keyed.schedule('b', slow);
     const refused = await keyed.schedule('c', () => 1).catch((error: unknown) => error);
     expect(isTokenpaceError(refused, 'ERR_TOO_MANY_KEYS')).toBe(true);
-    expect(refused).toMatchObject({ maxKeys: 2 });
+    expect(refused).toMatchObject({ maxKeys: 2, key: 'c' });
     expect(String((refused as Error).message)).toMatch(/raise maxKeys/);
     expect(keyed.keyCount).toBe(2);
     await timers.tickAsync(100);
@@ -300,6 +303,8 @@ describe('KeyedScheduler: a limit over all keys, taken in turns', () => {
 
   it('refuses at once a cost above the global burst', async () => {
     const { keyed } = setup({ rate: 100, burst: 10, global: { rate: 10, burst: 2 } });
+    expect(keyed.global).toEqual({ ratePerSecond: 10, burst: 2 }); // as KeyedLimiter's `global`
+    expect(setup({ rate: 1 }).keyed.global).toBeUndefined();
     const error = await keyed.schedule('a', () => 1, { cost: 3 }).catch((e: unknown) => e);
     expect(isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY')).toBe(true);
     expect(String((error as Error).message)).toMatch(/global.burst/);
@@ -320,5 +325,265 @@ describe('KeyedScheduler: a limit over all keys, taken in turns', () => {
     await Promise.all(all);
     await keyed.onIdle();
     expect(pending()).toBe(0);
+  });
+});
+
+describe('KeyedScheduler: ctx.adjust bills the limit over all keys too', () => {
+  /** Cost charged per start: its own, plus what its function adjusts by. */
+  function billed(starts: { n: number }[]): number {
+    return starts.reduce((sum, s) => sum + s.n, 0);
+  }
+
+  for (const [name, perKey] of [
+    ['keys with a rate', { rate: 1000, burst: 10 }],
+    ['keys without a rate', { concurrency: 100 }],
+  ] as const) {
+    it(`charges adjust(+n) to the global bucket: at most global burst + rate * T over the starts (${name})`, async () => {
+      const { keyed, timers } = setup({ ...perKey, maxQueue: 100, global: { rate: 10, burst: 4 } });
+      const starts: { n: number; at: number }[] = [];
+      for (const key of ['a', 'b']) {
+        for (let n = 0; n < 30; n++) {
+          keyed
+            .schedule(key, ({ adjust }) => {
+              adjust(2); // the real cost, known once the call is made: 3
+              starts.push({ n: 3, at: timers.now });
+            })
+            .catch(() => undefined);
+        }
+      }
+      for (const T of [0, 500, 1000, 2000]) {
+        await timers.tickAsync(T - timers.now);
+        // burst + rate * T, plus the one adjustment not known when its job started (the bucket's debt).
+        expect(billed(starts.filter((s) => s.at <= T))).toBeLessThanOrEqual(4 + (10 * T) / 1000 + 2);
+      }
+      expect(billed(starts)).toBeGreaterThanOrEqual(4 + 20 - 3); // and the whole rate is used
+      keyed.scheduler('a')?.clear();
+      keyed.scheduler('b')?.clear();
+    });
+  }
+
+  it('gives adjust(-n) back to the global bucket', async () => {
+    const { keyed, timers } = setup({ rate: 1000, burst: 10, maxQueue: 100, global: { rate: 10, burst: 2 } });
+    let started = 0;
+    for (const key of ['a', 'b']) {
+      for (let n = 0; n < 30; n++) {
+        keyed
+          .schedule(
+            key,
+            ({ adjust }) => {
+              started++;
+              adjust(-1); // billed 2, cost 1
+            },
+            { cost: 2 },
+          )
+          .catch(() => undefined);
+      }
+    }
+    await timers.tickAsync(1000);
+    expect(started).toBeGreaterThanOrEqual(11); // 2 + 10 tokens at 1 each, not at 2
+    keyed.scheduler('a')?.clear();
+    keyed.scheduler('b')?.clear();
+  });
+
+  it('refuses adjust(+n) that takes a job above global.burst, naming it', async () => {
+    const { keyed } = setup({ rate: 1000, burst: 10, global: { rate: 10, burst: 2 } });
+    const error = await keyed.schedule('a', ({ adjust }) => adjust(5)).catch((e: unknown) => e);
+    expect(isTokenpaceError(error, 'ERR_COST_EXCEEDS_CAPACITY')).toBe(true);
+    expect(String((error as Error).message)).toMatch(/global.burst/);
+  });
+});
+
+describe('KeyedScheduler: a key has no window limit', () => {
+  it("refuses setWindow on a key's Scheduler with NotSupportedError, and takes no global token for it", async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 1000, burst: 10, global: { rate: 10, burst: 2 } });
+    void keyed.schedule('a', job('a', 0));
+    const scheduler = keyed.scheduler('a');
+    let error: unknown;
+    try {
+      scheduler?.setWindow({ limit: 1, window: '1s' });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(isTokenpaceError(error, 'ERR_NOT_SUPPORTED')).toBe(true);
+    expect(String((error as Error).message)).toMatch(/KeyedScheduler/);
+    expect(scheduler?.window).toBe(0);
+    void keyed.schedule('a', job('a', 1));
+    void keyed.schedule('b', job('b', 2));
+    await timers.tickAsync(100);
+    expect(starts.map((s) => s.n)).toEqual([0, 1, 2]); // the global bucket's 2, then 1 a 100 ms
+  });
+});
+
+describe('KeyedScheduler: a key is dropped only once its bucket is full at its limits now', () => {
+  it("waits a refill at the key's live rate after scheduler(key).setRate(lower)", async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 10, burst: 1 }); // a refill takes 100 ms
+    await keyed.schedule('a', job('a', 0));
+    keyed.scheduler('a')?.setRate(1); // a refill now takes 1,000 ms
+    await timers.tickAsync(10);
+    await keyed.schedule('b', job('b')); // the table sees 'a' idle at 10 ms
+    await timers.tickAsync(190);
+    await keyed.schedule('c', job('c')); // 'a' holds 0.2 tokens: kept
+    expect(keyed.keys()).toContain('a');
+    void keyed.schedule('a', job('a', 1));
+    await timers.tickAsync(800);
+    expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 1000]); // burst + rate * T
+  });
+
+  it('waits a refill for a key made without a rate and given one since', async () => {
+    const { keyed, starts, job, timers } = setup({ concurrency: 1 });
+    void keyed.schedule('a', job('a', 0));
+    keyed.scheduler('a')?.setRate(1); // a bucket of burst 1, full
+    await keyed.schedule('a', job('a', 1)); // empties it
+    await timers.tickAsync(10);
+    await keyed.schedule('b', job('b'));
+    await timers.tickAsync(10);
+    await keyed.schedule('c', job('c'));
+    expect(keyed.keys()).toContain('a');
+    expect(keyed.scheduler('a')?.rate).toBe(1);
+    void keyed.schedule('a', job('a', 2));
+    await timers.tickAsync(1000);
+    expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 0, 1000]);
+  });
+
+  it('restarts the idle time of a key whose Scheduler took a job directly', async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 10, burst: 1 }); // a refill takes 100 ms
+    await keyed.schedule('a', job('a', 0));
+    await timers.tickAsync(10);
+    await keyed.schedule('b', job('b')); // the table sees 'a' idle at 10 ms
+    await timers.tickAsync(90);
+    await keyed.scheduler('a')?.schedule(job('a', 1)); // charged at 100 ms, not through the KeyedScheduler
+    await timers.tickAsync(50);
+    await keyed.schedule('c', job('c')); // 'a' holds 0.5 tokens: kept
+    expect(keyed.keys()).toContain('a');
+    void keyed.schedule('a', job('a', 2));
+    await timers.tickAsync(50);
+    expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 100, 200]);
+  });
+});
+
+describe('KeyedScheduler: new limits while a key is idle', () => {
+  it('restarts the idle time when the key is given a higher rate after it was seen idle', async () => {
+    const { keyed, starts, job, timers } = setup({ rate: 1, burst: 2 }); // a refill takes 2,000 ms
+    void keyed.schedule('a', job('a', 0));
+    await keyed.schedule('a', job('a', 1)); // empty at 0
+    await timers.tickAsync(10);
+    await keyed.schedule('b', job('b')); // the table sees 'a' idle at 10 ms
+    await timers.tickAsync(990);
+    keyed.scheduler('a')?.setRate(2); // 1 token at 1,000 ms, full at 1,500 ms
+    await timers.tickAsync(100);
+    await keyed.schedule('c', job('c')); // at 1,100 ms: 'a' holds 1.2 tokens, kept
+    expect(keyed.keys()).toContain('a');
+    for (let n = 2; n < 4; n++) void keyed.schedule('a', job('a', n));
+    await timers.tickAsync(0);
+    expect(starts.filter((s) => s.key === 'a').map((s) => s.at)).toEqual([0, 0, 1100]);
+  });
+});
+
+describe('KeyedScheduler: calls waiting for an asynchronous plan are bounded', () => {
+  it('refuses past maxQueue per key (QueueFullError) and past maxKeys keys (TooManyKeysError)', async () => {
+    const { keyed, timers } = setup({ limits: () => new Promise(() => undefined), maxQueue: 10, maxKeys: 3 });
+    const outcomes: unknown[] = [];
+    const record = (promise: Promise<unknown>) => promise.catch((error: unknown) => outcomes.push(error));
+    await timers.tickAsync(40);
+    for (let n = 0; n < 100; n++) void record(keyed.schedule('k', () => n));
+    for (let k = 1; k < 6; k++) void record(keyed.schedule(`k${k}`, () => k));
+    await settle();
+    expect(outcomes).toHaveLength(90 + 3);
+    const full = outcomes.filter((error) => isTokenpaceError(error, 'ERR_QUEUE_FULL'));
+    expect(full).toHaveLength(90);
+    expect(full[0]).toMatchObject({ maxQueue: 10 });
+    expect((full[0] as { retryAfterMs: number }).retryAfterMs).toBeGreaterThan(0);
+    expect(outcomes.filter((error) => isTokenpaceError(error, 'ERR_TOO_MANY_KEYS'))).toHaveLength(3);
+  });
+
+  it('counts a call out when its plan settles, fulfilled or not', async () => {
+    let fail = true;
+    const { keyed } = setup({
+      limits: async () => {
+        if (fail) throw new Error('plan service down');
+        return { rate: 1000, burst: 1000 };
+      },
+      maxQueue: 2,
+      maxKeys: 1,
+    });
+    await expect(keyed.schedule('a', () => 1)).rejects.toThrow('plan service down');
+    await expect(keyed.schedule('b', () => 1)).rejects.toThrow('plan service down');
+    fail = false;
+    await expect(Promise.all([keyed.schedule('c', () => 1), keyed.schedule('c', () => 2)])).resolves.toEqual([1, 2]);
+  });
+});
+
+describe('KeyedScheduler: the refusals it decides itself are counted and heard', () => {
+  it('counts and tells a cost above global.burst, a key too many and a flood of plan lookups', async () => {
+    const { keyed, timers } = setup({ concurrency: 1, maxKeys: 1, maxQueue: 1, global: { rate: 10, burst: 2 } });
+    const heard: string[] = [];
+    keyed.on('rejected', (key, job) => heard.push(`${key} ${job.reason} ${job.cost} ${job.priority}`));
+    await expect(keyed.schedule('a', () => 1, { cost: 3, priority: 2 })).rejects.toThrow(/global.burst/);
+    const slow = keyed.schedule('a', () => new Promise((resolve) => timers.setTimeout(resolve, 100)));
+    await expect(keyed.schedule('b', () => 1)).rejects.toMatchObject({ code: 'ERR_TOO_MANY_KEYS' });
+    expect(heard).toEqual(['a costExceedsCapacity 3 2', 'b tooManyKeys 1 0']);
+    expect(keyed.counters.rejected).toMatchObject({ costExceedsCapacity: 1, tooManyKeys: 1 });
+    await timers.tickAsync(100);
+    await slow;
+
+    const later = setup({ limits: () => new Promise(() => undefined), maxQueue: 1 });
+    const reasons: string[] = [];
+    later.keyed.on('rejected', (key, job) => reasons.push(`${key} ${job.reason}`));
+    void later.keyed.schedule('k', () => 1);
+    await expect(later.keyed.schedule('k', () => 2)).rejects.toMatchObject({ code: 'ERR_QUEUE_FULL' });
+    expect(reasons).toEqual(['k queueFull']);
+    expect(later.keyed.counters.rejected.queueFull).toBe(1);
+  });
+
+  it('hands a rejected listener that throws to the error listeners, with the key', async () => {
+    const { keyed } = setup({ rate: 10, burst: 1, global: { rate: 10, burst: 1 } });
+    const errors: string[] = [];
+    keyed.on('rejected', () => {
+      throw new Error('listener bug');
+    });
+    keyed.on('error', (key, error) => errors.push(`${key} ${(error as Error).message}`));
+    await expect(keyed.schedule('a', () => 1, { cost: 2 })).rejects.toMatchObject({
+      code: 'ERR_COST_EXCEEDS_CAPACITY',
+    });
+    expect(errors).toEqual(['a listener bug']);
+  });
+});
+
+describe('KeyedScheduler: retry hints count the turns at the limit over all keys', () => {
+  it("a full key's QueueFullError.retryAfterMs is the later of its own wait and its turn", async () => {
+    const { keyed, starts, job, timers } = setup({
+      rate: 1000,
+      burst: 10,
+      maxQueue: 1,
+      global: { rate: 10, burst: 1 },
+    });
+    void keyed.schedule('a', job('a', 0)); // takes the global token
+    const waiting = keyed.schedule('a', job('a', 1)); // waits for its turn: the queue is full
+    const error = await keyed.schedule('a', job('a', 2)).catch((e: unknown) => e);
+    expect(isTokenpaceError(error, 'ERR_QUEUE_FULL')).toBe(true);
+    const retryAfterMs = (error as { retryAfterMs: number }).retryAfterMs;
+    expect(retryAfterMs).toBeGreaterThanOrEqual(100); // the head starts at 100 ms, at its turn
+    expect(retryAfterMs).toBeLessThanOrEqual(110);
+    await timers.tickAsync(retryAfterMs);
+    await waiting;
+    expect(starts.map((s) => s.at)).toEqual([0, 100]);
+    const third = keyed.schedule('a', job('a', 3)); // room, as told
+    await timers.tickAsync(100);
+    await expect(third).resolves.toBe(3);
+  });
+});
+
+describe('KeyedScheduler: close() never waits for a plan', () => {
+  it('rejects the calls waiting for a plan that never comes with ClosedError, and resolves', async () => {
+    const { keyed } = setup({ limits: () => new Promise(() => undefined) });
+    const waiting = keyed.schedule('k', () => 1).catch((error: unknown) => error);
+    let closed = false;
+    void keyed.close().then(() => {
+      closed = true;
+    });
+    await settle();
+    expect(closed).toBe(true);
+    expect(isTokenpaceError(await waiting, 'ERR_CLOSED')).toBe(true);
+    expect(keyed.counters.rejected.cleared).toBe(1); // accepted, then given up, as close({ drain: false }) counts
   });
 });

@@ -1014,7 +1014,7 @@ describe.each(forms)('Scheduler ($name)', (form) => {
         completed: 3,
         failed: 0,
         timedOut: 0,
-        rejected: { queueFull: 1, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0 },
+        rejected: { queueFull: 1, waitTooLong: 0, costExceedsCapacity: 0, aborted: 0, cleared: 0, tooManyKeys: 0 },
         waitedMs: 300,
       });
       expect(scheduler.sizeBy({ priority: 0 })).toBe(0);
