@@ -4,22 +4,10 @@
  * costs nothing once a new key comes (the table drops it).
  */
 
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { KeyedScheduler } from '../../src/index.js';
 import { fakeClock } from '../helpers/fake-clock.js';
-
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-
-async function heapAfterGc(): Promise<number> {
-  for (let i = 0; i < 4; i++) {
-    await new Promise((resolve) => setImmediate(resolve));
-    gc();
-  }
-  return process.memoryUsage().heapUsed;
-}
+import { heapAfterGc } from '../helpers/heap.js';
 
 const KEYS = 5000;
 

@@ -8,22 +8,10 @@
  */
 
 import { EventEmitter } from 'node:events';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it, vi } from 'vitest';
 import { Scheduler } from '../../src/index.js';
+import { heapAfterGc } from '../helpers/heap.js';
 import { forms } from '../helpers/scheduler-forms.js';
-
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-
-async function heapAfterGc(): Promise<number> {
-  for (let i = 0; i < 4; i++) {
-    await new Promise((resolve) => setImmediate(resolve));
-    gc();
-  }
-  return process.memoryUsage().heapUsed;
-}
 
 describe('retained memory', () => {
   it('a settled job with a long-lived signal and a timeout retains nothing on the signal', async () => {
