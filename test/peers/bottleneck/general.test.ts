@@ -209,6 +209,19 @@ describe.each(forms)('General ($name)', (form) => {
       c.checkDuration(50);
       c.checkResultsOrder([[1]]);
     });
+
+    it('Should support highWater set to 1', async () => {
+      // bottleneck's default strategy is LEAK: `onFull: 'drop-oldest'` (a Scheduler's default is 'reject').
+      const c = makeTest(form, { maxConcurrent: 1, minTime: 0, highWater: 1, strategy: 'LEAK' });
+      const first = c.pNoErrVal(c.schedule({}, c.slowPromise, 50, null, 1), 1);
+      const dropped = [2, 3].map((n) => outcome(c.schedule({}, c.slowPromise, 50, null, n)));
+      const last = c.pNoErrVal(c.schedule({}, c.slowPromise, 50, null, 4), 4);
+      await c.last();
+      await Promise.all([first, last]);
+      expect(await Promise.all(dropped)).toEqual(['ERR_QUEUE_FULL', 'ERR_QUEUE_FULL']);
+      c.checkDuration(100);
+      c.checkResultsOrder([[1], [4]]);
+    });
   });
 
   describe('Weight', () => {

@@ -6,7 +6,8 @@
  * bottleneck's options map to the Scheduler's (docs/peer-suites.md):
  * - `maxConcurrent` is `concurrency`, a job's `weight` its `cost`;
  * - `minTime: t` is `rate: 1000 / t, burst: 1` (a start every t ms, the first at once);
- * - `highWater` is `maxQueue` (bottleneck's OVERFLOW: the new job is turned away);
+ * - `highWater` is `maxQueue` (bottleneck's OVERFLOW: the new job is turned away), and its `strategy`
+ *   `OVERFLOW_PRIORITY` is `onFull: 'evict-lower'`, `LEAK` is `onFull: 'drop-oldest'`;
  * - `expiration` is `timeout`;
  * - a priority p of 0..9, lower first, default 5, is the Scheduler's `5 - p` (higher first, default 0);
  * - a limiter with no limit (bottleneck's default) is `concurrency: 1000`: a Scheduler needs one.
@@ -25,6 +26,7 @@ export interface BottleneckOptions {
   maxConcurrent?: number;
   minTime?: number;
   highWater?: number;
+  strategy?: 'OVERFLOW_PRIORITY' | 'LEAK';
   /** A token bucket where bottleneck has a reservoir: `reservoir` X refreshed or increased by X each `interval` ms. */
   bucket?: { amount: number; intervalMs: number };
 }
@@ -54,6 +56,7 @@ export function schedulerOptions(options: BottleneckOptions): Omit<SchedulerOpti
     out.burst = options.bucket.amount;
   }
   if (options.highWater !== undefined) out.maxQueue = options.highWater;
+  if (options.strategy !== undefined) out.onFull = options.strategy === 'LEAK' ? 'drop-oldest' : 'evict-lower';
   if (out.concurrency === undefined && out.rate === undefined) out.concurrency = 1000;
   return out;
 }
