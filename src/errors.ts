@@ -108,11 +108,24 @@ export class CostExceedsCapacityError extends TokenpaceError {
   readonly cost: number;
   /** The bucket's capacity (its burst), or the scheduler's concurrency. */
   readonly capacity: number;
-  /** `quantity`: what the message calls the number (`'weight'` for a job's concurrency weight given apart from its cost). */
-  constructor(cost: number, capacity: number, what = "the bucket's capacity (burst)", quantity = 'cost') {
+  /**
+   * `capacityName`: what the capacity is, in the message (default the bucket's burst); `quantity`:
+   * what the message calls the number (`'weight'` for a job's concurrency weight given apart from its cost).
+   */
+  constructor({
+    cost,
+    capacity,
+    capacityName = "the bucket's capacity (burst)",
+    quantity = 'cost',
+  }: {
+    cost: number;
+    capacity: number;
+    capacityName?: string;
+    quantity?: 'cost' | 'weight';
+  }) {
     super(
       'ERR_COST_EXCEEDS_CAPACITY',
-      `${quantity} ${cost} exceeds ${what} of ${capacity}: a request that large can never conform; ` +
+      `${quantity} ${cost} exceeds ${capacityName} of ${capacity}: a request that large can never conform; ` +
         `raise the limit to at least ${cost} or split the request`,
     );
     this.cost = cost;
@@ -151,7 +164,15 @@ export class QueueFullError extends TokenpaceError {
    * made room for a newer one (`onFull: 'drop-oldest'`).
    */
   readonly reason: 'full' | 'evicted' | 'dropped';
-  constructor(maxQueue: number, retryAfterMs: number, reason: 'full' | 'evicted' | 'dropped' = 'full') {
+  constructor({
+    maxQueue,
+    retryAfterMs,
+    reason = 'full',
+  }: {
+    maxQueue: number;
+    retryAfterMs: number;
+    reason?: 'full' | 'evicted' | 'dropped';
+  }) {
     const retry = `retry in about ${Math.ceil(retryAfterMs)} ms, or raise maxQueue if the backlog is expected`;
     super(
       'ERR_QUEUE_FULL',
@@ -197,7 +218,18 @@ export class WaitTooLongError extends TokenpaceError {
   /** The predicted (or actual) wait, in milliseconds. */
   readonly waitMs: number;
   readonly retryAfterMs: number;
-  constructor(waitMs: number, maxWaitMs: number, retryAfterMs: number, message?: string) {
+  /** `message` replaces the default, which speaks of a predicted wait. */
+  constructor({
+    waitMs,
+    maxWaitMs,
+    retryAfterMs,
+    message,
+  }: {
+    waitMs: number;
+    maxWaitMs: number;
+    retryAfterMs: number;
+    message?: string;
+  }) {
     super(
       'ERR_WAIT_TOO_LONG',
       message ??

@@ -26,10 +26,18 @@ describe('errors', () => {
     [new InvalidSizeError(0, 'bad size'), 'ERR_INVALID_SIZE', 'InvalidSizeError'],
     [new InvalidDurationError(-1, 'bad duration'), 'ERR_INVALID_DURATION', 'InvalidDurationError'],
     [new InvalidOptionError('maxQueue', -1, 'bad option'), 'ERR_INVALID_OPTION', 'InvalidOptionError'],
-    [new CostExceedsCapacityError(300, 200), 'ERR_COST_EXCEEDS_CAPACITY', 'CostExceedsCapacityError'],
+    [
+      new CostExceedsCapacityError({ cost: 300, capacity: 200 }),
+      'ERR_COST_EXCEEDS_CAPACITY',
+      'CostExceedsCapacityError',
+    ],
     [new BurstTooSmallError(10, 100, 'too small'), 'ERR_BURST_TOO_SMALL', 'BurstTooSmallError'],
-    [new QueueFullError(1000, 250), 'ERR_QUEUE_FULL', 'QueueFullError'],
-    [new WaitTooLongError(1500, 1000, 1500), 'ERR_WAIT_TOO_LONG', 'WaitTooLongError'],
+    [new QueueFullError({ maxQueue: 1000, retryAfterMs: 250 }), 'ERR_QUEUE_FULL', 'QueueFullError'],
+    [
+      new WaitTooLongError({ waitMs: 1500, maxWaitMs: 1000, retryAfterMs: 1500 }),
+      'ERR_WAIT_TOO_LONG',
+      'WaitTooLongError',
+    ],
     [new JobTimeoutError(5000), 'ERR_JOB_TIMEOUT', 'JobTimeoutError'],
     [new StoreUnavailableError('redis down'), 'ERR_STORE_UNAVAILABLE', 'StoreUnavailableError'],
     [new AbortError(), 'ABORT_ERR', 'AbortError'],
@@ -44,21 +52,33 @@ describe('errors', () => {
   });
 
   it('messages carry the numbers and say what to change', () => {
-    expect(new CostExceedsCapacityError(300, 200).message).toBe(
+    expect(new CostExceedsCapacityError({ cost: 300, capacity: 200 }).message).toBe(
       "cost 300 exceeds the bucket's capacity (burst) of 200: a request that large can never conform; " +
         'raise the limit to at least 300 or split the request',
     );
-    expect(new CostExceedsCapacityError(12, 8, 'the concurrency').message).toMatch(/exceeds the concurrency of 8/);
-    expect(new QueueFullError(1000, 249.2).message).toMatch(/maxQueue 1000.*retry in about 250 ms/);
-    expect(new WaitTooLongError(1500, 1000, 1500).message).toMatch(/1500 ms exceeds maxWait of 1000 ms/);
-    expect(new WaitTooLongError(1, 2, 3, 'custom').message).toBe('custom');
+    expect(new CostExceedsCapacityError({ cost: 12, capacity: 8, capacityName: 'the concurrency' }).message).toMatch(
+      /exceeds the concurrency of 8/,
+    );
+    expect(new QueueFullError({ maxQueue: 1000, retryAfterMs: 249.2 }).message).toMatch(
+      /maxQueue 1000.*retry in about 250 ms/,
+    );
+    expect(new WaitTooLongError({ waitMs: 1500, maxWaitMs: 1000, retryAfterMs: 1500 }).message).toMatch(
+      /1500 ms exceeds maxWait of 1000 ms/,
+    );
+    expect(new WaitTooLongError({ waitMs: 1, maxWaitMs: 2, retryAfterMs: 3, message: 'custom' }).message).toBe(
+      'custom',
+    );
     expect(new JobTimeoutError(5000).message).toMatch(/timeout of 5000 ms/);
     expect(new AbortError().message).toBe('the operation was aborted');
   });
 
   it('keeps context fields', () => {
-    expect(new QueueFullError(10, 5)).toMatchObject({ maxQueue: 10, retryAfterMs: 5 });
-    expect(new WaitTooLongError(1500, 1000, 1200)).toMatchObject({ waitMs: 1500, maxWaitMs: 1000, retryAfterMs: 1200 });
+    expect(new QueueFullError({ maxQueue: 10, retryAfterMs: 5 })).toMatchObject({ maxQueue: 10, retryAfterMs: 5 });
+    expect(new WaitTooLongError({ waitMs: 1500, maxWaitMs: 1000, retryAfterMs: 1200 })).toMatchObject({
+      waitMs: 1500,
+      maxWaitMs: 1000,
+      retryAfterMs: 1200,
+    });
     expect(new BurstTooSmallError(10, 100, 'x')).toMatchObject({ burst: 10, minBurst: 100 });
     expect(new InvalidOptionError('maxQueue', -1, 'x')).toMatchObject({ option: 'maxQueue', value: -1 });
     const cause = new Error('ECONNREFUSED');
@@ -119,10 +139,10 @@ describe('every error class is a real Error', () => {
     InvalidSizeError: () => new errorsModule.InvalidSizeError(0, 'bad size'),
     InvalidDurationError: () => new errorsModule.InvalidDurationError(-1, 'bad duration'),
     InvalidOptionError: () => new errorsModule.InvalidOptionError('maxQueue', -1, 'bad option'),
-    CostExceedsCapacityError: () => new errorsModule.CostExceedsCapacityError(300, 200),
+    CostExceedsCapacityError: () => new errorsModule.CostExceedsCapacityError({ cost: 300, capacity: 200 }),
     BurstTooSmallError: () => new errorsModule.BurstTooSmallError(10, 100, 'too small'),
-    QueueFullError: () => new errorsModule.QueueFullError(1000, 250),
-    WaitTooLongError: () => new errorsModule.WaitTooLongError(1500, 1000, 1500),
+    QueueFullError: () => new errorsModule.QueueFullError({ maxQueue: 1000, retryAfterMs: 250 }),
+    WaitTooLongError: () => new errorsModule.WaitTooLongError({ waitMs: 1500, maxWaitMs: 1000, retryAfterMs: 1500 }),
     JobTimeoutError: () => new errorsModule.JobTimeoutError(5000),
     StoreUnavailableError: () => new errorsModule.StoreUnavailableError('redis down'),
     ClosedError: () => new errorsModule.ClosedError(),

@@ -320,7 +320,10 @@ export function throttleInterceptor(options: ThrottleInterceptorOptions = {}): T
 
       const pauseLeftMs = state.pauseLeftMs(enqueuedAtMs);
       if (pauseLeftMs > state.maxWaitMs) {
-        rejectRequest(new WaitTooLongError(pauseLeftMs, state.maxWaitMs, pauseLeftMs), true);
+        rejectRequest(
+          new WaitTooLongError({ waitMs: pauseLeftMs, maxWaitMs: state.maxWaitMs, retryAfterMs: pauseLeftMs }),
+          true,
+        );
         return true;
       }
 

@@ -327,7 +327,7 @@ export class KeyedLimiter {
             `retry in about ${Math.ceil(result.waitMs)} ms`,
         );
       }
-      throw new WaitTooLongError(result.waitMs, maxWaitMs, result.waitMs - maxWaitMs);
+      throw new WaitTooLongError({ waitMs: result.waitMs, maxWaitMs, retryAfterMs: result.waitMs - maxWaitMs });
     }
     if (signal?.aborted) {
       await this.store.refund(op, result);

@@ -340,7 +340,7 @@ export function msUntilWithin(tokens: number, cost: number, params: BucketParams
 /** Validates a cost against a capacity: a finite number, >= 0, and <= capacity. */
 export function checkCost(cost: number, capacity: number): void {
   if (typeof cost === 'number' && cost >= 0 && cost <= capacity) return;
-  if (typeof cost === 'number' && cost > capacity) throw new CostExceedsCapacityError(cost, capacity);
+  if (typeof cost === 'number' && cost > capacity) throw new CostExceedsCapacityError({ cost, capacity });
   throw new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`);
 }
 

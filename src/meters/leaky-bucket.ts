@@ -75,7 +75,12 @@ export function leakyBacklog(state: LeakyState, params: LeakyParams, nowMs: numb
 
 /** Admits `cost` into the bucket at `nowMs` if it fits (and says when it leaves); changes nothing if not. */
 export function leakyTake(state: LeakyState, params: LeakyParams, nowMs: number, cost: number): LeakyDecision {
-  if (cost > params.maxQueue) throw new CostExceedsCapacityError(cost, params.maxQueue, "the leaky bucket's maxQueue");
+  if (cost > params.maxQueue)
+    throw new CostExceedsCapacityError({
+      cost,
+      capacity: params.maxQueue,
+      capacityName: "the leaky bucket's maxQueue",
+    });
   if (!(cost >= 0)) throw new InvalidSizeError(cost, `invalid cost ${cost}: expected a finite number >= 0`);
   const now = Math.max(nowMs, state.latestMs);
   state.latestMs = now;

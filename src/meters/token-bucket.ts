@@ -288,7 +288,9 @@ export class TokenBucket {
     if (!reservation.ok) {
       // retryAfterMs means the same as in the Scheduler: how long until this wait would fit maxWait.
       const { delayMs } = reservation;
-      return Promise.reject(new WaitTooLongError(delayMs, maxWaitMs, retryHintMs(delayMs - maxWaitMs)));
+      return Promise.reject(
+        new WaitTooLongError({ waitMs: delayMs, maxWaitMs, retryAfterMs: retryHintMs(delayMs - maxWaitMs) }),
+      );
     }
     if (reservation.delayMs === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {

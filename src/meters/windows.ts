@@ -99,7 +99,7 @@ function windowStart(nowMs: number, windowMs: number): number {
 
 /** Validates a request's cost against a window's limit. */
 export function checkWindowCost(cost: number, limit: number): void {
-  if (cost > limit) throw new CostExceedsCapacityError(cost, limit, "the window's limit");
+  if (cost > limit) throw new CostExceedsCapacityError({ cost, capacity: limit, capacityName: "the window's limit" });
   if (!(cost >= 0)) throw new InvalidSizeError(cost, `invalid cost ${cost}: expected a finite number >= 0`);
 }
 

@@ -440,7 +440,11 @@ export class FleetAdmission implements Admission {
         }
         case 'waitTooLong': {
           const waitedMs = host.clock.now() - job.enqueuedAtMs;
-          const error = new WaitTooLongError(waitedMs + grant.delayMs, this.#maxWaitMs, retryHintMs(grant.delayMs));
+          const error = new WaitTooLongError({
+            waitMs: waitedMs + grant.delayMs,
+            maxWaitMs: this.#maxWaitMs,
+            retryAfterMs: retryHintMs(grant.delayMs),
+          });
           host.reject(job, 'waitTooLong', error);
           break;
         }
@@ -449,8 +453,8 @@ export class FleetAdmission implements Admission {
             job,
             'costExceedsCapacity',
             job.cost > this.burst
-              ? costError(job.cost, this.burst, Number.POSITIVE_INFINITY)
-              : weightError(job.weight, this.#params.concurrency, job.cost),
+              ? costError({ cost: job.cost, burst: this.burst })
+              : weightError({ weight: job.weight, concurrency: this.#params.concurrency, cost: job.cost }),
           );
           break;
         case 'busy':

@@ -321,7 +321,7 @@ export class KeyedScheduler {
     const turns = this.#turns;
     const cost = options?.cost;
     if (turns !== undefined && typeof cost === 'number' && cost > turns.burst) {
-      const error = new CostExceedsCapacityError(cost, turns.burst, GLOBAL_CAPACITY);
+      const error = new CostExceedsCapacityError({ cost, capacity: turns.burst, capacityName: GLOBAL_CAPACITY });
       return this.#refuse(key, 'costExceedsCapacity', error, options);
     }
     const resolve = this.#resolve;
@@ -386,7 +386,10 @@ export class KeyedScheduler {
     }
     if (waiting.count >= this.#maxResolvingPerKey) {
       // The lookup's time is not known: as long again as the oldest has taken so far (at least 1 ms).
-      return new QueueFullError(this.#maxResolvingPerKey, retryHintMs(Math.max(1, now - waiting.sinceMs)));
+      return new QueueFullError({
+        maxQueue: this.#maxResolvingPerKey,
+        retryAfterMs: retryHintMs(Math.max(1, now - waiting.sinceMs)),
+      });
     }
     waiting.count++;
     return undefined;

@@ -22,38 +22,58 @@ import type { RejectReason, SchedulerCounters } from './options.js';
 import type { Job } from './run.js';
 
 /** Why a cost can never start: above the burst, or above the concurrency. */
-export function costError(
-  cost: number,
-  burst: number,
-  concurrency: number,
+export function costError({
+  cost,
+  burst,
+  concurrency = Number.POSITIVE_INFINITY,
   windowLimit = Number.POSITIVE_INFINITY,
-): CostExceedsCapacityError {
-  if (cost > burst) return new CostExceedsCapacityError(cost, burst);
-  if (cost > windowLimit) return new CostExceedsCapacityError(cost, windowLimit, "the scheduler's window limit");
-  return new CostExceedsCapacityError(cost, concurrency, "the scheduler's concurrency");
+}: {
+  cost: number;
+  burst: number;
+  concurrency?: number;
+  windowLimit?: number;
+}): CostExceedsCapacityError {
+  if (cost > burst) return new CostExceedsCapacityError({ cost, capacity: burst });
+  if (cost > windowLimit) {
+    return new CostExceedsCapacityError({ cost, capacity: windowLimit, capacityName: "the scheduler's window limit" });
+  }
+  return new CostExceedsCapacityError({ cost, capacity: concurrency, capacityName: "the scheduler's concurrency" });
 }
 
 /** A job whose weight is above the concurrency: it could never start. */
-export function weightError(weight: number, concurrency: number, cost: number): CostExceedsCapacityError {
-  return new CostExceedsCapacityError(
-    weight,
-    concurrency,
-    "the scheduler's concurrency",
-    weight === cost ? 'cost' : 'weight',
-  );
+export function weightError({
+  weight,
+  concurrency,
+  cost,
+}: {
+  weight: number;
+  concurrency: number;
+  cost: number;
+}): CostExceedsCapacityError {
+  return new CostExceedsCapacityError({
+    cost: weight,
+    capacity: concurrency,
+    capacityName: "the scheduler's concurrency",
+    quantity: weight === cost ? 'cost' : 'weight',
+  });
 }
 
 /** A job rejected at its deadline: it waited `waitedMs`, past `maxWaitMs`, because of `why`. */
-export function deadlineError(
-  waitedMs: number,
-  maxWaitMs: number,
-  retryAfterMs: number,
-  why: string,
-): WaitTooLongError {
+export function deadlineError({
+  waitedMs,
+  maxWaitMs,
+  retryAfterMs,
+  why,
+}: {
+  waitedMs: number;
+  maxWaitMs: number;
+  retryAfterMs: number;
+  why: string;
+}): WaitTooLongError {
   const message =
     `waited ${Math.ceil(waitedMs)} ms without starting, past maxWait of ${maxWaitMs} ms (${why}); ` +
     'retry later, raise maxWait, or lower the load';
-  return new WaitTooLongError(waitedMs, maxWaitMs, retryAfterMs, message);
+  return new WaitTooLongError({ waitMs: waitedMs, maxWaitMs, retryAfterMs, message });
 }
 
 /** A priority that is not a finite number: rejected, and the promise says so (nothing is counted). */
@@ -112,30 +132,44 @@ export class Rejections {
     return Promise.reject(error);
   }
 
-  /** Rejects a new job for its cost: not a number >= 0, or one that can never start. */
-  rejectCost(
-    cost: unknown,
-    priority: number,
-    burst: number,
-    concurrency: number,
-    windowLimit?: number,
-  ): Promise<never> {
+  /** Rejects a new job for its cost: not a number >= 0, or one that can never start (see {@link costError}). */
+  rejectCost({
+    cost,
+    priority,
+    ...limits
+  }: {
+    cost: unknown;
+    priority: number;
+    burst: number;
+    concurrency?: number;
+    windowLimit?: number;
+  }): Promise<never> {
     if (typeof cost !== 'number' || !(cost >= 0)) {
       return Promise.reject(
         new InvalidSizeError(cost, `invalid cost ${describeValue(cost)}: expected a finite number >= 0`),
       );
     }
-    return this.reject('costExceedsCapacity', costError(cost, burst, concurrency, windowLimit), cost, priority);
+    return this.reject('costExceedsCapacity', costError({ cost, ...limits }), cost, priority);
   }
 
   /** Rejects a new job for its weight: not a number >= 0 (`InvalidSizeError`), or above the concurrency. */
-  rejectWeight(weight: unknown, cost: number, priority: number, concurrency: number): Promise<never> {
+  rejectWeight({
+    weight,
+    cost,
+    priority,
+    concurrency,
+  }: {
+    weight: unknown;
+    cost: number;
+    priority: number;
+    concurrency: number;
+  }): Promise<never> {
     if (typeof weight !== 'number' || !(weight >= 0)) {
       return Promise.reject(
         new InvalidSizeError(weight, `invalid weight ${describeValue(weight)}: expected a finite number >= 0`),
       );
     }
-    return this.reject('costExceedsCapacity', weightError(weight, concurrency, cost), cost, priority);
+    return this.reject('costExceedsCapacity', weightError({ weight, concurrency, cost }), cost, priority);
   }
 
   /** Rejects a job that was waiting (the caller has taken it out of the queue). */
@@ -149,6 +183,6 @@ export class Rejections {
 
   /** Rejects a new job at a full queue, telling it to retry in `retryAfterMs`. */
   queueFull(cost: number, priority: number, retryAfterMs: number): Promise<never> {
-    return this.reject('queueFull', new QueueFullError(this.#maxQueue, retryAfterMs), cost, priority);
+    return this.reject('queueFull', new QueueFullError({ maxQueue: this.#maxQueue, retryAfterMs }), cost, priority);
   }
 }

@@ -90,10 +90,10 @@ export class Bill implements JobContext {
    * most what the job was charged. Updates `cost`; returns the change made, signed (0: none).
    * The admission moves its bucket (or its store) by that much.
    */
-  amend(deltaCost: number, capacity: number, what?: string): number {
+  amend(deltaCost: number, capacity: number, capacityName?: string): number {
     if (deltaCost > 0) {
       const total = this.cost + deltaCost;
-      if (total > capacity) throw new CostExceedsCapacityError(total, capacity, what);
+      if (total > capacity) throw new CostExceedsCapacityError({ cost: total, capacity, capacityName });
       this.cost = total;
       return deltaCost;
     }

@@ -288,10 +288,10 @@ export class Scheduler {
     const rejections = this.#rejections;
     const admission = this.#admission;
     if (!(typeof cost === 'number' && cost >= 0 && cost <= this.#maxCost)) {
-      return rejections.rejectCost(cost, priority, admission.burst, Number.POSITIVE_INFINITY, admission.windowLimit);
+      return rejections.rejectCost({ cost, priority, burst: admission.burst, windowLimit: admission.windowLimit });
     }
     if (!(typeof weight === 'number' && weight >= 0 && weight <= admission.concurrency)) {
-      return rejections.rejectWeight(weight, cost, priority, admission.concurrency);
+      return rejections.rejectWeight({ weight, cost, priority, concurrency: admission.concurrency });
     }
     if (typeof priority !== 'number' || !Number.isFinite(priority)) return rejectPriority(priority);
     if (signal?.aborted) return rejections.reject('aborted', signal.reason, cost, priority);
@@ -339,7 +339,7 @@ export class Scheduler {
     if (maxWaitMs !== Number.POSITIVE_INFINITY) {
       const waitMs = admission.predictWaitMs(now, cost, priority, maxWaitMs);
       if (waitMs > 0) {
-        const error = new WaitTooLongError(waitMs, maxWaitMs, retryHintMs(waitMs - maxWaitMs));
+        const error = new WaitTooLongError({ waitMs, maxWaitMs, retryAfterMs: retryHintMs(waitMs - maxWaitMs) });
         return rejections.reject('waitTooLong', error, cost, priority);
       }
     }
@@ -562,7 +562,7 @@ export class Scheduler {
       const predictedMs = admission.predictWaitMs(now, job.cost, job.priority, 0);
       const retryAfterMs = retryHintMs(Math.max(predictedMs - maxWaitMs, admission.pollMs));
       const why = this.#paused ? 'the scheduler was paused' : admission.whyWaiting();
-      waiting.reject(job, 'waitTooLong', deadlineError(waitedMs, maxWaitMs, retryAfterMs, why));
+      waiting.reject(job, 'waitTooLong', deadlineError({ waitedMs, maxWaitMs, retryAfterMs, why }));
       any = true;
       // A new head may start right now, at exactly its deadline: let the admission try before expiring more.
       if (wasHead) return true;
@@ -616,7 +616,7 @@ export class Scheduler {
       if (victim === undefined) return;
       const retryAfterMs = this.#admission.retryAfterMs(victim.cost, victim.weight, victim.priority);
       const reason = this.#onFull === 'evict-lower' ? 'evicted' : 'dropped';
-      waiting.reject(victim, 'queueFull', new QueueFullError(this.#maxQueue, retryAfterMs, reason));
+      waiting.reject(victim, 'queueFull', new QueueFullError({ maxQueue: this.#maxQueue, retryAfterMs, reason }));
     }
   }
 
@@ -637,7 +637,7 @@ export class Scheduler {
       return;
     }
     const retryAfterMs = this.#admission.retryAfterMs(job.cost, job.weight, job.priority);
-    waiting.reject(job, 'queueFull', new QueueFullError(this.#maxQueue, retryAfterMs));
+    waiting.reject(job, 'queueFull', new QueueFullError({ maxQueue: this.#maxQueue, retryAfterMs }));
   }
 
   /**
@@ -661,9 +661,9 @@ export class Scheduler {
     const waiting = this.#waiting;
     for (const job of [...waiting.queue]) {
       if (job.cost > this.#maxCost) {
-        waiting.reject(job, 'costExceedsCapacity', costError(job.cost, burst, Number.POSITIVE_INFINITY, windowLimit));
+        waiting.reject(job, 'costExceedsCapacity', costError({ cost: job.cost, burst, windowLimit }));
       } else if (job.weight > concurrency) {
-        waiting.reject(job, 'costExceedsCapacity', weightError(job.weight, concurrency, job.cost));
+        waiting.reject(job, 'costExceedsCapacity', weightError({ weight: job.weight, concurrency, cost: job.cost }));
       }
     }
     this.#pump(now);

@@ -427,7 +427,7 @@ describe('rateLimit: failures', () => {
     const limiter: RateLimitDecider = {
       tryTake: () =>
         Promise.resolve({ allowed: false, remaining: 0, retryAfterMs: 2500, resetAfterMs: 2500, limit: 5 }),
-      take: () => Promise.reject(new WaitTooLongError(2500, 100, 2500)),
+      take: () => Promise.reject(new WaitTooLongError({ waitMs: 2500, maxWaitMs: 100, retryAfterMs: 2500 })),
     };
     const { url } = await start({ limiter, maxWait: 100, policy: { rate: 5, burst: 5 } });
     const refused = await call(url, { dispatcher: client });

@@ -33,9 +33,16 @@ describe('Rejections', () => {
 
   it('rejectCost names the limit the cost exceeds, and rejects a cost that is not a number >= 0', async () => {
     const rejections = new Rejections(zeroCounters(), new Emitter(), 10);
-    await expect(rejections.rejectCost(5, 0, 4, 10)).rejects.toMatchObject({ cost: 5, capacity: 4 });
-    await expect(rejections.rejectCost(5, 0, 10, 4)).rejects.toThrow(/concurrency/);
-    await expect(rejections.rejectCost(-1, 0, 10, 4)).rejects.toMatchObject({ code: 'ERR_INVALID_SIZE' });
-    expect(costError(3, 2, 10).message).toMatch(/3/);
+    await expect(rejections.rejectCost({ cost: 5, priority: 0, burst: 4, concurrency: 10 })).rejects.toMatchObject({
+      cost: 5,
+      capacity: 4,
+    });
+    await expect(rejections.rejectCost({ cost: 5, priority: 0, burst: 10, concurrency: 4 })).rejects.toThrow(
+      /concurrency/,
+    );
+    await expect(rejections.rejectCost({ cost: -1, priority: 0, burst: 10, concurrency: 4 })).rejects.toMatchObject({
+      code: 'ERR_INVALID_SIZE',
+    });
+    expect(costError({ cost: 3, burst: 2, concurrency: 10 }).message).toMatch(/3/);
   });
 });
