@@ -1,6 +1,6 @@
 /**
  * `npm run bench [-- id ...]`: every section, or only those named, in one run.
- * Prints markdown to paste into the README.
+ * Prints markdown to paste into docs/benchmarks.md.
  *
  * Within a section every contender runs side by side in one process, in
  * interleaved rounds. Each section gets a fresh process of its own: what one
