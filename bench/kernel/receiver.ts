@@ -41,7 +41,7 @@ await Promise.all(
 console.log('ready');
 
 createInterface({ input: process.stdin }).once('line', () => {
-  console.log(JSON.stringify(reads));
   for (const socket of sockets) socket.destroy();
-  process.exit(0);
+  // Exit once the line is written (see sender.ts).
+  process.stdout.write(`${JSON.stringify(reads)}\n`, () => process.exit(0));
 });

@@ -134,5 +134,6 @@ for (const shaper of shapers.values()) shaper.destroy();
 for (const socket of sockets.values()) socket.end();
 loopDelay.disable();
 const delayMs = { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 };
-console.log(JSON.stringify({ runStartMs, startedAtMs, delayMs, output }));
-process.exit(0);
+// Exit once the line is written: a pipe may take a long line in several writes, and exiting at once
+// can cut it (seen on Node 24 at about 140 KB).
+process.stdout.write(`${JSON.stringify({ runStartMs, startedAtMs, delayMs, output })}\n`, () => process.exit(0));
