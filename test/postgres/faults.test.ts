@@ -63,15 +63,34 @@ describe.skipIf('missing' in binaries)(
       store.on('degraded', () => events.push('degraded'));
       store.on('recovered', () => events.push('recovered'));
       let admittedByStore = 0;
+      let byPolicy = 0;
       let slowest = 0;
       const take = async (key = 'k') => {
         const started = performance.now();
         const r = await store.decide(op(key));
         slowest = Math.max(slowest, performance.now() - started);
         if (r.allowed && r.source === 'store') admittedByStore++;
+        if (r.source !== 'store') byPolicy++;
         return r;
       };
-      return { store, events, take, admitted: () => admittedByStore, slowest: () => slowest };
+      return {
+        store,
+        events,
+        take,
+        admitted: () => admittedByStore,
+        byPolicy: () => byPolicy,
+        slowest: () => slowest,
+      };
+    }
+
+    /**
+     * The burst, never more: a decision the policy answered after `fromByPolicy` may have been made
+     * in PostgreSQL all the same (its answer came after `timeoutMs`), so its token may be spent
+     * unseen; every other token of the burst is admitted.
+     */
+    function expectTheBurst(s: ReturnType<typeof subject>, fromByPolicy: number): void {
+      expect(s.admitted()).toBeLessThanOrEqual(BURST);
+      expect(s.admitted()).toBeGreaterThanOrEqual(BURST - (s.byPolicy() - fromByPolicy));
     }
 
     /** Takes until the store answers from PostgreSQL again (or fails after `ms`). */
@@ -94,10 +113,11 @@ describe.skipIf('missing' in binaries)(
       );
       await killer.end();
       await Promise.all(inFlight);
+      const answeredBefore = s.byPolicy() - 8; // the 8 in flight may have reached PostgreSQL too
       await untilRecovered(s, 10_000);
       for (let i = 0; i < 40; i++) await s.take();
       s.store.close();
-      expect(s.admitted()).toBe(BURST); // the burst, never more
+      expectTheBurst(s, answeredBefore);
       expect(s.slowest()).toBeLessThan(TIMEOUT_MS + SLACK_MS);
     }, 60_000);
 
@@ -120,11 +140,12 @@ describe.skipIf('missing' in binaries)(
       expect(await waiting()).toBe(0);
       await holder.query('rollback');
       await holder.end();
+      const answeredBefore = s.byPolicy();
       await untilRecovered(s, 10_000);
       for (let i = 0; i < 40; i++) await s.take();
       s.store.close();
       expect(s.events).toContain('recovered');
-      expect(s.admitted()).toBe(BURST);
+      expectTheBurst(s, answeredBefore);
       expect(s.slowest()).toBeLessThan(TIMEOUT_MS + SLACK_MS);
     }, 60_000);
 
