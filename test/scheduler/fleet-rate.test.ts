@@ -1,8 +1,8 @@
 /**
  * The rate a fleet delivers when its concurrency has room for it: three workers on one
  * MemoryFleetStore whose every call takes a round trip (a fake clock, so the figures are exact),
- * each with a long queue, at rate 100/s, burst 1, concurrency 4, pollInterval 5 ms: the figures of
- * test/postgres/fleet-processes.test.ts. The rate is measured over the store's own grant times
+ * each with a long queue, at rate 100/s, burst 1, concurrency 4, pollInterval 5 ms: the limits of
+ * test/postgres/fleet-processes.test.ts, with jobs between its two runs' (5 and 60 ms). The rate is measured over the store's own grant times
  * (`readyAtMs`), in the steady part of the run; the shares are the jobs each worker started.
  */
 
