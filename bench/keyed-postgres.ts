@@ -1,16 +1,20 @@
 /**
  * PostgresStore against rate-limiter-flexible's RateLimiterPostgres on the machine's PostgreSQL
  * (127.0.0.1:5432, database `test`, or TOKENPACE_PG_URL), each on the same `pg` Pool of 10
- * connections, in a schema of its own dropped afterwards: decisions per second one call at a time,
- * and with 32 in flight. 1000 keys, every call admitted (RateLimiterPostgres rejects its promise on
- * a refusal: admitted calls keep both on their fast path). Interleaved rounds.
+ * connections, in a schema of its own dropped afterwards, and RedisStore beside them on a
+ * redis-server started for the run (ioredis): decisions per second one call at a time, and with 32
+ * in flight. 1000 keys, every call admitted (RateLimiterPostgres rejects its promise on a refusal:
+ * admitted calls keep both on their fast path). Interleaved rounds.
  */
 
 import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { RateLimiterPostgres } from 'rate-limiter-flexible';
 import { KeyedLimiter } from '../src/keyed/keyed-limiter.js';
+import { RedisStore } from '../src/keyed/redis-store.js';
 import { PostgresStore } from '../src/postgres/postgres-store.js';
+import { startRedis } from '../test/helpers/redis-server.js';
 import { compare, formatOps, keep, type Section, table } from './harness.js';
 
 const URL = process.env.TOKENPACE_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -18,15 +22,19 @@ const KEYS = 1000;
 
 export const keyedPostgresSection: Section = {
   id: 'keyed-postgres',
-  title: 'Keyed limits in PostgreSQL: PostgresStore vs RateLimiterPostgres',
+  title: 'Keyed limits in PostgreSQL: PostgresStore vs RateLimiterPostgres, RedisStore beside',
   async run() {
     const schema = `tp_bench_${randomBytes(4).toString('hex')}`;
     const pool = new pg.Pool({ connectionString: URL, max: 10 });
     pool.on('error', () => {});
+    const server = await startRedis();
+    const redis = new Redis({ port: server.port, host: '127.0.0.1' });
     try {
       const store = new PostgresStore({ client: pool, schema, onError: 'deny', timeout: 5000 });
       await store.migrate();
       const limiter = new KeyedLimiter({ rate: 1e6, burst: 1e6, store });
+      const redisStore = new RedisStore({ client: redis, onError: 'deny', timeout: 5000 });
+      const inRedis = new KeyedLimiter({ rate: 1e6, burst: 1e6, store: redisStore });
       await pool.query(`create schema if not exists ${schema}`);
       const rlf = await new Promise<RateLimiterPostgres>((resolve, reject) => {
         const r: RateLimiterPostgres = new RateLimiterPostgres(
@@ -38,6 +46,7 @@ export const keyedPostgresSection: Section = {
       const key = () => `k${i++ % KEYS}`;
       const ours = async () => keep(await limiter.tryTake(key()));
       const peer = async () => keep(await rlf.consume(key()));
+      const redisOurs = async () => keep(await inRedis.tryTake(key()));
       const serial = (one: () => Promise<void>) => async (n: number) => {
         for (let j = 0; j < n; j++) await one();
       };
@@ -53,6 +62,7 @@ export const keyedPostgresSection: Section = {
         [
           { name: 'PostgresStore', run: serial(ours) },
           { name: 'RateLimiterPostgres', run: serial(peer) },
+          { name: 'RedisStore', run: serial(redisOurs) },
         ],
         options,
       );
@@ -60,30 +70,35 @@ export const keyedPostgresSection: Section = {
         [
           { name: 'PostgresStore', run: inFlight(ours) },
           { name: 'RateLimiterPostgres', run: inFlight(peer) },
+          { name: 'RedisStore', run: inFlight(redisOurs) },
         ],
         options,
       );
       const row = (label: string, m: typeof one) => {
-        const [a, b] = m as [(typeof one)[0], (typeof one)[0]];
+        const [a, b, c] = m as [(typeof one)[0], (typeof one)[0], (typeof one)[0]];
         return [
           label,
           formatOps(a.opsPerSecond),
           formatOps(b.opsPerSecond),
           `${(a.opsPerSecond / b.opsPerSecond).toFixed(2)}x`,
+          formatOps(c.opsPerSecond),
+          `${(a.opsPerSecond / c.opsPerSecond).toFixed(2)}x`,
         ];
       };
       return [
         table(
-          ['calls', 'PostgresStore', 'RateLimiterPostgres', 'ours vs the peer'],
+          ['calls', 'PostgresStore', 'RateLimiterPostgres', 'ours vs the peer', 'RedisStore', 'PostgreSQL vs Redis'],
           [row('one at a time', one), row('32 in flight', many)],
         ),
         '',
-        `${KEYS} keys, every call admitted, one pg Pool of 10 connections for both, logged tables, the median of 5 interleaved rounds.`,
+        `${KEYS} keys, every call admitted, one pg Pool of 10 connections for both PostgreSQL contenders, logged tables; RedisStore on one ioredis client to a redis-server of its own; the median of 5 interleaved rounds.`,
         'Each PostgresStore decision is one function call that locks the key row; RateLimiterPostgres runs one INSERT ... ON CONFLICT ... RETURNING per call.',
       ].join('\n');
     } finally {
       await pool.query(`drop schema if exists ${schema} cascade`).catch(() => {});
       await pool.end();
+      redis.disconnect();
+      await server.stop();
     }
   },
 };
