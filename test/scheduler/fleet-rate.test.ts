@@ -25,7 +25,7 @@ interface Run {
 }
 
 /** Three workers, `jobMs` jobs, every call to the store `oneWayMs` each way. */
-async function run(oneWayMs: number, jobMs: number): Promise<Run> {
+async function run(oneWayMs: number, jobMs: number, concurrency = 4): Promise<Run> {
   const { clock, timers } = fakeClock(0);
   const inner = new MemoryFleetStore({ clock });
   const granted: number[] = [];
@@ -52,7 +52,7 @@ async function run(oneWayMs: number, jobMs: number): Promise<Run> {
     configure: far((...args) => inner.configure(...args)),
     inspect: (...args) => inner.inspect(...args),
   };
-  const options = { rate: RATE, burst: 1, concurrency: 4, lease: 3000, pollInterval: 5, maxQueue: 1000 };
+  const options = { rate: RATE, burst: 1, concurrency, lease: 3000, pollInterval: 5, maxQueue: 1000 };
   const workers = [0, 1, 2].map(() => new Scheduler({ store, key: 'api', clock, autoStart: false, ...options }));
   const shares = [0, 0, 0];
   let running = 0;
@@ -95,4 +95,20 @@ describe('a fleet of three workers at 100/s and concurrency 4, calls of a 4 ms r
     const { rate } = await run(2, 30);
     expect(Math.abs(rate - RATE) / RATE).toBeLessThan(0.01);
   });
+});
+
+// The sizing rule of docs/fleets.md: a budget of rate x (job + round trip) + 1 units keeps the rate.
+describe('the same fleet with a budget of rate x (job + round trip) + 1 units or more', () => {
+  for (const [jobMs, concurrency] of [
+    [30, 5],
+    [40, 6],
+    [70, 9],
+  ] as const) {
+    it(`jobs of ${jobMs} ms, concurrency ${concurrency}: the rate within 1 %, even shares, never above the budget`, async () => {
+      const { rate, shares, most } = await run(2, jobMs, concurrency);
+      expect(Math.abs(rate - RATE) / RATE).toBeLessThan(0.01);
+      for (const share of shares) expect(share).toBeGreaterThan((0.9 * (RATE * DURATION_MS)) / 1000 / 3);
+      expect(most).toBeLessThanOrEqual(concurrency);
+    });
+  }
 });
