@@ -6,6 +6,7 @@
  * fluid, fluidShares) over a second.
  */
 
+import { setDefaultHighWaterMark } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ThrottleGroup } from '../../src/index.js';
@@ -22,6 +23,11 @@ import {
   stopTree,
 } from './classes-support.js';
 import { advance, maxInWindow, type Piece, settle } from './support.js';
+
+// Stream buffers of 64 KiB (Node 22's default and later) on every Node: with Node 20's 16 KiB, a
+// member with a cap of its own in a class with a ceiling takes more than its share from its
+// siblings, a known bug pinned by classes.test.ts ("32 KiB chunks through 16 KiB buffers").
+setDefaultHighWaterMark(false, 64 * 1024);
 
 const fraction = (min: number, max: number) => fc.option(fc.double({ min, max, noNaN: true }), { nil: undefined });
 const weight = fc.option(fc.constantFrom(1, 2, 3, 0.5), { nil: undefined });

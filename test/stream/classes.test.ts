@@ -4,6 +4,7 @@
  * one timer per tree; sources are socket-like (chunks on timers).
  */
 
+import { getDefaultHighWaterMark, setDefaultHighWaterMark } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, ThrottleGroup } from '../../src/index.js';
 import { fakeClock } from '../helpers/fake-clock.js';
@@ -116,6 +117,43 @@ describe('bandwidth classes: shares', () => {
     });
     for (const m of members) m.stop();
     await settle();
+  }, 60_000);
+});
+
+// KNOWN BUG, found by classes.property.test.ts on Node 20: with 16 KiB stream buffers (Node 20's
+// default) and 32 KiB chunks, a member with a rate of its own, in a class with a ceiling, takes more
+// than its weight's share from its siblings. Root 716,781 B/s: a member of weight 0.5, and a class
+// (weight 0.5, ceiling 430,078) holding A (weight 0.5, cap 60,446), B (weight 2, cap 238,231) and C
+// (weight 3). Shares due: 32.6k, 130k and 195k/s. Measured: 22.9k, 200k and 137k/s. Fair with 64 KiB
+// buffers everywhere, without B's cap or without the class's ceiling, and with either the Throttles
+// or the sources and sinks alone at 16 KiB. The cause is not found yet.
+describe('bandwidth classes: 32 KiB chunks through 16 KiB buffers', () => {
+  it.fails('a capped member among weighted siblings, in a class with a ceiling, gets its share', async () => {
+    const before = getDefaultHighWaterMark(false);
+    setDefaultHighWaterMark(false, 16 * 1024);
+    try {
+      const fake = fakeClock();
+      const rate = 716_781;
+      const chunk = 32 * 1024;
+      const root = new ThrottleGroup({ rate, clock: fake.clock });
+      const klass = root.group({ rate: 430_078, weight: 0.5 });
+      const source = 1.5 * rate;
+      const alone = busyMember(fake, root, source, { weight: 0.5 }, chunk);
+      const a = busyMember(fake, klass, source, { rate: 60_446, weight: 0.5 }, chunk);
+      const b = busyMember(fake, klass, source, { rate: 238_231, weight: 2 }, chunk);
+      const c = busyMember(fake, klass, source, { weight: 3 }, chunk);
+      await advance(fake, 3600);
+      const perSecond = (m: typeof a) => between(m.sink.pieces, 600, 3600) / 3;
+      for (const m of [alone, a, b, c]) m.stop();
+      await settle();
+      const half = rate / 2;
+      expect(perSecond(alone) / half).toBeGreaterThan(0.97);
+      expect(perSecond(a) / ((half * 0.5) / 5.5)).toBeGreaterThan(0.97);
+      expect(perSecond(b) / ((half * 2) / 5.5)).toBeLessThan(1.03);
+      expect(perSecond(c) / ((half * 3) / 5.5)).toBeGreaterThan(0.97);
+    } finally {
+      setDefaultHighWaterMark(false, before);
+    }
   }, 60_000);
 });
 
