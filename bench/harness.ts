@@ -184,6 +184,8 @@ export interface Section {
   title: string;
   /** Returns the section's markdown (tables and a line or two of notes). */
   run(): Promise<string>;
+  /** Runs only when named (a long run): `npm run bench` alone skips it. */
+  onRequest?: boolean;
 }
 
 /**

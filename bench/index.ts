@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- id ...]`: every section, or only those named, in one run.
+ * `npm run bench [-- id ...]`: every section (but those run on request), or only those named, in one run.
  * Prints markdown to paste into docs/benchmarks.md.
  *
  * Within a section every contender runs side by side in one process, in
@@ -20,7 +20,7 @@ import { fleetBandwidthSection } from './fleet-bandwidth.js';
 import type { Section } from './harness.js';
 import { httpSection } from './http.js';
 import { keyedPlansSection, keyedRedisSection, keyedSection } from './keyed.js';
-import { keyedPostgresSection } from './keyed-postgres.js';
+import { keyedPostgresSection, keyedPostgresSpraySection } from './keyed-postgres.js';
 import { keyedSchedulerSection } from './keyed-scheduler.js';
 import { schedulerSection } from './scheduler.js';
 import { streamSection } from './stream.js';
@@ -33,6 +33,7 @@ const sections: Section[] = [
   keyedPlansSection,
   keyedRedisSection,
   keyedPostgresSection,
+  keyedPostgresSpraySection,
   keyedSchedulerSection,
   fleetSection,
   fleetBandwidthSection,
@@ -48,7 +49,7 @@ if (args[0] === '--section') {
   console.log(await section.run());
   console.log('');
 } else {
-  const chosen = args.length ? sections.filter((s) => args.includes(s.id)) : sections;
+  const chosen = args.length ? sections.filter((s) => args.includes(s.id)) : sections.filter((s) => !s.onRequest);
   if (chosen.length === 0) {
     console.error(`no bench section named ${args.join(', ')}; sections: ${sections.map((s) => s.id).join(', ')}`);
     process.exit(2);

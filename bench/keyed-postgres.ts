@@ -102,3 +102,87 @@ export const keyedPostgresSection: Section = {
     }
   },
 };
+
+/** Keys sprayed in `keyed-postgres-spray`. */
+const SPRAY = 1_000_000;
+
+/**
+ * `keyed-postgres-spray`: a million keys, each taken once, sprayed through each limiter with 32 calls
+ * in flight. PostgresStore deletes up to two rows full again per row it inserts, so its table holds
+ * the keys touched within one refill time; RateLimiterPostgres keeps a row per key until its
+ * expired-row sweep (every 5 minutes by default). Rows are counted every second on a connection of
+ * their own; the size is the table's with its indexes, at the end. Runs only when named.
+ */
+export const keyedPostgresSpraySection: Section = {
+  id: 'keyed-postgres-spray',
+  title: 'A million keys sprayed at PostgreSQL: rows kept by PostgresStore and RateLimiterPostgres',
+  onRequest: true, // about 13 minutes on this machine
+  async run() {
+    const schema = `tp_bench_${randomBytes(4).toString('hex')}`;
+    const pool = new pg.Pool({ connectionString: URL, max: 10 });
+    pool.on('error', () => {});
+    const watcher = new pg.Client({ connectionString: URL });
+    await watcher.connect();
+    try {
+      const store = new PostgresStore({ client: pool, schema, onError: 'deny', timeout: 5000 });
+      await store.migrate();
+      await pool.query(`create schema if not exists ${schema}`);
+      const rlf = await new Promise<RateLimiterPostgres>((resolve, reject) => {
+        const r: RateLimiterPostgres = new RateLimiterPostgres(
+          { storeClient: pool, schemaName: schema, tableName: 'rlf', points: 1, duration: 1 },
+          (error?: Error) => (error ? reject(error) : resolve(r)),
+        );
+      });
+      // A take of 1 from a burst of 10 at 10/s is full again after 100 ms.
+      const limiter = new KeyedLimiter({ rate: 10, burst: 10, store });
+      const contenders: [string, string, (key: string) => Promise<unknown>][] = [
+        ['PostgresStore (full again 100 ms after a take)', 'tp_keyed', (key) => limiter.tryTake(key)],
+        ['RateLimiterPostgres (points 1, duration 1 s)', 'rlf', (key) => rlf.consume(key)],
+      ];
+      const rows: string[][] = [];
+      for (const [name, relation, take] of contenders) {
+        const count = async () =>
+          Number((await watcher.query(`select count(*) as n from ${schema}.${relation}`)).rows[0].n);
+        let most = 0;
+        let sampling = true;
+        const sampler = (async () => {
+          while (sampling) {
+            most = Math.max(most, await count());
+            await new Promise((r) => setTimeout(r, 1000));
+          }
+        })();
+        const started = performance.now();
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: 32 }, async () => {
+            while (next < SPRAY) keep(await take(`spray:${next++}`));
+          }),
+        );
+        const seconds = (performance.now() - started) / 1000;
+        sampling = false;
+        await sampler;
+        const left = await count();
+        most = Math.max(most, left);
+        const size = Number(
+          (await watcher.query(`select pg_total_relation_size('${schema}.${relation}') as b`)).rows[0].b,
+        );
+        rows.push([
+          name,
+          `${Math.round(SPRAY / seconds / 1000)}k/s`,
+          most.toLocaleString('en'),
+          left.toLocaleString('en'),
+          `${(size / 2 ** 20).toFixed(1)} MiB`,
+        ]);
+      }
+      return [
+        table(['limiter', 'keys per second', 'most rows seen', 'rows at the end', 'table and indexes'], rows),
+        '',
+        `${SPRAY.toLocaleString('en')} keys, each taken once, 32 calls in flight on one pg Pool of 10 connections, logged tables; rows counted every second.`,
+      ].join('\n');
+    } finally {
+      await watcher.end().catch(() => {});
+      await pool.query(`drop schema if exists ${schema} cascade`).catch(() => {});
+      await pool.end();
+    }
+  },
+};
