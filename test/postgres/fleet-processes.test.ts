@@ -13,6 +13,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { PostgresFleetStore } from '../../src/postgres/postgres-fleet-store.js';
 import { Scheduler } from '../../src/scheduler/scheduler.js';
 import { dropSchema, PG_URL, schemaName, testPool } from '../helpers/postgres.js';
+import { slope } from '../stream/support.js';
 
 const source = fileURLToPath(new URL('./fixtures/fleet-child.ts', import.meta.url));
 const bundle = fileURLToPath(new URL('../../.tmp/postgres-fleet-child.mjs', import.meta.url));
@@ -50,7 +51,7 @@ function start(key: string, mode: string, options: object) {
 
 /** What a run of the three workers did, between 1 s in and 1 s before its end (start-up and the final clear). */
 interface Run {
-  /** Starts per second: the least-squares slope of the starts, so that a few late timers at its ends do not weigh. */
+  /** Starts per second: the least-squares slope of the starts counted against time, so that a few late timers at its ends do not weigh. */
   rate: number;
   /** The most jobs running at one instant, across the fleet (over the whole run). */
   most: number;
@@ -88,30 +89,14 @@ async function runFleet(jobMs: number): Promise<Run> {
     running += d;
     most = Math.max(most, running);
   }
-  const steady = spans
-    .map(([s]) => s)
-    .filter((t) => t >= from && t < to)
-    .sort((a, b) => a - b);
+  // each start a piece of 1: the slope of the starts counted so far against time
+  const starts = spans.map(([s]) => ({ atMs: s, bytes: 1 })).sort((a, b) => a.atMs - b.atMs);
   return {
-    rate: 1000 / slopeMs(steady),
+    rate: slope(starts, from, to),
     most,
     meanRunning: busyMs / (to - from),
     shares: perWorker.map((w) => w.length),
   };
-}
-
-/** The least-squares slope of sorted times against their index: the mean ms between them. */
-function slopeMs(times: readonly number[]): number {
-  const n = times.length;
-  const meanIndex = (n - 1) / 2;
-  const meanTime = times.reduce((a, b) => a + b, 0) / n;
-  let sxy = 0;
-  let sxx = 0;
-  times.forEach((t, i) => {
-    sxy += (i - meanIndex) * (t - meanTime);
-    sxx += (i - meanIndex) ** 2;
-  });
-  return sxy / sxx;
 }
 
 const show = (what: string, r: Run) =>
