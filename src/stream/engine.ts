@@ -101,6 +101,8 @@ export class ThrottleEngine {
   #done: (() => void) | undefined;
   /** Our one timer, armed while the own cap is short. */
   readonly #watchdog: Watchdog;
+  /** True from a wait for the own cap until the next byte passes (what the group's `heldByCap` reports). */
+  #heldByCap = false;
   /** True while a loop is passing pieces: a chunk handed over synchronously is picked up by that loop. */
   #pumping = false;
   /** The current run (see #beginRun): bytes it may still pass without a clock read, and bytes it passed, not yet charged. */
@@ -148,6 +150,7 @@ export class ThrottleEngine {
       end: () => host.end(),
       destroy: (error) => host.destroy(error),
       capped: () => this.#meter !== undefined,
+      heldByCap: () => this.#heldByCap,
       fullAtMs: (nowMs) => this.#meter?.readyAt(nowMs, this.#meter.burstBytes) ?? Number.POSITIVE_INFINITY,
       sendableNow: (nowMs) => this.#sendableOrArmWake(nowMs),
       send: (nowMs, bytes) => this.#send(nowMs, bytes),
@@ -313,6 +316,7 @@ export class ThrottleEngine {
       ) {
         if (link !== undefined) meter?.take(nowMs, length);
         progress.record(nowMs, length);
+        this.#heldByCap = false;
         this.#host.deliver(bytes);
         const doneMs = this.clock.now();
         meter?.done(doneMs, length);
@@ -484,6 +488,7 @@ export class ThrottleEngine {
     const offset = this.#offset;
     this.#meter?.take(nowMs, bytes);
     this.#progress.record(nowMs, bytes);
+    this.#heldByCap = false;
     const end = offset + bytes;
     if (end >= chunk.length) {
       const done = this.#done as () => void;
@@ -558,6 +563,7 @@ export class ThrottleEngine {
    * (docs/internals/streams.md says why a wake-up a little early is welcome).
    */
   #armWake(nowMs: number, dueMs: number): void {
+    this.#heldByCap = true;
     this.#progress.waiting(nowMs);
     if (streamWaitChannel.hasSubscribers) {
       streamWaitChannel.publish({ stream: this.#host.stream, waitMs: dueMs - nowMs });

@@ -36,6 +36,12 @@ export interface MemberPort extends RingLinks<MemberPort> {
   destroy(error?: Error): void;
   /** True if the child has a cap of its own (it then leaves the ring whenever that cap is short). */
   capped(): boolean;
+  /**
+   * True if its own cap held it since it last sent (a member's own bucket, a
+   * subgroup's own rate): it comes back from its cap, not from idle or its
+   * reader, and goes first (see node.ts's `request`).
+   */
+  heldByCap(): boolean;
   /** When its own bucket will be full (what it earns after that is lost), ms; Infinity without a cap of its own. */
   fullAtMs(nowMs: number): number;
   /** True once the child will send nothing more than it holds (a member whose writer has ended). */
@@ -78,6 +84,7 @@ export type PortHooks = Pick<
   | 'end'
   | 'destroy'
   | 'capped'
+  | 'heldByCap'
   | 'fullAtMs'
   | 'ended'
   | 'send'
@@ -100,6 +107,7 @@ export function makePort(hooks: PortHooks): MemberPort {
     end: hooks.end,
     destroy: hooks.destroy,
     capped: hooks.capped,
+    heldByCap: hooks.heldByCap,
     fullAtMs: hooks.fullAtMs,
     ended: hooks.ended,
     send: hooks.send,

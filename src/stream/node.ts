@@ -198,11 +198,12 @@ export class ClassNode implements ServedClass {
     let how: Request;
     if (!port.inRing) {
       this.#startWaiting();
-      if (port.capped()) {
+      if (port.heldByCap()) {
         // A member back from its own cap goes first, as a sparse flow does in
         // FQ-CoDel, and its turn may take all its cap allows: it asks for no
         // more than that, and waiting for a whole round would overflow its own
-        // bucket and lose it rate it is owed.
+        // bucket and lose it rate it is owed. One back from idle (it ran dry,
+        // or its reader was full) is owed nothing saved: it joins as any does.
         port.sparse = true;
         ring.join(port, true);
         how = 'first';
@@ -247,7 +248,7 @@ export class ClassNode implements ServedClass {
     let up: Request;
     if (!port.inRing) {
       this.#startWaiting();
-      if (port.capped()) {
+      if (port.heldByCap()) {
         port.sparse = true; // a subgroup back from its own rate, as a member back from its cap
         ring.join(port, true);
         up = 'first';

@@ -73,6 +73,8 @@ export function subgroupHooks(node: ServedClass, weight: number, guaranteedPerSe
   let chosen: MemberPort | undefined;
   let chosenLimit = 0;
   let chosenAtMs = Number.NaN;
+  // From a sleep for its own rate's tokens until it next sends (its port's `heldByCap`).
+  let heldByCap = false;
   const choose = (nowMs: number): MemberPort | undefined => {
     if (chosen !== undefined && chosenAtMs === nowMs && chosen.inRing && node.ring.first === chosen) return chosen;
     chosen = node.ring.select(nowMs, node.policy);
@@ -97,6 +99,7 @@ export function subgroupHooks(node: ServedClass, weight: number, guaranteedPerSe
         const { ratePerSecond, burstBytes } = meter;
         let piece = groupWakePieceBytes(ratePerSecond, burstBytes, node.numbers.quantumBytes, node.pacer.latenessMs);
         if ((node.port?.guaranteedPerSecond ?? 0) > 0) piece = guaranteeWakePieceBytes(ratePerSecond, piece);
+        heldByCap = true;
         node.pacer.sleep(node, meter.readyAt(nowMs, piece));
         return 0;
       }
@@ -113,6 +116,7 @@ export function subgroupHooks(node: ServedClass, weight: number, guaranteedPerSe
       chosenAtMs = Number.NaN; // it sends now: ask the ring again next time
       sent = port.send(nowMs, Math.min(chosenLimit, budget));
       if (sent > 0) {
+        heldByCap = false;
         meter?.take(nowMs, sent);
         meter?.done(node.clock.now(), sent);
         progress.start(nowMs);
@@ -151,6 +155,7 @@ export function subgroupHooks(node: ServedClass, weight: number, guaranteedPerSe
     end: () => node.endAll(),
     destroy: (error) => node.destroy(error),
     capped: () => node.meter !== undefined,
+    heldByCap: () => heldByCap,
     fullAtMs: (nowMs) => node.meter?.readyAt(nowMs, node.meter.burstBytes) ?? Number.POSITIVE_INFINITY,
     ended: () => false,
     holdsBack: () => node.ring.holdsBack() && !holdsForOwnRate(node, node.clock.now()),
