@@ -50,10 +50,16 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Resolves once a server on `port` answers PING (or rejects after `timeoutMs`). */
-export async function waitForPing(port: number, timeoutMs = 5000): Promise<void> {
+/**
+ * Resolves once a server on `port` answers PING; rejects after `timeoutMs`,
+ * or at once if `child` (the server started for it) has exited, with what it printed.
+ */
+export async function waitForPing(port: number, timeoutMs = 15_000, child?: ChildProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
+    if (child !== undefined && (child.exitCode !== null || child.signalCode !== null)) {
+      throw new Error(`redis-server on port ${port} exited before it answered PING:\n${outputOf(child)}`);
+    }
     const ok = await new Promise<boolean>((resolve) => {
       const socket = createConnection({ port, host: '127.0.0.1' });
       let text = '';
@@ -78,12 +84,22 @@ export async function waitForPing(port: number, timeoutMs = 5000): Promise<void>
   }
 }
 
+/** The last lines a server started by {@link spawnRedis} printed (its log goes to stdout). */
+const outputs = new WeakMap<ChildProcess, string>();
+function outputOf(child: ChildProcess): string {
+  return outputs.get(child) ?? '';
+}
+
 function spawnRedis(port: number, extra: string[], dir: string): ChildProcess {
   const child = spawn(
     'redis-server',
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra],
-    { stdio: 'ignore' },
+    { stdio: ['ignore', 'pipe', 'pipe'] },
   );
+  outputs.set(child, '');
+  const keep = (chunk: Buffer) => outputs.set(child, (outputOf(child) + chunk.toString()).slice(-2000));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
   child.on('error', () => {});
   return child;
 }
@@ -94,7 +110,7 @@ export async function startRedis(extra: string[] = []): Promise<RedisServer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'tokenpace-redis-'));
   let child = spawnRedis(port, extra, dir);
-  await waitForPing(port);
+  await waitForPing(port, undefined, child);
   const server: RedisServer = {
     port,
     host: '127.0.0.1',
@@ -115,7 +131,7 @@ export async function startRedis(extra: string[] = []): Promise<RedisServer> {
     async restart() {
       await server.stop();
       child = spawnRedis(port, extra, dir);
-      await waitForPing(port);
+      await waitForPing(port, undefined, child);
     },
   };
   const cleanup = () => {
@@ -142,7 +158,11 @@ function run(file: string, args: string[]): Promise<string> {
   });
 }
 
-/** Starts three cluster-enabled nodes on free ports and creates a cluster of them (no replicas). */
+/**
+ * Starts three cluster-enabled nodes on free ports and creates a cluster of
+ * them (no replicas). Each node's bus port is a free port of its own: the
+ * default, 10,000 above the node's, does not exist for a node above 55535.
+ */
 export async function startRedisCluster(): Promise<RedisCluster> {
   const nodes: RedisServer[] = [];
   for (let i = 0; i < 3; i++) {
@@ -151,6 +171,8 @@ export async function startRedisCluster(): Promise<RedisCluster> {
       await startRedis([
         '--cluster-enabled',
         'yes',
+        '--cluster-port',
+        String(await freePort()),
         '--cluster-config-file',
         join(dir, 'nodes.conf'),
         '--cluster-node-timeout',
