@@ -63,8 +63,9 @@
  * idempotent per lease id: a grant of a lease already held is answered from
  * the lease (no second charge, no second weight), a renewal adds a lease only
  * if it is missing, a release or cancel of a lease not held does nothing (a
- * cancel refunds only a lease it drops). So a lease id is counted once,
- * whatever is replayed.
+ * cancel refunds only a lease it drops), and a lease named twice in one
+ * release list is dropped once. So a lease id is counted once, whatever is
+ * replayed.
  *
  * Reply (every op), numbers written by `fmt`: now, status, delayMs, readyAtMs,
  * tokens, in-flight weight, rate, burst, concurrency, ms until the earliest
@@ -93,8 +94,12 @@ else
   rewind(b, now) -- TIME went backwards: re-count from the earlier time (bucket.ts rewind)
 end
 
-local function drop(ids)
-  local n = 0
+-- drops the leases named (each once, however often named) and returns how many were held
+local function drop(named)
+  local n, seen, ids = 0, {}, {}
+  for _, id in ipairs(named) do
+    if not seen[id] then seen[id] = true; ids[#ids + 1] = id end
+  end
   for i = 1, #ids, 1000 do
     local chunk = {}
     for j = i, math.min(i + 999, #ids) do chunk[#chunk + 1] = ids[j] end

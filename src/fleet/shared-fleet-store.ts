@@ -372,11 +372,12 @@ export abstract class SharedFleetStore extends EventEmitter<StoreEvents> impleme
     fallback.seed(key, share, bucket, leases, this.#leaseMs.get(key) ?? 60_000);
   }
 
-  /** A lease this process now holds, whoever granted it. */
+  /** A lease this process now holds, whoever granted it: no deferred release may drop it (see {@link #defer}). */
   #hold(key: string, a: { leaseId: string; cost: number; weight?: number }): void {
     const held = this.#held.get(key) ?? new Map<string, number>();
     this.#held.set(key, held);
     held.set(a.leaseId, a.weight ?? a.cost);
+    this.#pending.get(key)?.delete(a.leaseId);
   }
 
   /** Leases given back (their jobs ended or never started). */
@@ -387,12 +388,18 @@ export abstract class SharedFleetStore extends EventEmitter<StoreEvents> impleme
     if (held.size === 0) this.#held.delete(key);
   }
 
-  /** Lease ids to drop in the backend at the next call that reaches it (dropping one it lacks does nothing). */
+  /**
+   * Lease ids to drop in the backend at the next call that reaches it (dropping one it lacks does
+   * nothing). Never one this process holds: an id asked for again after a call given up on may be
+   * granted, and its job runs, before a failed call that carried its release defers it again.
+   */
   #defer(key: string, ids: readonly string[]): void {
     if (ids.length === 0) return;
     const pending = this.#pending.get(key) ?? new Set<string>();
     this.#pending.set(key, pending);
-    for (const id of ids) pending.add(id);
+    const held = this.#held.get(key);
+    for (const id of ids) if (held?.has(id) !== true) pending.add(id);
+    if (pending.size === 0) this.#pending.delete(key);
   }
 
   #takePending(key: string): string[] {

@@ -73,6 +73,19 @@ describe('exchanges are idempotent per lease id', () => {
     client.disconnect();
   });
 
+  it('a lease named twice in one call, or in two, is given back once', async () => {
+    const { store, client } = newStore();
+    const key = `named-twice-${Date.now()}`;
+    const granted = await store.exchange(op(key, ['a', 'b', 'c']));
+    expect(granted.inFlight).toBe(3);
+    const after = await store.exchange(op(key, [], ['a', 'a']));
+    expect(after.inFlight).toBe(2);
+    expect((await store.exchange(op(key, [], ['a', 'b', 'b']))).inFlight).toBe(1);
+    expect(await weightInRedis(store, key)).toBe(1);
+    store.close();
+    client.disconnect();
+  });
+
   it('the script refuses a call run after its deadline (Redis time, through the `now` hook)', async () => {
     const client = new Redis({ port: server.port, host: '127.0.0.1' });
     let t = 1_000_000;
