@@ -69,6 +69,22 @@ async function apply(fault: Fault): Promise<number> {
   }
 }
 
+/**
+ * The spans running at the start of a span where more than `limit` run at
+ * once: worker, start and end, ms from `originMs` (what a failure prints).
+ */
+function crowds(results: readonly { spans: [number, number][] }[], limit: number, originMs: number): string[] {
+  const tagged = results.flatMap((r, worker) => r.spans.map(([start, end]) => ({ worker, start, end })));
+  const lines: string[] = [];
+  for (const a of tagged) {
+    const running = tagged.filter((b) => b.start <= a.start && b.end > a.start);
+    if (running.length <= limit) continue;
+    const at = (ms: number) => (ms - originMs).toFixed(3);
+    lines.push(running.map((b) => `${b.worker}: ${at(b.start)}..${at(b.end)}`).join(', '));
+  }
+  return lines;
+}
+
 /** The most weight in flight at once over all spans (cost 1 each). */
 function peak(spans: readonly [number, number][]): number {
   const edges: [number, number][] = [];
@@ -129,7 +145,7 @@ async function run(fault: Fault, policy: FailurePolicy) {
   expect(figures.settled).toBe(figures.scheduled);
   expect(left).toBe(0);
   if (policy === 'deny') {
-    expect(figures.fleetPeak).toBeLessThanOrEqual(CONCURRENCY);
+    expect(figures.fleetPeak, crowds(results, CONCURRENCY, faultAt).join('\n')).toBeLessThanOrEqual(CONCURRENCY);
     expect(figures.firstStartAfterMs).toBeLessThanOrEqual(PROBE_MS + TIMEOUT_MS + 150);
   } else if (policy === 'local') {
     // each worker starts a job only within its share (1 of 4 with 3 workers), counting what it runs
