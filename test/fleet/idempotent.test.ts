@@ -86,6 +86,52 @@ describe('exchanges are idempotent per lease id', () => {
     client.disconnect();
   });
 
+  it("a lease asked for again after a call given up on is never dropped by that call's release, sent again", async () => {
+    // Redis runs every call at once; the answers to the calls `late` picks reach the store after its timeout.
+    const client = new Redis({ port: server.port, host: '127.0.0.1' });
+    client.on('error', () => {});
+    let late = (_argv: string[]) => false;
+    const evalsha = (sha: string, numKeys: number, ...rest: string[]) => {
+      const reply = client.evalsha(sha, numKeys, ...rest);
+      return late(rest.slice(numKeys).map(String)) ? reply.then((r) => sleep(150).then(() => r)) : reply;
+    };
+    const slow = new Proxy(client, {
+      get: (target, name) => (name === 'evalsha' ? evalsha : Reflect.get(target, name, target)),
+    });
+    const store = new RedisFleetStore({ client: slow, onError: 'deny', timeout: 100, probeInterval: 20 });
+    const key = `held-${Date.now()}`;
+    expect((await store.exchange(op(key, ['warm']))).grants[0]?.status).toBe('ok'); // learns the offset
+    // 1. Redis grants 'x', and the answer comes too late: the store defers 'x' for release.
+    late = (argv) => argv.includes('x');
+    expect((await store.exchange(op(key, ['x']))).source).toBe('deny');
+    // 2. Back: the resync's renewal carries that release, and its answer comes too late as well;
+    //    'x' is asked for again meanwhile, and granted after the renewal dropped it.
+    late = (argv) => argv[1] === 'r';
+    const deadline = Date.now() + 2000;
+    while (!store.healthy && Date.now() < deadline) await sleep(1);
+    const again = await store.exchange(op(key, ['x']));
+    expect(again.grants[0]?.status).toBe('ok');
+    await sleep(200); // the renewal has failed by now
+    late = () => false;
+    while (!store.healthy && Date.now() < deadline + 2000) await sleep(5);
+    // 3. 'x' runs: no call of the store drops it; its weight stays until its job releases it.
+    await store.renew(
+      key,
+      [
+        { leaseId: 'warm', cost: 1, source: 'store' },
+        { leaseId: 'x', cost: 1, source: 'store' },
+      ],
+      10_000,
+    );
+    expect((await store.exchange(op(key, []))).inFlight).toBe(2);
+    expect(await weightInRedis(store, key)).toBe(2);
+    const released = await store.exchange(op(key, [], ['x']));
+    expect(released.inFlight).toBe(1);
+    expect(await weightInRedis(store, key)).toBe(1);
+    store.close();
+    client.disconnect();
+  });
+
   it('the script refuses a call run after its deadline (Redis time, through the `now` hook)', async () => {
     const client = new Redis({ port: server.port, host: '127.0.0.1' });
     let t = 1_000_000;
