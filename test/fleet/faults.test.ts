@@ -138,9 +138,10 @@ async function run(fault: Fault, policy: FailurePolicy) {
   const firstAfter = starts.find((s) => s >= backAt) ?? Number.POSITIVE_INFINITY;
   const [, , weights] = [`{tokenpace-fleet:${key}}:s`, '', `{tokenpace-fleet:${key}}:w`];
   const left = (await admin.hvals(weights as string)).map(Number).reduce((a, b) => a + b, 0);
+  const fleet = peak(spans, CONCURRENCY);
   const figures = {
-    fleetPeak: peak(spans).most,
-    fleetOverMs: Number(peak(spans, CONCURRENCY).overMs.toFixed(2)),
+    fleetPeak: fleet.most,
+    fleetOverMs: Number(fleet.overMs.toFixed(2)),
     workerPeak: Math.max(...results.map((r) => peak(r.spans).most)),
     worst100: worstWindows(during, [100])[100],
     startsDuring: during.length,

@@ -6,12 +6,24 @@
  * ceiling, what one child cannot take going to the others).
  */
 
+import { getDefaultHighWaterMark, setDefaultHighWaterMark } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Throttle, ThrottleGroup } from '../../src/index.js';
 import type { FakeClock } from '../helpers/fake-clock.js';
 import { type Piece, recordingSink, timedSource } from './support.js';
 
 export const MiB = 1048576;
+
+/** Runs `fn` with the default buffers of byte streams at `bytes` (Node 20's 16 KiB, or 64 KiB from Node 22 on), then puts them back. */
+export async function withStreamBuffers<T>(bytes: number, fn: () => Promise<T>): Promise<T> {
+  const before = getDefaultHighWaterMark(false);
+  setDefaultHighWaterMark(false, bytes);
+  try {
+    return await fn();
+  } finally {
+    setDefaultHighWaterMark(false, before);
+  }
+}
 
 /** A busy member: its own cap, weight and guarantee (all optional). */
 export interface MemberSpec {

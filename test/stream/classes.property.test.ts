@@ -6,7 +6,6 @@
  * fluid, fluidShares) over a second.
  */
 
-import { getDefaultHighWaterMark, setDefaultHighWaterMark } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ThrottleGroup } from '../../src/index.js';
@@ -22,6 +21,7 @@ import {
   piecesOf,
   type Shape,
   stopTree,
+  withStreamBuffers,
 } from './classes-support.js';
 import { advance, maxInWindow, type Piece, settle } from './support.js';
 
@@ -62,13 +62,7 @@ describe('bandwidth classes: every level keeps its bounds, both sides', () => {
         async (rootRate, rootShape, chunkBytes, highWaterMark) => {
           const spec = materialize(rootShape, rootRate, 0.9 * rootRate, true);
           fc.pre(countMembers(spec) > 0 && countMembers(spec) <= 10);
-          const before = getDefaultHighWaterMark(false);
-          setDefaultHighWaterMark(false, highWaterMark);
-          try {
-            await checkTree(rootRate, spec, chunkBytes);
-          } finally {
-            setDefaultHighWaterMark(false, before);
-          }
+          await withStreamBuffers(highWaterMark, () => checkTree(rootRate, spec, chunkBytes));
         },
       ),
       { numRuns: Number(process.env.PROPERTY_RUNS ?? 25) },

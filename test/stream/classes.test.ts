@@ -4,11 +4,10 @@
  * one timer per tree; sources are socket-like (chunks on timers).
  */
 
-import { getDefaultHighWaterMark, setDefaultHighWaterMark } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError, ThrottleGroup } from '../../src/index.js';
 import { fakeClock } from '../helpers/fake-clock.js';
-import { between, busyMember, jain, MiB } from './classes-support.js';
+import { between, busyMember, jain, MiB, withStreamBuffers } from './classes-support.js';
 import { advance, maxInWindow, settle } from './support.js';
 
 describe('bandwidth classes: shares', () => {
@@ -126,9 +125,7 @@ describe('bandwidth classes: shares', () => {
 // not take a turn of its whole bucket each time it comes back.
 describe('bandwidth classes: 32 KiB chunks through 16 KiB buffers', () => {
   it('a capped member among weighted siblings, in a class with a ceiling, gets its share', async () => {
-    const before = getDefaultHighWaterMark(false);
-    setDefaultHighWaterMark(false, 16 * 1024);
-    try {
+    await withStreamBuffers(16 * 1024, async () => {
       const fake = fakeClock();
       const rate = 716_781;
       const chunk = 32 * 1024;
@@ -148,9 +145,7 @@ describe('bandwidth classes: 32 KiB chunks through 16 KiB buffers', () => {
       expect(perSecond(a) / ((half * 0.5) / 5.5)).toBeGreaterThan(0.97);
       expect(perSecond(b) / ((half * 2) / 5.5)).toBeLessThan(1.03);
       expect(perSecond(c) / ((half * 3) / 5.5)).toBeGreaterThan(0.97);
-    } finally {
-      setDefaultHighWaterMark(false, before);
-    }
+    });
   }, 60_000);
 });
 
